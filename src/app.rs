@@ -1,0 +1,127 @@
+//! The commands, as the binary runs them: parse, plan, run, report.
+//!
+//! Errors that stop a run before or without any measurement come back as [`Fatal`]: one clear
+//! line for the user and exit code 2. A run that measured something always writes its
+//! artifacts, even when requests failed or the user pressed Ctrl-C.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::cli::{Cli, Command, ProfileArgs, SimArgs};
+use crate::clock::unix_time_secs;
+use crate::plan::RunPlan;
+use crate::report::{self, export, Report};
+
+/// A run that could not measure anything, with the reason.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Fatal(pub String);
+
+impl Fatal {
+    fn from(e: impl std::fmt::Display) -> Fatal {
+        Fatal(e.to_string())
+    }
+}
+
+/// What a finished profile run produced.
+pub struct ProfileResult {
+    /// The merged report.
+    pub report: Report,
+    /// Where the artifacts were written.
+    pub artifact_dir: std::path::PathBuf,
+    /// The console text that was printed.
+    pub console: String,
+}
+
+/// Runs a parsed command line. `stop` is set by Ctrl-C.
+pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<(), Fatal> {
+    match cli.command {
+        Command::Profile(args) => profile(&args, stop, true).map(|_| ()),
+        Command::Sim(args) => serve_sim(&args, stop),
+    }
+}
+
+fn serve_sim(args: &SimArgs, stop: Arc<AtomicBool>) -> Result<(), Fatal> {
+    let handle = crate::sim::start(args).map_err(Fatal::from)?;
+    eprintln!(
+        "ringperf sim: serving model {:?} on http://{} ({} driver, {} shard(s); ttft {:?}, itl {:?}); Ctrl-C stops",
+        args.model, handle.addr, handle.driver, args.shards, args.ttft, args.itl
+    );
+    // The chosen port on stdout alone, for scripts that start the simulator on port 0.
+    let _ = writeln!(std::io::stdout(), "{}", handle.addr.port());
+    let _ = std::io::stdout().flush();
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (requests, events) = handle.served();
+    handle.stop();
+    eprintln!("ringperf sim: served {requests} requests, {events} events");
+    Ok(())
+}
+
+/// Runs `profile`: starts the in-process simulator when asked, plans, runs, reports and writes
+/// the artifacts. `print` sends the table to stdout.
+pub fn profile(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result<ProfileResult, Fatal> {
+    let mut args = args.clone();
+    let sim = match &args.sim {
+        Some(flags) => {
+            let mut sim_args = SimArgs::parse_inline(flags)
+                .map_err(|e| Fatal(format!("--sim: {}", e.to_string().lines().next().unwrap_or(""))))?;
+            sim_args.bind = "127.0.0.1:0".into();
+            sim_args.model = args.target.model.clone();
+            let h = crate::sim::start(&sim_args).map_err(Fatal::from)?;
+            eprintln!(
+                "ringperf: benchmarking the built-in simulator on http://{} (ttft {:?}, itl {:?}, max batch {})",
+                h.addr,
+                sim_args.ttft,
+                sim_args.itl,
+                if sim_args.max_batch == 0 { "unlimited".to_string() } else { sim_args.max_batch.to_string() }
+            );
+            args.target.url = format!("http://{}", h.addr);
+            Some(h)
+        }
+        None => None,
+    };
+    let plan = RunPlan::build(&args).map_err(Fatal::from)?;
+    eprintln!("ringperf: tokenizer: {}", plan.tokenizer.source);
+    let plan = Arc::new(plan);
+    let start = unix_time_secs();
+    let out = crate::engine::run(plan.clone(), stop).map_err(Fatal::from)?;
+    let end = unix_time_secs();
+    drop(sim);
+    let report = report::build(out);
+    let title = format!(
+        "ringperf | LLM Metrics | {} | concurrency {}",
+        plan.model, plan.concurrency
+    );
+    let console = report::console::render(&report, &title);
+    if print {
+        let _ = std::io::stdout().write_all(console.as_bytes());
+    }
+    let times = export::Times { start, end };
+    export::write_all(
+        &report,
+        &plan.artifact_dir,
+        &plan.input_config,
+        &plan.dataset.inputs_json(),
+        &times,
+    )
+    .map_err(|e| Fatal(format!("writing artifacts to {}: {e}", plan.artifact_dir.display())))?;
+    if print {
+        eprintln!("ringperf: artifacts in {}", plan.artifact_dir.display());
+    }
+    if report.completed == 0 {
+        let why = report
+            .errors
+            .first()
+            .map(|e| format!("{} ({}): {}", e.kind, e.count, e.message))
+            .unwrap_or_else(|| "no request completed".into());
+        return Err(Fatal(format!("nothing was measured: every request failed: {why}")));
+    }
+    Ok(ProfileResult {
+        artifact_dir: plan.artifact_dir.clone(),
+        report,
+        console,
+    })
+}

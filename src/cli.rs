@@ -1,0 +1,308 @@
+//! Command-line interface: one definition per flag, doc comments as help text.
+//!
+//! Flag names follow GenAI-Perf and AIPerf (REFERENCE §3–4) so commands port over; aliases
+//! cover the spellings of both. Flags only parse here: [`crate::plan`] validates them into a
+//! run plan before any thread starts.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::runtime::Driver;
+use crate::units::{parse_count, parse_duration_ns, TimeDist};
+
+/// ringperf: measure OpenAI-compatible LLM servers with a client that is never the limit.
+#[derive(Debug, Parser)]
+#[command(name = "ringperf", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Benchmark a server (or, with --sim, the built-in simulator).
+    Profile(Box<ProfileArgs>),
+    /// Run the built-in OpenAI-compatible simulator.
+    Sim(SimArgs),
+}
+
+/// Everything `ringperf profile` takes.
+#[derive(Debug, Clone, Args)]
+pub struct ProfileArgs {
+    /// Target server.
+    #[command(flatten, next_help_heading = "Target")]
+    pub target: TargetArgs,
+    /// Load shape.
+    #[command(flatten, next_help_heading = "Load")]
+    pub load: LoadArgs,
+    /// Prompts and outputs.
+    #[command(flatten, next_help_heading = "Workload")]
+    pub workload: WorkloadArgs,
+    /// Where results go.
+    #[command(flatten, next_help_heading = "Output")]
+    pub output: OutputArgs,
+    /// The client engine.
+    #[command(flatten, next_help_heading = "Engine")]
+    pub engine: EngineArgs,
+    /// GPU telemetry.
+    #[command(flatten, next_help_heading = "Telemetry")]
+    pub telemetry: TelemetryArgs,
+    /// Start the built-in simulator in this process and benchmark it. Takes the simulator's
+    /// own flags as one string, e.g. --sim="--ttft 50ms --itl 10ms".
+    #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "SIM_FLAGS",
+          allow_hyphen_values = true)]
+    pub sim: Option<String>,
+}
+
+/// The server and how to talk to it.
+#[derive(Debug, Clone, Args)]
+pub struct TargetArgs {
+    /// Model name sent in every request.
+    #[arg(short = 'm', long = "model", visible_alias = "model-names", default_value = "ringperf-sim")]
+    pub model: String,
+    /// Server URL: http(s)://host:port (a path prefix is kept).
+    #[arg(short = 'u', long, default_value = "http://localhost:8000")]
+    pub url: String,
+    /// API shape.
+    #[arg(long, value_enum, default_value_t = EndpointType::Chat)]
+    pub endpoint_type: EndpointType,
+    /// Request path, overriding the endpoint type's default (e.g. /v1/chat/completions).
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// Ask for a streamed response (server-sent events); needed for TTFT and ITL.
+    #[arg(long)]
+    pub streaming: bool,
+    /// API key, sent as `Authorization: Bearer …`. Never written to artifacts or logs.
+    #[arg(long, env = "OPENAI_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Extra header, `Name: value` (repeatable). Values are never written to artifacts.
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+    /// PEM file with CA certificates to trust for https:// (instead of the web PKI roots).
+    #[arg(long)]
+    pub ca_cert: Option<PathBuf>,
+    /// Do not verify the server's certificate (https://).
+    #[arg(long)]
+    pub insecure: bool,
+    /// Time allowed to open a connection (and finish TLS).
+    #[arg(long, value_parser = parse_duration_ns, default_value = "10s", value_name = "DURATION")]
+    pub connect_timeout: u64,
+    /// Time allowed for a whole request, from send to last byte.
+    #[arg(long, visible_alias = "request-timeout-seconds", value_parser = parse_duration_ns,
+          default_value = "600s", value_name = "DURATION")]
+    pub request_timeout: u64,
+}
+
+/// The API endpoint shapes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EndpointType {
+    /// `/v1/chat/completions`.
+    Chat,
+    /// `/v1/completions`.
+    Completions,
+}
+
+/// How much load, for how long.
+#[derive(Debug, Clone, Args)]
+pub struct LoadArgs {
+    /// Requests kept in flight at all times (closed loop), across all shards.
+    #[arg(long, value_parser = parse_count, default_value = "1")]
+    pub concurrency: u64,
+    /// Measured requests to send (default 10, as AIPerf, unless a duration is given).
+    #[arg(long, visible_alias = "num-requests", value_parser = parse_count)]
+    pub request_count: Option<u64>,
+    /// Measure for this long instead of a request count.
+    #[arg(long, value_parser = parse_duration_ns, value_name = "DURATION")]
+    pub benchmark_duration: Option<u64>,
+    /// After --benchmark-duration, time allowed for requests in flight to finish.
+    #[arg(long, visible_alias = "benchmark-grace-period", value_parser = parse_duration_ns,
+          default_value = "30s", value_name = "DURATION")]
+    pub grace_period: u64,
+    /// Requests sent before measuring, excluded from every metric.
+    #[arg(long, value_parser = parse_count, default_value = "0")]
+    pub warmup_request_count: u64,
+}
+
+/// Prompts, outputs and the tokenizer.
+#[derive(Debug, Clone, Args)]
+pub struct WorkloadArgs {
+    /// tokenizer.json file, a directory holding one, or a Hugging Face model id (looked up in
+    /// the local HF cache). Default: the embedded Qwen3 tokenizer.
+    #[arg(long)]
+    pub tokenizer: Option<String>,
+    /// Mean prompt length in tokens.
+    #[arg(long, visible_alias = "isl", default_value_t = 550)]
+    pub synthetic_input_tokens_mean: u32,
+    /// Standard deviation of the prompt length.
+    #[arg(long, visible_alias = "isl-stddev", default_value_t = 0)]
+    pub synthetic_input_tokens_stddev: u32,
+    /// Mean output length requested (`max_tokens`); unset leaves it to the server.
+    #[arg(long, visible_alias = "osl")]
+    pub output_tokens_mean: Option<u32>,
+    /// Standard deviation of the requested output length.
+    #[arg(long, visible_alias = "osl-stddev", default_value_t = 0)]
+    pub output_tokens_stddev: u32,
+    /// Also set `min_tokens` to the requested length, so outputs are exactly that long.
+    #[arg(long)]
+    pub output_tokens_mean_deterministic: bool,
+    /// Extra request body field, `key:value` with a JSON value (`ignore_eos:true`); repeatable.
+    #[arg(long)]
+    pub extra_inputs: Vec<String>,
+    /// Seed for prompts and lengths: the same seed gives byte-identical inputs.json.
+    #[arg(long, default_value_t = 0)]
+    pub random_seed: u64,
+    /// Distinct prompts to generate; requests cycle through them.
+    #[arg(long, visible_alias = "num-prompts", value_parser = parse_count, default_value = "100")]
+    pub num_dataset_entries: u64,
+    /// Do not send `stream_options.include_usage` (then output tokens are re-tokenized).
+    #[arg(long)]
+    pub no_usage: bool,
+}
+
+/// Artifacts and console.
+#[derive(Debug, Clone, Args)]
+pub struct OutputArgs {
+    /// Artifact folder (default: artifacts/<model>-openai-<endpoint>-concurrency<N>).
+    #[arg(long)]
+    pub artifact_dir: Option<PathBuf>,
+    /// No live progress line on stderr (it is off anyway when stderr is not a terminal).
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// Threads, cores and I/O driver.
+#[derive(Debug, Clone, Args)]
+pub struct EngineArgs {
+    /// Shard threads (default: one per usable CPU; never more than --concurrency).
+    #[arg(long)]
+    pub shards: Option<usize>,
+    /// CPUs to pin shards to, e.g. 0,2-5 (default: all usable CPUs, in order).
+    #[arg(long)]
+    pub cpus: Option<String>,
+    /// Do not pin shard threads.
+    #[arg(long)]
+    pub no_pin: bool,
+    /// I/O driver.
+    #[arg(long, value_enum, default_value_t = Driver::Auto)]
+    pub driver: Driver,
+    /// io_uring submission queue entries per shard.
+    #[arg(long, default_value_t = 4096)]
+    pub ring_entries: u32,
+}
+
+/// GPU telemetry flags.
+#[derive(Debug, Clone, Args)]
+pub struct TelemetryArgs {
+    /// Do not sample GPUs through NVML.
+    #[arg(long)]
+    pub no_gpu_telemetry: bool,
+    /// GPU sampling interval.
+    #[arg(long, value_parser = parse_duration_ns, default_value = "100ms", value_name = "DURATION")]
+    pub gpu_sample_interval: u64,
+    /// GPUs to sample: `all` or indices like 0,2.
+    #[arg(long, default_value = "all")]
+    pub gpus: String,
+    /// GPU price in EUR per hour, for EUR per million output tokens.
+    #[arg(long)]
+    pub gpu_price_eur_hour: Option<f64>,
+}
+
+/// The built-in simulator's flags.
+#[derive(Debug, Clone, Args)]
+#[command(no_binary_name = true)]
+pub struct SimArgs {
+    /// Address to listen on (loopback by default). Port 0 picks a free port and prints it.
+    #[arg(long, default_value = "127.0.0.1:8000")]
+    pub bind: String,
+    /// Model name served; requests for another model get vLLM's 404 error.
+    #[arg(short = 'm', long = "model", default_value = "ringperf-sim")]
+    pub model: String,
+    /// Time to first token: a duration or a distribution (normal:50ms,5ms, uniform:a,b, exp:m).
+    #[arg(long, value_parser = TimeDist::parse, default_value = "20ms")]
+    pub ttft: TimeDist,
+    /// Time between tokens at an empty batch, same syntax as --ttft.
+    #[arg(long, value_parser = TimeDist::parse, default_value = "10ms")]
+    pub itl: TimeDist,
+    /// Tokens sent in each event.
+    #[arg(long, default_value_t = 1)]
+    pub tokens_per_chunk: u32,
+    /// Streams generated at once; more requests queue (0 = unlimited).
+    #[arg(long, default_value_t = 0)]
+    pub max_batch: u32,
+    /// How much ITL grows at a full batch: ITL × (1 + growth × active / max-batch).
+    #[arg(long, default_value_t = 1.0)]
+    pub itl_growth: f64,
+    /// Output length when a request sets no max_tokens.
+    #[arg(long, default_value_t = 256)]
+    pub default_max_tokens: u32,
+    /// Chance per token, after min_tokens, of stopping early (EOS); 0 runs to max_tokens.
+    #[arg(long, default_value_t = 0.0)]
+    pub eos_probability: f64,
+    /// Simulator threads.
+    #[arg(long, default_value_t = 1)]
+    pub shards: usize,
+    /// I/O driver.
+    #[arg(long, value_enum, default_value_t = Driver::Auto)]
+    pub driver: Driver,
+    /// Seed for the simulator's random timings.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl SimArgs {
+    /// Parses the string given to `profile --sim=…`.
+    pub fn parse_inline(s: &str) -> Result<SimArgs, clap::Error> {
+        use clap::FromArgMatches;
+        let cmd = <SimArgs as clap::Args>::augment_args(clap::Command::new("sim").no_binary_name(true));
+        let matches = cmd.try_get_matches_from(s.split_whitespace())?;
+        SimArgs::from_arg_matches(&matches)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn definitions_are_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn genai_perf_style_command_parses() {
+        let cli = Cli::try_parse_from([
+            "ringperf", "profile", "-m", "Qwen/Qwen3-8B", "--url", "http://127.0.0.1:9000",
+            "--endpoint-type", "completions", "--streaming", "--concurrency", "10k",
+            "--synthetic-input-tokens-mean", "128", "--output-tokens-mean", "64",
+            "--extra-inputs", "ignore_eos:true", "--request-count", "1k",
+            "--benchmark-grace-period", "5s", "-H", "X-A: b",
+        ])
+        .unwrap();
+        let Command::Profile(p) = cli.command else { panic!("not profile") };
+        assert_eq!(p.load.concurrency, 10_000);
+        assert_eq!(p.load.request_count, Some(1000));
+        assert_eq!(p.load.grace_period, 5_000_000_000);
+        assert_eq!(p.target.endpoint_type, EndpointType::Completions);
+        assert_eq!(p.workload.extra_inputs, vec!["ignore_eos:true"]);
+        assert!(p.sim.is_none());
+    }
+
+    #[test]
+    fn inline_sim_flags() {
+        let s = SimArgs::parse_inline("--ttft 50ms --itl normal:10ms,1ms --max-batch 8").unwrap();
+        assert_eq!(s.ttft, TimeDist::Fixed { ns: 50_000_000 });
+        assert_eq!(s.max_batch, 8);
+        assert!(SimArgs::parse_inline("--bogus").is_err());
+        let cli = Cli::try_parse_from(["ringperf", "profile", "--sim=--ttft 5ms"]).unwrap();
+        let Command::Profile(p) = cli.command else { panic!() };
+        assert_eq!(p.sim.as_deref(), Some("--ttft 5ms"));
+        let cli = Cli::try_parse_from(["ringperf", "profile", "--sim"]).unwrap();
+        let Command::Profile(p) = cli.command else { panic!() };
+        assert_eq!(p.sim.as_deref(), Some(""));
+    }
+}

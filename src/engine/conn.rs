@@ -1,0 +1,218 @@
+//! One client connection: plain TCP or TLS driven by hand over owned buffers.
+//!
+//! rustls never owns the socket: ciphertext is read into the connection's own buffer and fed
+//! through `read_tls`/`process_new_packets`, and written from `write_tls` output, so TLS and
+//! plain connections share the same owned-buffer I/O and the same shutdown path.
+
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+
+use monoio::buf::IoBufMut;
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+use monoio::net::TcpStream;
+use rustls::pki_types::ServerName;
+
+use crate::record::Outcome;
+
+/// Ciphertext buffer size for TLS connections.
+const TLS_READ: usize = 16 * 1024;
+
+/// TLS state of a connection.
+struct Tls {
+    conn: rustls::ClientConnection,
+    inbuf: Vec<u8>,
+    outbuf: Vec<u8>,
+}
+
+/// An open connection.
+pub struct Conn {
+    tcp: TcpStream,
+    tls: Option<Box<Tls>>,
+    /// True once it has carried a request (a later failure before any byte may be a stale
+    /// keep-alive connection and is retried once on a fresh one).
+    pub used: bool,
+}
+
+/// Why a connection could not be opened.
+#[derive(Debug)]
+pub struct ConnectError {
+    /// Outcome kind to count.
+    pub outcome: Outcome,
+    /// What happened.
+    pub message: String,
+}
+
+impl Conn {
+    /// Opens a connection to `addr`, with TLS when `tls` is given.
+    pub async fn open(
+        addr: std::net::SocketAddr,
+        tls: Option<(&Arc<rustls::ClientConfig>, &ServerName<'static>)>,
+    ) -> Result<Conn, ConnectError> {
+        let tcp = TcpStream::connect_addr(addr).await.map_err(|e| ConnectError {
+            outcome: Outcome::ConnectFailed,
+            message: format!("connect to {addr}: {e}"),
+        })?;
+        let _ = tcp.set_nodelay(true);
+        let mut conn = Conn {
+            tcp,
+            tls: None,
+            used: false,
+        };
+        if let Some((config, name)) = tls {
+            let c = rustls::ClientConnection::new(config.clone(), name.clone()).map_err(|e| {
+                ConnectError {
+                    outcome: Outcome::TlsFailed,
+                    message: format!("TLS setup: {e}"),
+                }
+            })?;
+            conn.tls = Some(Box::new(Tls {
+                conn: c,
+                inbuf: Vec::with_capacity(TLS_READ),
+                outbuf: Vec::with_capacity(4096),
+            }));
+            conn.handshake().await.map_err(|e| ConnectError {
+                outcome: Outcome::TlsFailed,
+                message: format!("TLS handshake with {addr}: {e}"),
+            })?;
+        }
+        Ok(conn)
+    }
+
+    /// The socket's descriptor (for `shutdown` on cancellation).
+    pub fn fd(&self) -> RawFd {
+        self.tcp.as_raw_fd()
+    }
+
+    async fn handshake(&mut self) -> io::Result<()> {
+        loop {
+            let tls = self.tls.as_mut().expect("tls");
+            if !tls.conn.is_handshaking() {
+                return self.flush_tls().await;
+            }
+            if tls.conn.wants_write() {
+                self.flush_tls().await?;
+                continue;
+            }
+            if self.read_tls().await? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "closed during handshake",
+                ));
+            }
+        }
+    }
+
+    async fn flush_tls(&mut self) -> io::Result<()> {
+        loop {
+            let tls = self.tls.as_mut().expect("tls");
+            if !tls.conn.wants_write() {
+                return Ok(());
+            }
+            let mut out = std::mem::take(&mut tls.outbuf);
+            out.clear();
+            tls.conn.write_tls(&mut out)?;
+            let (res, out) = self.tcp.write_all(out).await;
+            self.tls.as_mut().expect("tls").outbuf = out;
+            res?;
+        }
+    }
+
+    /// Reads ciphertext once and processes it; returns the bytes read (0 at EOF).
+    async fn read_tls(&mut self) -> io::Result<usize> {
+        let tls = self.tls.as_mut().expect("tls");
+        let mut inbuf = std::mem::take(&mut tls.inbuf);
+        inbuf.clear();
+        let (res, inbuf) = self.tcp.read(inbuf).await;
+        let tls = self.tls.as_mut().expect("tls");
+        tls.inbuf = inbuf;
+        let n = res?;
+        let mut rd = &tls.inbuf[..n];
+        while !rd.is_empty() {
+            tls.conn.read_tls(&mut rd)?;
+            tls.conn
+                .process_new_packets()
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        }
+        if n == 0 {
+            // Let rustls see the EOF too (it tells an orderly close from a truncation).
+            let _ = tls.conn.read_tls(&mut rd);
+        }
+        Ok(n)
+    }
+
+    /// Writes all of `buf`.
+    pub async fn send(&mut self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
+        match self.tls.as_mut() {
+            None => {
+                let (res, buf) = self.tcp.write_all(buf).await;
+                (res.map(|_| ()), buf)
+            }
+            Some(tls) => {
+                if let Err(e) = tls.conn.writer().write_all(&buf) {
+                    return (Err(e), buf);
+                }
+                (self.flush_tls().await, buf)
+            }
+        }
+    }
+
+    /// Appends received bytes to `buf` (at least one, or none at end of file) and returns how
+    /// many.
+    pub async fn recv(&mut self, mut buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>) {
+        let len = buf.len();
+        if buf.capacity() - len < 1024 {
+            buf.reserve(buf.capacity().max(4096));
+        }
+        if self.tls.is_none() {
+            let cap = buf.capacity();
+            let (res, slice) = self.tcp.read(buf.slice_mut(len..cap)).await;
+            return (res, slice.into_inner());
+        }
+        loop {
+            let tls = self.tls.as_mut().expect("tls");
+            buf.resize(buf.capacity(), 0);
+            let got = tls.conn.reader().read(&mut buf[len..]);
+            match got {
+                Ok(n) => {
+                    buf.truncate(len + n);
+                    return (Ok(n), buf);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => buf.truncate(len),
+                Err(e) => {
+                    buf.truncate(len);
+                    return (Err(e), buf);
+                }
+            }
+            match self.read_tls().await {
+                Ok(0) => {
+                    // EOF without close_notify: report what rustls says on the next loop, or
+                    // plain EOF if it has nothing more.
+                    let tls = self.tls.as_mut().expect("tls");
+                    buf.resize(buf.capacity(), 0);
+                    let r = tls.conn.reader().read(&mut buf[len..]);
+                    buf.truncate(len + *r.as_ref().unwrap_or(&0));
+                    return match r {
+                        Ok(n) => (Ok(n), buf),
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => (Ok(0), buf),
+                        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => (Ok(0), buf),
+                        Err(e) => (Err(e), buf),
+                    };
+                }
+                Ok(_) => {
+                    if let Err(e) = self.flush_tls().await {
+                        return (Err(e), buf);
+                    }
+                }
+                Err(e) => return (Err(e), buf),
+            }
+        }
+    }
+}
+
+/// Shuts a socket down in both directions so that any pending read on it completes. Safe to
+/// call on a descriptor that is still owned (and later closed) by its connection.
+pub fn shutdown(fd: RawFd) {
+    // SAFETY: plain syscall on a descriptor the caller guarantees is open.
+    unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+}

@@ -1,0 +1,395 @@
+//! One shard: a pinned thread with its own runtime, connections, buffers and records.
+//!
+//! The shard runs one dispatcher loop: it takes tickets from a [`Schedule`], waits for the
+//! ticket's send time and for a free place under the concurrency cap, and spawns the request
+//! on a connection from the shard's keep-alive pool. Nothing here is shared with other shards
+//! except the read-only plan and a few progress counters.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::os::fd::RawFd;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use rustls::pki_types::ServerName;
+
+use super::conn::{self, Conn};
+use super::schedule::{Schedule, Ticket};
+use crate::clock::now_ns;
+use crate::exchange::{Exchange, Scratch};
+use crate::plan::RunPlan;
+use crate::record::{Outcome, Record};
+use crate::stats::Dist;
+use crate::timer::FineTimer;
+use crate::workload::Entry;
+
+/// Initial read buffer per connection. Only the pages the kernel writes become resident.
+const READ_BUF: usize = 16 * 1024;
+/// How often the watcher looks at the stop flag and deadlines.
+const WATCH_EVERY: Duration = Duration::from_millis(10);
+
+/// Live counters a shard publishes for the progress line (one cache line each).
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub struct Progress {
+    /// Measured requests finished.
+    pub done: AtomicU64,
+    /// Measured requests that failed.
+    pub errors: AtomicU64,
+    /// Requests in flight.
+    pub in_flight: AtomicU64,
+}
+
+/// A connection with its buffers, reused across requests.
+#[derive(Default)]
+struct Slot {
+    conn: Option<Conn>,
+    read_buf: Vec<u8>,
+    write_buf: Vec<u8>,
+    exchange: Exchange,
+}
+
+/// Descriptors of connections in use, so that a stop can cut them all.
+#[derive(Default)]
+struct FdSet {
+    fds: Vec<RawFd>,
+    free: Vec<usize>,
+}
+
+impl FdSet {
+    fn insert(&mut self) -> usize {
+        match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.fds.push(-1);
+                self.fds.len() - 1
+            }
+        }
+    }
+    fn set(&mut self, i: usize, fd: RawFd) {
+        self.fds[i] = fd;
+    }
+    fn remove(&mut self, i: usize) {
+        self.fds[i] = -1;
+        self.free.push(i);
+    }
+    fn shutdown_all(&self) {
+        for &fd in self.fds.iter().filter(|&&fd| fd >= 0) {
+            conn::shutdown(fd);
+        }
+    }
+}
+
+/// Shard state, owned by the shard's thread.
+pub(crate) struct Shard {
+    pub index: u16,
+    pub plan: Arc<RunPlan>,
+    server_name: Option<ServerName<'static>>,
+    pool: RefCell<Vec<Slot>>,
+    in_flight: Cell<usize>,
+    pub peak_in_flight: Cell<usize>,
+    waker: RefCell<Option<Waker>>,
+    stop_dispatch: Cell<bool>,
+    cancelled: Cell<bool>,
+    dispatch_deadline: Cell<Option<u64>>,
+    hard_deadline: Cell<Option<u64>>,
+    finished: Cell<bool>,
+    fds: RefCell<FdSet>,
+    pub scratch: RefCell<Scratch>,
+    pub read_delay: RefCell<Dist>,
+    pub records: RefCell<Vec<Record>>,
+    pub timer: FineTimer,
+    progress: Arc<Progress>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Shard {
+    pub fn new(
+        index: u16,
+        plan: Arc<RunPlan>,
+        progress: Arc<Progress>,
+        stop: Arc<AtomicBool>,
+    ) -> std::io::Result<Rc<Shard>> {
+        let server_name = match plan.tls {
+            Some(_) => Some(
+                crate::tls::server_name(&plan.endpoint.host)
+                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?,
+            ),
+            None => None,
+        };
+        let shard = Rc::new(Shard {
+            index,
+            plan,
+            server_name,
+            pool: RefCell::new(Vec::new()),
+            in_flight: Cell::new(0),
+            peak_in_flight: Cell::new(0),
+            waker: RefCell::new(None),
+            stop_dispatch: Cell::new(false),
+            cancelled: Cell::new(false),
+            dispatch_deadline: Cell::new(None),
+            hard_deadline: Cell::new(None),
+            finished: Cell::new(false),
+            fds: RefCell::new(FdSet::default()),
+            scratch: RefCell::new(Scratch::default()),
+            read_delay: RefCell::new(Dist::new()),
+            records: RefCell::new(Vec::new()),
+            timer: FineTimer::start()?,
+            progress,
+            stop,
+        });
+        monoio::spawn(watch(shard.clone()));
+        Ok(shard)
+    }
+
+    fn wake(&self) {
+        if let Some(w) = self.waker.borrow_mut().take() {
+            w.wake();
+        }
+    }
+
+    fn cancel_all(&self) {
+        self.stop_dispatch.set(true);
+        self.cancelled.set(true);
+        self.fds.borrow().shutdown_all();
+        self.wake();
+    }
+
+    /// Runs one phase: dispatches the schedule's tickets with at most `cap` in flight, stops
+    /// dispatching at `dispatch_deadline`, cuts what is still in flight at `hard_deadline`,
+    /// and returns when nothing is in flight.
+    pub async fn run_phase(
+        self: &Rc<Self>,
+        schedule: &mut dyn Schedule,
+        cap: usize,
+        dispatch_deadline: Option<u64>,
+        hard_deadline: Option<u64>,
+    ) {
+        self.stop_dispatch.set(self.cancelled.get());
+        self.dispatch_deadline.set(dispatch_deadline);
+        self.hard_deadline.set(hard_deadline);
+        while !self.stop_dispatch.get() {
+            let Some(ticket) = schedule.next() else { break };
+            if let Some(at) = ticket.intended_ns {
+                self.timer.sleep_until(at).await;
+            }
+            WaitFor {
+                shard: self,
+                ready: |s: &Shard| s.in_flight.get() < cap || s.stop_dispatch.get(),
+            }
+            .await;
+            if self.stop_dispatch.get() {
+                break;
+            }
+            let n = self.in_flight.get() + 1;
+            self.in_flight.set(n);
+            self.peak_in_flight.set(self.peak_in_flight.get().max(n));
+            self.progress.in_flight.store(n as u64, Ordering::Relaxed);
+            monoio::spawn(request(self.clone(), ticket));
+        }
+        WaitFor {
+            shard: self,
+            ready: |s: &Shard| s.in_flight.get() == 0,
+        }
+        .await;
+        self.dispatch_deadline.set(None);
+        self.hard_deadline.set(None);
+    }
+
+    /// Ends the watcher task.
+    pub fn finish(&self) {
+        self.finished.set(true);
+    }
+
+    fn complete(&self, rec: Record) {
+        let n = self.in_flight.get() - 1;
+        self.in_flight.set(n);
+        self.progress.in_flight.store(n as u64, Ordering::Relaxed);
+        if rec.phase == crate::record::Phase::Profiling {
+            self.progress.done.fetch_add(1, Ordering::Relaxed);
+            if rec.outcome != Outcome::Ok {
+                self.progress.errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.records.borrow_mut().push(rec);
+        self.wake();
+    }
+}
+
+/// Waits until `ready(shard)` holds; re-checked whenever the shard wakes its dispatcher.
+struct WaitFor<'a, F> {
+    shard: &'a Shard,
+    ready: F,
+}
+
+impl<F: Fn(&Shard) -> bool + Unpin> Future for WaitFor<'_, F> {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if (self.ready)(self.shard) {
+            Poll::Ready(())
+        } else {
+            *self.shard.waker.borrow_mut() = Some(cx.waker().clone());
+            Poll::Pending
+        }
+    }
+}
+
+/// Watches the global stop flag and the phase deadlines.
+async fn watch(shard: Rc<Shard>) {
+    while !shard.finished.get() {
+        monoio::time::sleep(WATCH_EVERY).await;
+        let now = now_ns();
+        if shard.stop.load(Ordering::Relaxed) && !shard.cancelled.get() {
+            shard.cancel_all();
+        }
+        if shard.dispatch_deadline.get().is_some_and(|d| now >= d) && !shard.stop_dispatch.get() {
+            shard.stop_dispatch.set(true);
+            shard.wake();
+        }
+        if shard.hard_deadline.get().is_some_and(|d| now >= d) {
+            shard.cancel_all();
+        }
+    }
+}
+
+async fn request(shard: Rc<Shard>, ticket: Ticket) {
+    let plan = shard.plan.clone();
+    let entry = &plan.dataset.entries[ticket.entry as usize];
+    let mut slot = shard.pool.borrow_mut().pop().unwrap_or_default();
+    let mut rec = Record::new(ticket.id, shard.index, ticket.phase, ticket.entry, entry.isl);
+    rec.intended_ns = ticket.intended_ns;
+    rec.requested_osl = entry.requested_osl;
+    let fd_slot = shard.fds.borrow_mut().insert();
+    let limit = Duration::from_nanos(plan.request_timeout_ns);
+    let timed = monoio::time::timeout(limit, drive(&shard, &mut slot, entry, &mut rec, fd_slot)).await;
+    if timed.is_err() {
+        if let Some(c) = slot.conn.take() {
+            conn::shutdown(c.fd());
+        }
+        rec.end_ns = now_ns();
+        rec.outcome = Outcome::RequestTimeout;
+        rec.error = Some(format!(
+            "no complete response within {:.1}s",
+            plan.request_timeout_ns as f64 / 1e9
+        ));
+    }
+    if shard.cancelled.get() && rec.outcome != Outcome::Ok {
+        rec.outcome = Outcome::Cancelled;
+        rec.error = Some("cut short by a stop (Ctrl-C or the end of the grace period)".into());
+    }
+    shard.fds.borrow_mut().remove(fd_slot);
+    if !slot.exchange.keep_alive() || rec.outcome != Outcome::Ok {
+        slot.conn = None;
+    }
+    shard.pool.borrow_mut().push(slot);
+    shard.complete(rec);
+}
+
+/// Sends one request and reads its response, retrying once on a fresh connection when a
+/// reused keep-alive connection turns out to be dead before any response byte (llama.cpp
+/// closes after every stream while advertising keep-alive).
+async fn drive(shard: &Shard, slot: &mut Slot, entry: &Entry, rec: &mut Record, fd_slot: usize) {
+    let plan = &shard.plan;
+    for attempt in 0..2 {
+        if shard.cancelled.get() {
+            rec.outcome = Outcome::Cancelled;
+            rec.end_ns = now_ns();
+            return;
+        }
+        if slot.conn.is_none() {
+            let tls = plan.tls.as_ref().zip(shard.server_name.as_ref());
+            let limit = Duration::from_nanos(plan.connect_timeout_ns);
+            match monoio::time::timeout(limit, Conn::open(plan.endpoint.addr, tls)).await {
+                Ok(Ok(c)) => slot.conn = Some(c),
+                Ok(Err(e)) => {
+                    rec.outcome = e.outcome;
+                    rec.error = Some(e.message);
+                    rec.end_ns = now_ns();
+                    return;
+                }
+                Err(_) => {
+                    rec.outcome = Outcome::ConnectTimeout;
+                    rec.error = Some(format!("connect to {} timed out", plan.endpoint.addr));
+                    rec.end_ns = now_ns();
+                    return;
+                }
+            }
+        }
+        let conn = slot.conn.as_mut().expect("connected above");
+        shard.fds.borrow_mut().set(fd_slot, conn.fd());
+        let reused = conn.used;
+        conn.used = true;
+        let may_retry = reused && attempt == 0;
+
+        let mut wbuf = std::mem::take(&mut slot.write_buf);
+        entry.template.write_into(&mut wbuf, rec.id);
+        rec.start_ns = now_ns();
+        let (res, wbuf) = conn.send(wbuf).await;
+        slot.write_buf = wbuf;
+        if let Err(e) = res {
+            if may_retry {
+                slot.conn = None;
+                rec.reconnected = true;
+                continue;
+            }
+            rec.outcome = Outcome::Reset;
+            rec.error = Some(format!("sending the request: {e}"));
+            rec.end_ns = now_ns();
+            return;
+        }
+
+        slot.exchange.reset();
+        let mut rbuf = std::mem::take(&mut slot.read_buf);
+        rbuf.clear();
+        if rbuf.capacity() < READ_BUF {
+            rbuf.reserve(READ_BUF);
+        }
+        let retry = loop {
+            let (res, buf) = conn.recv(rbuf).await;
+            rbuf = buf;
+            let t = now_ns();
+            match res {
+                Ok(0) => {
+                    if may_retry && !slot.exchange.saw_bytes() && !shard.cancelled.get() {
+                        break true;
+                    }
+                    slot.exchange.eof(t, rec, &mut shard.scratch.borrow_mut());
+                    break false;
+                }
+                Ok(_) => {
+                    let used = slot.exchange.feed(&rbuf, t, rec, &mut shard.scratch.borrow_mut());
+                    if used == rbuf.len() {
+                        rbuf.clear();
+                    } else {
+                        rbuf.drain(..used);
+                    }
+                    shard.read_delay.borrow_mut().record(now_ns() - t);
+                    if slot.exchange.is_done() {
+                        break false;
+                    }
+                }
+                Err(e) => {
+                    if may_retry && !slot.exchange.saw_bytes() && !shard.cancelled.get() {
+                        break true;
+                    }
+                    rec.outcome = Outcome::Reset;
+                    rec.error = Some(format!("reading the response: {e}"));
+                    rec.end_ns = t;
+                    break false;
+                }
+            }
+        };
+        slot.read_buf = rbuf;
+        if retry {
+            slot.conn = None;
+            rec.reconnected = true;
+            rec.first_content_ns = None;
+            continue;
+        }
+        return;
+    }
+}

@@ -1,0 +1,295 @@
+//! One request's response, observed: HTTP framing → SSE events → OpenAI payloads → a record.
+//!
+//! [`Exchange`] is sans-IO like the layers it joins: the connection driver hands it each
+//! read's bytes with the read's timestamp, and it writes what they mean into the request's
+//! [`Record`]. Every event in one read gets that read's timestamp (events that arrived together
+//! are seen together; their gap is recorded as zero).
+//!
+//! A *content event* is one that carries non-empty generated text or reasoning text; the role
+//! chunk, empty-text chunks (vLLM's `ignore_eos` tail) and usage-only chunks are not.
+
+use crate::http::response::{Head, Parser, Part};
+use crate::http::ProtocolError;
+use crate::openai;
+use crate::record::{Outcome, Record};
+use crate::stats::Dist;
+
+/// Bodies of error and non-streamed responses are kept up to this size.
+const BODY_LIMIT: usize = 4 << 20;
+/// One request in this many keeps its text even with server usage, so the run can check the
+/// tokenizer against the server's counts.
+const TOKENIZER_CHECK_EVERY: u64 = 16;
+/// Error texts in records are cut to this many bytes.
+const ERROR_TEXT_LIMIT: usize = 512;
+
+/// Per-shard scratch space shared by every exchange on the shard.
+pub struct Scratch {
+    /// simd-json's reusable buffers.
+    pub json: simd_json::Buffers,
+    /// Distribution of `seen − sent` for simulator-stamped events.
+    pub client_delay: Dist,
+}
+
+impl Default for Scratch {
+    fn default() -> Self {
+        Scratch {
+            json: simd_json::Buffers::new(4096),
+            client_delay: Dist::new(),
+        }
+    }
+}
+
+/// Decoding state of one response.
+#[derive(Default)]
+pub struct Exchange {
+    parser: Parser,
+    framer: crate::sse::Framer,
+    body: Vec<u8>,
+    streaming: bool,
+    status: u16,
+    keep_alive: bool,
+    failure: Option<(Outcome, String)>,
+    saw_bytes: bool,
+    done: bool,
+}
+
+impl Exchange {
+    /// Ready for a new response, keeping buffers.
+    pub fn reset(&mut self) {
+        self.parser = Parser::new();
+        self.framer.reset();
+        self.body.clear();
+        self.streaming = false;
+        self.status = 0;
+        self.keep_alive = false;
+        self.failure = None;
+        self.saw_bytes = false;
+        self.done = false;
+    }
+
+    /// True once any response byte arrived.
+    pub fn saw_bytes(&self) -> bool {
+        self.saw_bytes
+    }
+
+    /// True once the response is complete.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// True when the connection can carry the next request.
+    pub fn keep_alive(&self) -> bool {
+        self.done && self.keep_alive
+    }
+
+    /// Feeds one read's bytes, stamped `t`. Returns how many bytes were consumed (the rest,
+    /// an incomplete head, must be fed again with what follows). A protocol error ends the
+    /// exchange with [`Outcome::BadHttp`].
+    pub fn feed(&mut self, bytes: &[u8], t: u64, rec: &mut Record, scratch: &mut Scratch) -> usize {
+        if !bytes.is_empty() {
+            self.saw_bytes = true;
+        }
+        let Exchange {
+            parser,
+            framer,
+            body,
+            streaming,
+            status,
+            keep_alive,
+            failure,
+            done,
+            ..
+        } = self;
+        let result = parser.feed(bytes, &mut |part| match part {
+            Part::Head(head) => on_head(head, status, keep_alive, streaming),
+            Part::Body(data) => {
+                if *streaming {
+                    framer.feed(data, &mut |ev| {
+                        on_event(ev.data, t, rec, scratch, failure);
+                    });
+                } else if body.len() + data.len() <= BODY_LIMIT {
+                    body.extend_from_slice(data);
+                }
+            }
+            Part::End => *done = true,
+        });
+        match result {
+            Ok(used) => {
+                if self.done {
+                    self.finish(t, rec, scratch);
+                }
+                used
+            }
+            Err(e) => {
+                self.fail_protocol(e, t, rec);
+                bytes.len()
+            }
+        }
+    }
+
+    /// The connection reached end of file.
+    pub fn eof(&mut self, t: u64, rec: &mut Record, scratch: &mut Scratch) {
+        if self.done {
+            return;
+        }
+        let mut ended = false;
+        match self.parser.eof(&mut |p| ended |= p == Part::End) {
+            Ok(()) if ended => {
+                self.done = true;
+                self.finish(t, rec, scratch);
+            }
+            Ok(()) => {}
+            Err(_) => {
+                self.done = true;
+                self.keep_alive = false;
+                rec.end_ns = t;
+                rec.outcome = Outcome::ClosedEarly;
+                rec.error = Some(if self.saw_bytes {
+                    "connection closed before the response ended".into()
+                } else {
+                    "connection closed before any response byte".into()
+                });
+            }
+        }
+    }
+
+    fn fail_protocol(&mut self, e: ProtocolError, t: u64, rec: &mut Record) {
+        self.done = true;
+        self.keep_alive = false;
+        rec.end_ns = t;
+        rec.outcome = Outcome::BadHttp;
+        rec.error = Some(e.to_string());
+    }
+
+    fn finish(&mut self, t: u64, rec: &mut Record, scratch: &mut Scratch) {
+        rec.end_ns = t;
+        if self.framer.has_pending() && self.failure.is_none() {
+            // The standard discards an event that is never terminated; count it, don't hide it.
+            self.failure = Some((
+                Outcome::BadHttp,
+                "event stream ended inside an event".into(),
+            ));
+        }
+        if !(200..300).contains(&self.status) {
+            rec.outcome = Outcome::HttpStatus(self.status);
+            rec.error = Some(error_text(&self.body));
+            return;
+        }
+        if !self.streaming {
+            self.finish_whole_body(t, rec, scratch);
+        }
+        if let Some((outcome, text)) = self.failure.take() {
+            rec.outcome = outcome;
+            rec.error = Some(text);
+            return;
+        }
+        rec.outcome = Outcome::Ok;
+        if rec.osl.is_some() && rec.id % TOKENIZER_CHECK_EVERY != 0 {
+            rec.text = String::new();
+        }
+    }
+
+    fn finish_whole_body(&mut self, t: u64, rec: &mut Record, scratch: &mut Scratch) {
+        match openai::decode(&mut self.body, &mut scratch.json) {
+            Ok(p) => {
+                if let Some(e) = p.error {
+                    self.failure = Some((Outcome::ServerError, cut(&e)));
+                    return;
+                }
+                if !p.content.is_empty() || !p.reasoning.is_empty() {
+                    rec.last_content_ns = Some(t);
+                    rec.text.push_str(p.reasoning);
+                    rec.text.push_str(p.content);
+                }
+                rec.finish_reason = p.finish_reason.map(str::to_string);
+                apply_usage(p.usage, rec);
+            }
+            Err(e) => self.failure = Some((Outcome::BadJson, cut(&e.to_string()))),
+        }
+    }
+}
+
+fn on_head(head: &Head, status: &mut u16, keep_alive: &mut bool, streaming: &mut bool) {
+    *status = head.status;
+    *keep_alive = head.keep_alive;
+    *streaming = head.event_stream && (200..300).contains(&head.status);
+}
+
+fn on_event(
+    data: &mut [u8],
+    t: u64,
+    rec: &mut Record,
+    scratch: &mut Scratch,
+    failure: &mut Option<(Outcome, String)>,
+) {
+    if data == b"[DONE]" {
+        return;
+    }
+    let p = match openai::decode(data, &mut scratch.json) {
+        Ok(p) => p,
+        Err(e) => {
+            failure.get_or_insert((Outcome::BadJson, cut(&e.to_string())));
+            return;
+        }
+    };
+    if let Some(sent) = p.sent_ns {
+        scratch.client_delay.record(t.saturating_sub(sent));
+    }
+    if let Some(e) = p.error {
+        failure.get_or_insert((Outcome::ServerError, cut(&e)));
+    }
+    if !p.content.is_empty() || !p.reasoning.is_empty() {
+        match rec.last_content_ns {
+            None => rec.first_content_ns = Some(t),
+            Some(last) => {
+                if rec.second_content_ns.is_none() {
+                    rec.second_content_ns = Some(t);
+                }
+                rec.chunk_gaps_ns.push(t - last);
+            }
+        }
+        if !p.content.is_empty() && rec.first_output_ns.is_none() {
+            rec.first_output_ns = Some(t);
+        }
+        rec.last_content_ns = Some(t);
+        rec.text.push_str(p.reasoning);
+        rec.text.push_str(p.content);
+    }
+    if let Some(f) = p.finish_reason {
+        rec.finish_reason = Some(f.to_string());
+    }
+    apply_usage(p.usage, rec);
+}
+
+fn apply_usage(usage: Option<openai::Usage>, rec: &mut Record) {
+    if let Some(u) = usage {
+        if let Some(c) = u.completion_tokens {
+            rec.osl = Some(c);
+            rec.osl_source = Some(crate::record::TokenSource::Usage);
+        }
+        if u.prompt_tokens.is_some() {
+            rec.server_isl = u.prompt_tokens;
+        }
+    }
+}
+
+fn error_text(body: &[u8]) -> String {
+    let s = String::from_utf8_lossy(body);
+    let s = s.trim();
+    if s.is_empty() {
+        "(empty body)".into()
+    } else {
+        cut(s)
+    }
+}
+
+fn cut(s: &str) -> String {
+    if s.len() <= ERROR_TEXT_LIMIT {
+        return s.to_string();
+    }
+    let mut end = ERROR_TEXT_LIMIT;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}

@@ -1,0 +1,229 @@
+//! What ringperf keeps about each request.
+//!
+//! A failed request is data, not an error: its [`Outcome`] says what happened, is counted by
+//! kind, and the request is excluded from latency distributions (REFERENCE §1).
+
+use serde::Serialize;
+
+/// Which part of the run a request belonged to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Warm-up requests, excluded from every metric.
+    Warmup,
+    /// Measured requests.
+    Profiling,
+}
+
+/// How a request ended. Bounded in size; every kind is counted separately.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// A complete, successful response.
+    Ok,
+    /// The server answered with this non-2xx status.
+    HttpStatus(u16),
+    /// The server reported an error inside a 200 stream or body.
+    ServerError,
+    /// The connection could not be opened.
+    ConnectFailed,
+    /// Opening the connection took longer than `--connect-timeout`.
+    ConnectTimeout,
+    /// The TLS handshake failed.
+    TlsFailed,
+    /// The request took longer than `--request-timeout`.
+    RequestTimeout,
+    /// The connection was reset or failed mid-request.
+    Reset,
+    /// The server closed the connection before the response was complete.
+    ClosedEarly,
+    /// The response broke HTTP/1.1 framing.
+    BadHttp,
+    /// An event or body was not valid JSON.
+    BadJson,
+    /// Cut short by Ctrl-C or by the end of the grace period.
+    Cancelled,
+}
+
+impl Outcome {
+    /// A stable short name, used in artifacts and the console.
+    pub fn name(&self) -> String {
+        match self {
+            Outcome::Ok => "ok".into(),
+            Outcome::HttpStatus(s) => format!("http_{s}"),
+            Outcome::ServerError => "server_error".into(),
+            Outcome::ConnectFailed => "connect_failed".into(),
+            Outcome::ConnectTimeout => "connect_timeout".into(),
+            Outcome::TlsFailed => "tls_failed".into(),
+            Outcome::RequestTimeout => "request_timeout".into(),
+            Outcome::Reset => "connection_reset".into(),
+            Outcome::ClosedEarly => "closed_early".into(),
+            Outcome::BadHttp => "bad_http".into(),
+            Outcome::BadJson => "bad_json".into(),
+            Outcome::Cancelled => "cancelled".into(),
+        }
+    }
+
+    /// The code AIPerf's `error_summary` would show.
+    pub fn code(&self) -> u16 {
+        match self {
+            Outcome::Ok => 200,
+            Outcome::HttpStatus(s) => *s,
+            _ => 0,
+        }
+    }
+}
+
+/// Where the output token count came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSource {
+    /// The server's `usage.completion_tokens`.
+    Usage,
+    /// The response text re-tokenized with the run's tokenizer.
+    Tokenizer,
+}
+
+/// One request, as measured. Times are `CLOCK_MONOTONIC` nanoseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Record {
+    /// Global request number; its hex form is the `X-Request-ID` sent.
+    pub id: u64,
+    /// Shard that sent it.
+    pub shard: u16,
+    /// Warm-up or measured.
+    pub phase: Phase,
+    /// Dataset entry used.
+    pub entry: u32,
+    /// When the schedule wanted it sent (open-loop modes only).
+    pub intended_ns: Option<u64>,
+    /// Just before the request bytes were handed to the kernel.
+    pub start_ns: u64,
+    /// When the response ended (or the request failed).
+    pub end_ns: u64,
+    /// First content event.
+    pub first_content_ns: Option<u64>,
+    /// Second content event.
+    pub second_content_ns: Option<u64>,
+    /// First non-reasoning content event.
+    pub first_output_ns: Option<u64>,
+    /// Last content event.
+    pub last_content_ns: Option<u64>,
+    /// Gaps between consecutive content events (ns).
+    pub chunk_gaps_ns: Vec<u64>,
+    /// Input tokens as sent (tokenizer count).
+    pub isl: u32,
+    /// Server-reported prompt tokens.
+    pub server_isl: Option<u64>,
+    /// Output tokens, once known.
+    pub osl: Option<u64>,
+    /// Where `osl` came from.
+    pub osl_source: Option<TokenSource>,
+    /// The tokenizer's count of the output, kept for a sample of requests that also had
+    /// server usage, to check that `--tokenizer` matches the served model.
+    pub tokenizer_osl: Option<u64>,
+    /// Output tokens the request asked for (`max_tokens`), if any.
+    pub requested_osl: Option<u32>,
+    /// The server's `finish_reason`.
+    pub finish_reason: Option<String>,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Error text (server message or local reason).
+    pub error: Option<String>,
+    /// True if it ran on a fresh connection after a reused one turned out dead.
+    pub reconnected: bool,
+    /// Response text kept for re-tokenizing when the server sent no usage; emptied after.
+    #[serde(skip)]
+    pub text: String,
+}
+
+impl Record {
+    /// A record for a request that has not been sent yet.
+    pub fn new(id: u64, shard: u16, phase: Phase, entry: u32, isl: u32) -> Record {
+        Record {
+            id,
+            shard,
+            phase,
+            entry,
+            intended_ns: None,
+            start_ns: 0,
+            end_ns: 0,
+            first_content_ns: None,
+            second_content_ns: None,
+            first_output_ns: None,
+            last_content_ns: None,
+            chunk_gaps_ns: Vec::new(),
+            isl,
+            server_isl: None,
+            osl: None,
+            osl_source: None,
+            tokenizer_osl: None,
+            requested_osl: None,
+            finish_reason: None,
+            outcome: Outcome::Ok,
+            error: None,
+            reconnected: false,
+            text: String::new(),
+        }
+    }
+
+    /// True for a successful measured request.
+    pub fn is_measured_ok(&self) -> bool {
+        self.phase == Phase::Profiling && self.outcome == Outcome::Ok
+    }
+
+    /// Time to first token, from the actual send.
+    pub fn ttft(&self) -> Option<u64> {
+        self.first_content_ns.map(|t| t.saturating_sub(self.start_ns))
+    }
+
+    /// Time to first non-reasoning token.
+    pub fn ttfo(&self) -> Option<u64> {
+        self.first_output_ns.map(|t| t.saturating_sub(self.start_ns))
+    }
+
+    /// Time from the first to the second content event.
+    pub fn ttst(&self) -> Option<u64> {
+        Some(self.second_content_ns?.saturating_sub(self.first_content_ns?))
+    }
+
+    /// Request latency: last content event (or end of a non-streamed response) − start.
+    pub fn latency(&self) -> u64 {
+        self.last_content_ns
+            .unwrap_or(self.end_ns)
+            .saturating_sub(self.start_ns)
+    }
+
+    /// Inter-token latency, (e2e − TTFT) / (OSL − 1), in ns; needs OSL ≥ 2 and a TTFT.
+    pub fn itl(&self) -> Option<f64> {
+        let osl = self.osl?;
+        if osl < 2 {
+            return None;
+        }
+        let ttft = self.ttft()?;
+        Some((self.latency() - ttft) as f64 / (osl - 1) as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_metrics_follow_genai_perf() {
+        let mut r = Record::new(1, 0, Phase::Profiling, 0, 10);
+        r.start_ns = 1_000;
+        r.first_content_ns = Some(51_000);
+        r.second_content_ns = Some(61_000);
+        r.last_content_ns = Some(141_000);
+        r.osl = Some(10);
+        assert_eq!(r.ttft(), Some(50_000));
+        assert_eq!(r.ttst(), Some(10_000));
+        assert_eq!(r.latency(), 140_000);
+        assert_eq!(r.itl(), Some(10_000.0));
+        r.osl = Some(1);
+        assert_eq!(r.itl(), None);
+        assert_eq!(Outcome::HttpStatus(404).name(), "http_404");
+        assert_eq!(Outcome::HttpStatus(404).code(), 404);
+    }
+}

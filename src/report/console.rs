@@ -1,0 +1,157 @@
+//! The console table, in GenAI-Perf's layout, and the client-health lines under it.
+
+use std::fmt::Write;
+
+use super::metrics::PER_USER_SCALE;
+use super::Report;
+use crate::stats::Dist;
+
+/// Rows with a distribution: label, the distribution, and the divisor to its unit.
+pub(crate) fn dist_rows(r: &Report) -> Vec<(&'static str, &'static str, &Dist, f64)> {
+    let m = &r.metrics;
+    vec![
+        ("time_to_first_token", "Time To First Token (ms)", &m.ttft, 1e6),
+        ("time_to_first_output_token", "Time To First Output Token (ms)", &m.ttfo, 1e6),
+        ("time_to_second_token", "Time To Second Token (ms)", &m.ttst, 1e6),
+        ("inter_token_latency", "Inter Token Latency (ms)", &m.itl, 1e6),
+        ("inter_chunk_latency", "Inter Chunk Latency (ms)", &m.icl, 1e6),
+        ("request_latency", "Request Latency (ms)", &m.latency, 1e6),
+        ("output_sequence_length", "Output Sequence Length (tokens)", &m.osl, 1.0),
+        ("input_sequence_length", "Input Sequence Length (tokens)", &m.isl, 1.0),
+        (
+            "output_token_throughput_per_user",
+            "Output Token Throughput Per User (tokens/sec/user)",
+            &m.per_user,
+            PER_USER_SCALE,
+        ),
+    ]
+}
+
+/// Single-value rows: label and value.
+pub(crate) fn value_rows(r: &Report) -> Vec<(&'static str, &'static str, &'static str, f64)> {
+    vec![
+        ("output_token_throughput", "Output Token Throughput (tokens/sec)", "tokens/sec", r.output_tps()),
+        ("input_token_throughput", "Input Token Throughput (tokens/sec)", "tokens/sec", r.input_tps()),
+        (
+            "total_token_throughput",
+            "Total Token Throughput (tokens/sec)",
+            "tokens/sec",
+            r.output_tps() + r.input_tps(),
+        ),
+        ("request_throughput", "Request Throughput (requests/sec)", "requests/sec", r.request_tps()),
+        ("request_count", "Request Count (requests)", "requests", r.completed as f64),
+        ("error_request_count", "Error Request Count (requests)", "requests", r.failed as f64),
+    ]
+}
+
+fn num(v: f64) -> String {
+    if v.abs() >= 1e6 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Renders the table and the health lines.
+pub fn render(r: &Report, title: &str) -> String {
+    let cols = ["avg", "min", "max", "p99", "p90", "p75"];
+    let mut rows: Vec<(String, Vec<String>)> = Vec::new();
+    for (_, label, d, scale) in dist_rows(r) {
+        if d.count() == 0 {
+            continue;
+        }
+        let s = d.summary(scale);
+        rows.push((
+            label.to_string(),
+            vec![num(s.avg), num(s.min), num(s.max), num(s.at("p99")), num(s.at("p90")), num(s.at("p75"))],
+        ));
+    }
+    for (_, label, _, v) in value_rows(r) {
+        let mut cells = vec![num(v)];
+        cells.extend(std::iter::repeat_n("N/A".to_string(), cols.len() - 1));
+        rows.push((label.to_string(), cells));
+    }
+    let w0 = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(9).max(9);
+    let wc: Vec<usize> = (0..cols.len())
+        .map(|i| rows.iter().map(|r| r.1[i].len()).max().unwrap_or(3).max(cols[i].len()))
+        .collect();
+    let line = |l: char, m: char, r: char, h: char| {
+        let mut s = String::new();
+        s.push(l);
+        s.extend(std::iter::repeat_n(h, w0 + 2));
+        for w in &wc {
+            s.push(m);
+            s.extend(std::iter::repeat_n(h, w + 2));
+        }
+        s.push(r);
+        s
+    };
+    let mut out = String::new();
+    let width = w0 + 3 + wc.iter().map(|w| w + 3).sum::<usize>();
+    let _ = writeln!(out, "{:^width$}", title);
+    let _ = writeln!(out, "{}", line('┏', '┳', '┓', '━'));
+    let _ = write!(out, "┃ {:>w0$} ", "Statistic");
+    for (c, w) in cols.iter().zip(&wc) {
+        let _ = write!(out, "┃ {c:>w$} ");
+    }
+    let _ = writeln!(out, "┃");
+    let _ = writeln!(out, "{}", line('┡', '╇', '┩', '━'));
+    for (label, cells) in &rows {
+        let _ = write!(out, "│ {label:>w0$} ");
+        for (c, w) in cells.iter().zip(&wc) {
+            let _ = write!(out, "│ {c:>w$} ");
+        }
+        let _ = writeln!(out, "│");
+    }
+    let _ = writeln!(out, "{}", line('└', '┴', '┘', '─'));
+    out.push_str(&health(r));
+    out
+}
+
+/// The client-health block.
+pub fn health(r: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Client health: {} driver, {} shard(s); output tokens from {}",
+        r.driver,
+        r.shards.len(),
+        match (r.osl_from_usage, r.osl_from_tokenizer) {
+            (0, 0) => "nothing (no completed request)".to_string(),
+            (_, 0) => "server usage".to_string(),
+            (0, _) => "re-tokenized text".to_string(),
+            (u, t) => format!("server usage ({u}) and re-tokenized text ({t})"),
+        }
+    );
+    for s in &r.shards {
+        let _ = writeln!(
+            out,
+            "  shard {}{}: CPU {:.1}%  peak in flight {}  {:.0} events/s  {:.2} µs CPU/event  read→record p99 {:.1} µs",
+            s.shard,
+            s.cpu.map(|c| format!(" (cpu {c})")).unwrap_or_default(),
+            s.cpu_utilization * 100.0,
+            s.peak_in_flight,
+            s.events_per_sec,
+            s.cpu_us_per_event,
+            s.read_to_record_p99_us
+        );
+    }
+    if r.client_delay.count() > 0 {
+        let d = &r.client_delay;
+        let _ = writeln!(
+            out,
+            "  client-added delay (simulator-stamped events): p50 {:.1} µs  p99 {:.1} µs  max {:.1} µs",
+            d.percentile(50.0) as f64 / 1e3,
+            d.percentile(99.0) as f64 / 1e3,
+            d.summary(1e3).max
+        );
+    }
+    for e in &r.errors {
+        let _ = writeln!(out, "  errors: {} × {} ({})", e.count, e.kind, e.message);
+    }
+    for w in &r.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    let _ = writeln!(out, "Verdict: {}", r.verdict);
+    out
+}

@@ -1,0 +1,231 @@
+//! Artifacts in AIPerf's names and layouts (`_ringperf` in place of `_aiperf`).
+
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use serde_json::{json, Map, Value};
+
+use super::console::{dist_rows, value_rows};
+use super::Report;
+use crate::stats::PERCENTILES;
+
+/// Schema version of `profile_export_ringperf.json`.
+pub const SCHEMA_VERSION: &str = "1.0";
+
+/// Start and end of the run, for the JSON export.
+pub struct Times {
+    /// Unix seconds at start.
+    pub start: f64,
+    /// Unix seconds at end.
+    pub end: f64,
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` for Unix seconds.
+pub fn iso8601(unix: f64) -> String {
+    let secs = unix.floor() as i64;
+    let ms = ((unix - secs as f64) * 1000.0) as i64;
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z",
+        sod / 3600,
+        sod / 60 % 60,
+        sod % 60
+    )
+}
+
+/// The `profile_export_ringperf.json` document.
+pub fn profile_json(r: &Report, input_config: &Value, times: &Times) -> Value {
+    let mut doc = Map::new();
+    doc.insert("schema_version".into(), json!(SCHEMA_VERSION));
+    for (tag, label, d, scale) in dist_rows(r) {
+        if d.count() == 0 {
+            continue;
+        }
+        let s = d.summary(scale);
+        let unit = label
+            .rsplit_once('(')
+            .map(|(_, u)| u.trim_end_matches(')'))
+            .unwrap_or("");
+        let mut m = Map::new();
+        m.insert("unit".into(), json!(unit));
+        m.insert("avg".into(), json!(s.avg));
+        m.insert("min".into(), json!(s.min));
+        m.insert("max".into(), json!(s.max));
+        m.insert("std".into(), json!(s.std));
+        for (i, (name, _)) in PERCENTILES.iter().enumerate() {
+            m.insert((*name).into(), json!(s.percentiles[i]));
+        }
+        m.insert("count".into(), json!(s.count));
+        doc.insert(tag.into(), Value::Object(m));
+    }
+    for (tag, _, unit, v) in value_rows(r) {
+        doc.insert(tag.into(), json!({ "unit": unit, "avg": v }));
+    }
+    doc.insert("input_config".into(), input_config.clone());
+    doc.insert("start_time".into(), json!(iso8601(times.start)));
+    doc.insert("end_time".into(), json!(iso8601(times.end)));
+    doc.insert("was_cancelled".into(), json!(r.cancelled));
+    doc.insert(
+        "error_summary".into(),
+        json!(r
+            .errors
+            .iter()
+            .map(|e| json!({"code": e.code, "kind": e.kind, "message": e.message, "count": e.count}))
+            .collect::<Vec<_>>()),
+    );
+    doc.insert(
+        "output_sequence_length_source".into(),
+        json!({ "server_usage": r.osl_from_usage, "tokenizer": r.osl_from_tokenizer }),
+    );
+    doc.insert("measured_window_s".into(), json!(r.window_ns as f64 / 1e9));
+    doc.insert("warmup_request_count".into(), json!(r.warmup));
+    let delay = |d: &crate::stats::Dist| {
+        if d.count() == 0 {
+            return Value::Null;
+        }
+        let s = d.summary(1e3);
+        json!({"unit": "us", "avg": s.avg, "p50": s.at("p50"), "p99": s.at("p99"),
+               "p99_9": s.at("p99_9"), "max": s.max, "count": s.count})
+    };
+    doc.insert(
+        "client_health".into(),
+        json!({
+            "driver": r.driver,
+            "shards": r.shards,
+            "client_added_delay": delay(&r.client_delay),
+            "read_to_record_delay": delay(&r.read_delay),
+            "verdict": r.verdict,
+            "warnings": r.warnings,
+        }),
+    );
+    Value::Object(doc)
+}
+
+/// The `profile_export_ringperf.csv` text: distributions, then single values.
+pub fn profile_csv(r: &Report) -> Result<Vec<u8>, csv::Error> {
+    let mut w = csv::WriterBuilder::new().flexible(true).from_writer(Vec::new());
+    w.write_record([
+        "Metric", "avg", "min", "max", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99", "std",
+    ])?;
+    for (_, label, d, scale) in dist_rows(r) {
+        if d.count() == 0 {
+            continue;
+        }
+        let s = d.summary(scale);
+        let mut row = vec![label.to_string()];
+        row.extend([s.avg, s.min, s.max].iter().map(|v| format!("{v:.2}")));
+        for p in ["p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99"] {
+            row.push(format!("{:.2}", s.at(p)));
+        }
+        row.push(format!("{:.2}", s.std));
+        w.write_record(&row)?;
+    }
+    w.write_record([""])?;
+    w.write_record(["Metric", "Value"])?;
+    for (_, label, _, v) in value_rows(r) {
+        w.write_record([label.to_string(), format!("{v:.2}")])?;
+    }
+    w.into_inner().map_err(|e| e.into_error().into())
+}
+
+fn ms(ns: u64) -> Value {
+    json!({ "value": ns as f64 / 1e6, "unit": "ms" })
+}
+
+/// Writes `profile_export.jsonl`: one line per request, metadata and metric values.
+pub fn write_records(r: &Report, path: &Path) -> std::io::Result<()> {
+    let mut w = BufWriter::new(std::fs::File::create(path)?);
+    for rec in &r.records {
+        let mut metrics = Map::new();
+        if rec.outcome == crate::record::Outcome::Ok {
+            if let Some(v) = rec.ttft() {
+                metrics.insert("time_to_first_token".into(), ms(v));
+            }
+            if let Some(v) = rec.ttfo() {
+                metrics.insert("time_to_first_output_token".into(), ms(v));
+            }
+            if let Some(v) = rec.ttst() {
+                metrics.insert("time_to_second_token".into(), ms(v));
+            }
+            metrics.insert("request_latency".into(), ms(rec.latency()));
+            if let Some(v) = rec.itl() {
+                metrics.insert("inter_token_latency".into(), json!({"value": v / 1e6, "unit": "ms"}));
+            }
+            if !rec.chunk_gaps_ns.is_empty() {
+                let gaps: Vec<f64> = rec.chunk_gaps_ns.iter().map(|g| *g as f64 / 1e6).collect();
+                metrics.insert("inter_chunk_latency".into(), json!({"value": gaps, "unit": "ms"}));
+            }
+            if let Some(o) = rec.osl {
+                metrics.insert("output_sequence_length".into(), json!({"value": o, "unit": "tokens"}));
+            }
+        }
+        metrics.insert("input_sequence_length".into(), json!({"value": rec.isl, "unit": "tokens"}));
+        let line = json!({
+            "metadata": {
+                "x_request_id": crate::http::request::format_id(rec.id),
+                "shard": rec.shard,
+                "benchmark_phase": rec.phase,
+                "dataset_entry": rec.entry,
+                "intended_ns": rec.intended_ns,
+                "start_ns": rec.start_ns,
+                "end_ns": rec.end_ns,
+                "first_content_ns": rec.first_content_ns,
+                "last_content_ns": rec.last_content_ns,
+                "outcome": rec.outcome.name(),
+                "error": rec.error,
+                "finish_reason": rec.finish_reason,
+                "output_sequence_length_source": rec.osl_source,
+                "server_input_sequence_length": rec.server_isl,
+                "requested_output_sequence_length": rec.requested_osl,
+                "reconnected": rec.reconnected,
+            },
+            "metrics": metrics,
+        });
+        serde_json::to_writer(&mut w, &line)?;
+        w.write_all(b"\n")?;
+    }
+    w.flush()
+}
+
+/// Writes every artifact into `dir`.
+pub fn write_all(
+    r: &Report,
+    dir: &Path,
+    input_config: &Value,
+    inputs_json: &[u8],
+    times: &Times,
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let doc = profile_json(r, input_config, times);
+    let mut j = serde_json::to_vec_pretty(&doc)?;
+    j.push(b'\n');
+    std::fs::write(dir.join("profile_export_ringperf.json"), j)?;
+    let csv = profile_csv(r).map_err(std::io::Error::other)?;
+    std::fs::write(dir.join("profile_export_ringperf.csv"), csv)?;
+    write_records(r, &dir.join("profile_export.jsonl"))?;
+    std::fs::write(dir.join("inputs.json"), inputs_json)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso_dates() {
+        assert_eq!(iso8601(0.0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601(1_795_994_442.25), "2026-11-29T23:20:42.250Z");
+        assert_eq!(iso8601(951_782_400.0), "2000-02-29T00:00:00.000Z");
+    }
+}

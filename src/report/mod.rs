@@ -1,0 +1,286 @@
+//! Merging the shards and reporting what they measured (REFERENCE §1 and §5).
+//!
+//! Run-level rates use the measured window: `Tx` = first measured request's start, `Ty` = last
+//! content event (or end of response) of a measured request. Failed requests are left out of
+//! every distribution and counted by kind.
+
+pub mod console;
+pub mod export;
+pub mod metrics;
+
+use std::collections::BTreeMap;
+
+use crate::engine::{RunOutput, ShardReport};
+use crate::record::{Outcome, Record, TokenSource};
+use crate::stats::Dist;
+use metrics::Metrics;
+
+/// One row of the error summary.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ErrorCount {
+    /// HTTP status (0 when no response).
+    pub code: u16,
+    /// Kind of failure.
+    pub kind: String,
+    /// A representative message.
+    pub message: String,
+    /// How many requests failed this way.
+    pub count: u64,
+}
+
+/// Client health of one shard.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ShardHealth {
+    /// Shard number.
+    pub shard: usize,
+    /// CPU it ran on, if pinned.
+    pub cpu: Option<usize>,
+    /// Thread CPU time / wall time over the measured phase.
+    pub cpu_utilization: f64,
+    /// Most requests in flight at once.
+    pub peak_in_flight: usize,
+    /// Content events per second received.
+    pub events_per_sec: f64,
+    /// Client CPU per content event (µs).
+    pub cpu_us_per_event: f64,
+    /// Read-to-record delay p99 (µs).
+    pub read_to_record_p99_us: f64,
+}
+
+/// The whole run, merged.
+pub struct Report {
+    /// Distributions over measured, successful requests.
+    pub metrics: Metrics,
+    /// Client-added delay of simulator-stamped events (ns).
+    pub client_delay: Dist,
+    /// Read-to-record delay (ns).
+    pub read_delay: Dist,
+    /// Measured window (ns).
+    pub window_ns: u64,
+    /// Measured requests that succeeded.
+    pub completed: u64,
+    /// Measured requests that failed.
+    pub failed: u64,
+    /// Warm-up requests sent.
+    pub warmup: u64,
+    /// Σ output tokens of completed requests.
+    pub output_tokens: u64,
+    /// Σ input tokens of completed requests.
+    pub input_tokens: u64,
+    /// Requests whose OSL came from server usage / the tokenizer.
+    pub osl_from_usage: u64,
+    /// Requests whose OSL was re-tokenized.
+    pub osl_from_tokenizer: u64,
+    /// Failures by kind.
+    pub errors: Vec<ErrorCount>,
+    /// Per-shard health.
+    pub shards: Vec<ShardHealth>,
+    /// I/O driver that ran.
+    pub driver: String,
+    /// Warnings to print and export.
+    pub warnings: Vec<String>,
+    /// One line: did the client keep up?
+    pub verdict: String,
+    /// True when stopped early.
+    pub cancelled: bool,
+    /// Every request, for profile_export.jsonl.
+    pub records: Vec<Record>,
+}
+
+impl Report {
+    /// Output token throughput (tokens/s).
+    pub fn output_tps(&self) -> f64 {
+        per_sec(self.output_tokens, self.window_ns)
+    }
+    /// Input token throughput (tokens/s).
+    pub fn input_tps(&self) -> f64 {
+        per_sec(self.input_tokens, self.window_ns)
+    }
+    /// Request throughput (requests/s).
+    pub fn request_tps(&self) -> f64 {
+        per_sec(self.completed, self.window_ns)
+    }
+}
+
+fn per_sec(n: u64, ns: u64) -> f64 {
+    if ns == 0 {
+        0.0
+    } else {
+        n as f64 / (ns as f64 / 1e9)
+    }
+}
+
+/// Merges the shards' reports.
+pub fn build(out: RunOutput) -> Report {
+    let mut metrics = Metrics::default();
+    let mut client_delay = Dist::new();
+    let mut read_delay = Dist::new();
+    let mut shards = Vec::new();
+    let mut records = Vec::new();
+    let mut driver = String::new();
+    for s in out.shards {
+        let ShardReport {
+            index,
+            cpu,
+            pinned,
+            driver: d,
+            records: recs,
+            metrics: m,
+            client_delay: cd,
+            read_delay: rd,
+            cpu_ns,
+            wall_ns,
+            peak_in_flight,
+            events,
+            ..
+        } = s;
+        metrics.merge(&m);
+        client_delay.merge(&cd);
+        read_delay.merge(&rd);
+        driver = d.to_string();
+        shards.push(ShardHealth {
+            shard: index,
+            cpu: cpu.filter(|_| pinned),
+            cpu_utilization: if wall_ns > 0 { cpu_ns as f64 / wall_ns as f64 } else { 0.0 },
+            peak_in_flight,
+            events_per_sec: per_sec(events, wall_ns),
+            cpu_us_per_event: if events > 0 { cpu_ns as f64 / 1e3 / events as f64 } else { 0.0 },
+            read_to_record_p99_us: rd.percentile(99.0) as f64 / 1e3,
+        });
+        records.extend(recs);
+    }
+    records.sort_by_key(|r| r.id);
+
+    let measured = records.iter().filter(|r| r.phase == crate::record::Phase::Profiling);
+    let mut tx = u64::MAX;
+    let mut ty = 0u64;
+    let (mut completed, mut failed, mut out_tok, mut in_tok) = (0u64, 0u64, 0u64, 0u64);
+    let (mut from_usage, mut from_tok) = (0u64, 0u64);
+    let mut errors: BTreeMap<Outcome, (String, u64)> = BTreeMap::new();
+    let (mut osl_off, mut with_request) = (0u64, 0u64);
+    let (mut client_sum, mut server_sum) = (0u64, 0u64);
+    for r in measured {
+        if r.outcome != Outcome::Ok {
+            failed += 1;
+            let e = errors
+                .entry(r.outcome)
+                .or_insert_with(|| (r.error.clone().unwrap_or_default(), 0));
+            e.1 += 1;
+            continue;
+        }
+        completed += 1;
+        tx = tx.min(r.start_ns);
+        ty = ty.max(r.last_content_ns.unwrap_or(r.end_ns));
+        let osl = r.osl.unwrap_or(0);
+        out_tok += osl;
+        in_tok += u64::from(r.isl);
+        match r.osl_source {
+            Some(TokenSource::Usage) => from_usage += 1,
+            Some(TokenSource::Tokenizer) => from_tok += 1,
+            None => {}
+        }
+        if let Some(req) = r.requested_osl {
+            with_request += 1;
+            let tol = (f64::from(req) * 0.05).min(50.0);
+            if (osl as f64 - f64::from(req)).abs() > tol {
+                osl_off += 1;
+            }
+        }
+        if let Some(c) = r.tokenizer_osl {
+            client_sum += c;
+            server_sum += osl;
+        }
+    }
+    let window_ns = ty.saturating_sub(tx);
+    let warmup = records.iter().filter(|r| r.phase == crate::record::Phase::Warmup).count() as u64;
+
+    let mut warnings = Vec::new();
+    if osl_off > 0 {
+        warnings.push(format!(
+            "{osl_off} of {with_request} requests got an output length more than min(5%, 50) tokens off the requested max_tokens; use --output-tokens-mean-deterministic or --extra-inputs ignore_eos:true for exact lengths"
+        ));
+    }
+    if server_sum > 0 {
+        let diff = (client_sum as f64 - server_sum as f64).abs() / server_sum as f64;
+        if diff > 0.10 {
+            warnings.push(format!(
+                "the tokenizer counts {:.0}% {} output tokens than the server reports: --tokenizer probably does not match the served model",
+                diff * 100.0,
+                if client_sum > server_sum { "more" } else { "fewer" }
+            ));
+        }
+    }
+    for f in &out.failures {
+        warnings.push(f.clone());
+    }
+    let verdict = verdict(&shards, &client_delay, &mut warnings);
+    Report {
+        metrics,
+        client_delay,
+        read_delay,
+        window_ns,
+        completed,
+        failed,
+        warmup,
+        output_tokens: out_tok,
+        input_tokens: in_tok,
+        osl_from_usage: from_usage,
+        osl_from_tokenizer: from_tok,
+        errors: errors
+            .into_iter()
+            .map(|(o, (message, count))| ErrorCount {
+                code: o.code(),
+                kind: o.name(),
+                message,
+                count,
+            })
+            .collect(),
+        shards,
+        driver,
+        warnings,
+        verdict,
+        cancelled: out.cancelled,
+        records,
+    }
+}
+
+/// Busiest shard above this CPU share means the client may have limited the load.
+const CPU_LIMIT: f64 = 0.90;
+/// Client-added delay p99 above this is reported.
+const DELAY_LIMIT_NS: u64 = 1_000_000;
+
+fn verdict(shards: &[ShardHealth], delay: &Dist, warnings: &mut Vec<String>) -> String {
+    let busiest = shards
+        .iter()
+        .max_by(|a, b| a.cpu_utilization.total_cmp(&b.cpu_utilization));
+    let mut limits = Vec::new();
+    if let Some(b) = busiest.filter(|b| b.cpu_utilization > CPU_LIMIT) {
+        limits.push(format!(
+            "shard {} was at {:.0}% CPU",
+            b.shard,
+            b.cpu_utilization * 100.0
+        ));
+    }
+    if delay.count() > 0 && delay.percentile(99.0) > DELAY_LIMIT_NS {
+        limits.push(format!(
+            "client-added delay p99 was {:.2} ms",
+            delay.percentile(99.0) as f64 / 1e6
+        ));
+    }
+    let cpu = busiest.map_or(0.0, |b| b.cpu_utilization * 100.0);
+    if limits.is_empty() {
+        let delay = if delay.count() > 0 {
+            format!("; client-added delay p99 {:.3} ms", delay.percentile(99.0) as f64 / 1e6)
+        } else {
+            String::new()
+        };
+        format!("the client had headroom: busiest shard {cpu:.0}% CPU{delay}")
+    } else {
+        let msg = format!(
+            "the client may have limited this run: {} (add shards or CPUs, see tuning/)",
+            limits.join(", ")
+        );
+        warnings.push(msg.clone());
+        msg
+    }
+}

@@ -1,0 +1,261 @@
+//! Server-sent events framing (WHATWG HTML, "Parsing an event stream"), sans-IO.
+//!
+//! [`Framer::feed`] takes body bytes as they arrive, cut anywhere, and reports each complete
+//! event. It follows the standard exactly: lines end in CRLF, LF or CR (a CRLF split between
+//! two reads counts once); a leading byte-order mark is dropped; `data:` lines are joined with
+//! `\n`; `event:` sets the type; `id:` the last event id; a line starting with `:` is a comment
+//! (llama.cpp's keep-alive pings); a line without a colon is a field with an empty value; one
+//! space after the colon is dropped; an empty line dispatches the event if it has data.
+//!
+//! The event's data is handed out as a mutable slice of the framer's own buffer, so the JSON
+//! decoder can parse it in place (simd-json needs that) without another copy.
+
+const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
+
+/// One dispatched event.
+#[derive(Debug)]
+pub struct Event<'a> {
+    /// The event type; empty means the default, `message`.
+    pub event: &'a [u8],
+    /// The data lines joined with `\n`, without the final newline.
+    pub data: &'a mut [u8],
+}
+
+/// Incremental event-stream parser.
+#[derive(Debug, Default)]
+pub struct Framer {
+    line: Vec<u8>,
+    data: Vec<u8>,
+    event: Vec<u8>,
+    last_id: Vec<u8>,
+    after_cr: bool,
+    bom_seen: u8,
+    started: bool,
+    comments: u64,
+}
+
+impl Framer {
+    /// A framer at the start of a stream.
+    pub fn new() -> Framer {
+        Framer::default()
+    }
+
+    /// Forgets everything, keeping the buffers' capacity, for the next stream.
+    pub fn reset(&mut self) {
+        self.line.clear();
+        self.data.clear();
+        self.event.clear();
+        self.last_id.clear();
+        self.after_cr = false;
+        self.bom_seen = 0;
+        self.started = false;
+        self.comments = 0;
+    }
+
+    /// Comment lines seen so far (keep-alive pings).
+    pub fn comments(&self) -> u64 {
+        self.comments
+    }
+
+    /// The last event id the stream set.
+    pub fn last_event_id(&self) -> &[u8] {
+        &self.last_id
+    }
+
+    /// True if the stream ended inside an event that was never dispatched (the standard says
+    /// to discard it; ringperf counts it).
+    pub fn has_pending(&self) -> bool {
+        !self.line.is_empty() || !self.data.is_empty()
+    }
+
+    /// Feeds body bytes, reporting each complete event to `on`.
+    pub fn feed(&mut self, mut input: &[u8], on: &mut impl FnMut(Event<'_>)) {
+        if !self.started {
+            input = self.skip_bom(input);
+            if !self.started {
+                return;
+            }
+        }
+        while !input.is_empty() {
+            if self.after_cr {
+                self.after_cr = false;
+                if input[0] == b'\n' {
+                    input = &input[1..];
+                    continue;
+                }
+            }
+            match input.iter().position(|&b| b == b'\n' || b == b'\r') {
+                Some(end) => {
+                    self.after_cr = input[end] == b'\r';
+                    if self.line.is_empty() {
+                        self.process_line(&input[..end], on);
+                    } else {
+                        let mut line = std::mem::take(&mut self.line);
+                        line.extend_from_slice(&input[..end]);
+                        self.process_line(&line, on);
+                        line.clear();
+                        self.line = line;
+                    }
+                    input = &input[end + 1..];
+                }
+                None => {
+                    self.line.extend_from_slice(input);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn skip_bom<'a>(&mut self, mut input: &'a [u8]) -> &'a [u8] {
+        while let Some(&b) = input.first() {
+            if b == BOM[self.bom_seen as usize] {
+                self.bom_seen += 1;
+                input = &input[1..];
+                if self.bom_seen as usize == BOM.len() {
+                    self.started = true;
+                    return input;
+                }
+            } else {
+                // Not a BOM after all: the bytes matched so far are ordinary line content.
+                self.line.extend_from_slice(&BOM[..self.bom_seen as usize]);
+                self.started = true;
+                return input;
+            }
+        }
+        input
+    }
+
+    fn process_line(&mut self, line: &[u8], on: &mut impl FnMut(Event<'_>)) {
+        if line.is_empty() {
+            self.dispatch(on);
+            return;
+        }
+        if line[0] == b':' {
+            self.comments += 1;
+            return;
+        }
+        let (field, value) = match line.iter().position(|&b| b == b':') {
+            Some(colon) => {
+                let v = &line[colon + 1..];
+                (&line[..colon], v.strip_prefix(b" ").unwrap_or(v))
+            }
+            None => (line, &b""[..]),
+        };
+        match field {
+            b"data" => {
+                self.data.extend_from_slice(value);
+                self.data.push(b'\n');
+            }
+            b"event" => {
+                self.event.clear();
+                self.event.extend_from_slice(value);
+            }
+            b"id" if !value.contains(&0) => {
+                self.last_id.clear();
+                self.last_id.extend_from_slice(value);
+            }
+            _ => {} // `retry` and unknown fields do not concern a benchmark client.
+        }
+    }
+
+    fn dispatch(&mut self, on: &mut impl FnMut(Event<'_>)) {
+        if self.data.is_empty() {
+            self.event.clear();
+            return;
+        }
+        self.data.pop(); // the last data line's newline
+        on(Event {
+            event: &self.event,
+            data: &mut self.data,
+        });
+        self.data.clear();
+        self.event.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(chunks: &[&[u8]]) -> Vec<(String, String)> {
+        let mut f = Framer::new();
+        let mut out = Vec::new();
+        for c in chunks {
+            f.feed(c, &mut |e| {
+                out.push((
+                    String::from_utf8_lossy(e.event).into_owned(),
+                    String::from_utf8_lossy(e.data).into_owned(),
+                ))
+            });
+        }
+        out
+    }
+
+    fn ev(e: &str, d: &str) -> (String, String) {
+        (e.to_string(), d.to_string())
+    }
+
+    #[test]
+    fn whatwg_examples() {
+        // Multi-line data, comment, event type, field without colon, no-space value.
+        let s = b": ping\n\ndata: first\ndata:second\n\nevent: add\ndata\n\ndata:  two spaces\n\n";
+        assert_eq!(
+            events(&[s]),
+            vec![
+                ev("", "first\nsecond"),
+                ev("add", ""),
+                ev("", " two spaces")
+            ]
+        );
+    }
+
+    #[test]
+    fn data_less_event_is_not_dispatched_and_resets_type() {
+        assert_eq!(
+            events(&[b"event: x\n\ndata: y\n\n"]),
+            vec![ev("", "y")]
+        );
+    }
+
+    #[test]
+    fn line_endings_cr_lf_crlf_and_split_crlf() {
+        assert_eq!(
+            events(&[b"data: a\r\n\r\ndata: b\r\rdata: c\n\n"]),
+            vec![ev("", "a"), ev("", "b"), ev("", "c")]
+        );
+        // CR at the end of one read, LF at the start of the next: one line end, not two.
+        assert_eq!(
+            events(&[b"data: a\r", b"\ndata: b\r", b"\n\r", b"\n"]),
+            vec![ev("", "a\nb")]
+        );
+    }
+
+    #[test]
+    fn bom_is_dropped_even_when_split() {
+        let mut s = BOM.to_vec();
+        s.extend_from_slice(b"data: x\n\n");
+        for cut in 0..s.len() {
+            assert_eq!(events(&[&s[..cut], &s[cut..]]), vec![ev("", "x")], "cut {cut}");
+        }
+        // A stream that merely starts with 0xEF keeps it.
+        let got = events(&[&[0xEF, b'd'], b"ata: z\n\n"]);
+        assert!(got.is_empty(), "field name is not 'data': {got:?}");
+    }
+
+    #[test]
+    fn pending_event_at_end_is_reported_not_dispatched() {
+        let mut f = Framer::new();
+        let mut n = 0;
+        f.feed(b"data: x\n", &mut |_| n += 1);
+        assert_eq!(n, 0);
+        assert!(f.has_pending());
+    }
+
+    #[test]
+    fn comments_and_ids_are_tracked() {
+        let mut f = Framer::new();
+        f.feed(b":\n: ping\nid: 42\ndata: x\n\n", &mut |_| {});
+        assert_eq!(f.comments(), 2);
+        assert_eq!(f.last_event_id(), b"42");
+    }
+}

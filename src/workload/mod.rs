@@ -1,0 +1,241 @@
+//! Prompts, request bodies and the tokenizer, all prepared before the clock starts.
+//!
+//! Synthetic prompts are built as GenAI-Perf builds them: lines of real text (Shakespeare's
+//! sonnets, public domain) drawn at random until the token count is reached, then cut to the
+//! exact count with the run's tokenizer. Every draw comes from one seeded ChaCha8 generator,
+//! so the same `--random-seed` gives byte-identical request bodies and `inputs.json`.
+
+pub mod tokenizer;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{Map, Value};
+
+use crate::cli::EndpointType;
+use crate::http::request::{Target, Template};
+pub use tokenizer::Tokenizer;
+
+const CORPUS: &str = include_str!("corpus.txt");
+
+/// Errors found while preparing the workload.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    /// An `--extra-inputs` value is not `key:value`.
+    #[error("--extra-inputs {0:?}: {1}")]
+    ExtraInput(String, String),
+    /// The tokenizer could not be found or loaded.
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+}
+
+/// What every request body is built from.
+#[derive(Debug, Clone)]
+pub struct BodySpec {
+    /// `model` field.
+    pub model: String,
+    /// Chat or completions.
+    pub endpoint_type: EndpointType,
+    /// `stream` field.
+    pub streaming: bool,
+    /// Send `stream_options.include_usage` with streamed requests.
+    pub include_usage: bool,
+    /// Prompt length: mean and standard deviation in tokens.
+    pub isl: (u32, u32),
+    /// Requested output length (`max_tokens`): mean and standard deviation, if any.
+    pub osl: Option<(u32, u32)>,
+    /// Also send `min_tokens` equal to `max_tokens`.
+    pub osl_deterministic: bool,
+    /// Extra body fields from `--extra-inputs`.
+    pub extra: Map<String, Value>,
+    /// Distinct prompts to make.
+    pub entries: usize,
+    /// Seed for every random choice.
+    pub seed: u64,
+}
+
+/// One prepared request: its bytes and what it asked for.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The complete HTTP request.
+    pub template: Template,
+    /// Prompt tokens as counted by the run's tokenizer.
+    pub isl: u32,
+    /// `max_tokens` sent, if any.
+    pub requested_osl: Option<u32>,
+}
+
+/// All prepared requests of a run.
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    /// The entries requests cycle through.
+    pub entries: Vec<Entry>,
+}
+
+/// Parses `--extra-inputs key:value` flags; values are JSON where they parse as JSON
+/// (`true`, `5`, `{"a":1}`), otherwise strings, as in GenAI-Perf.
+pub fn parse_extra_inputs(items: &[String]) -> Result<Map<String, Value>, WorkloadError> {
+    let mut map = Map::new();
+    for item in items {
+        let Some((key, raw)) = item.split_once(':') else {
+            return Err(WorkloadError::ExtraInput(
+                item.clone(),
+                "expected key:value, e.g. ignore_eos:true".into(),
+            ));
+        };
+        let key = key.trim();
+        if key.is_empty() {
+            return Err(WorkloadError::ExtraInput(item.clone(), "the key is empty".into()));
+        }
+        let raw = raw.trim();
+        let value = match serde_json::from_str::<Value>(raw) {
+            Ok(v) => v,
+            Err(e) if raw.starts_with(['{', '[', '"']) => {
+                return Err(WorkloadError::ExtraInput(
+                    item.clone(),
+                    format!("the value is not valid JSON: {e}"),
+                ))
+            }
+            Err(_) => Value::String(raw.to_string()),
+        };
+        map.insert(key.to_string(), value);
+    }
+    Ok(map)
+}
+
+/// Builds synthetic prompts from the corpus, cut to exact token counts.
+pub struct PromptMaker<'t> {
+    tokenizer: &'t Tokenizer,
+    lines: Vec<Vec<u32>>,
+}
+
+impl<'t> PromptMaker<'t> {
+    /// Tokenizes the corpus once.
+    pub fn new(tokenizer: &'t Tokenizer) -> Result<PromptMaker<'t>, WorkloadError> {
+        let lines = CORPUS
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| tokenizer.encode(&format!("{l}\n")))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(PromptMaker { tokenizer, lines })
+    }
+
+    /// A prompt of exactly `tokens` tokens (as token ids), decoded to text.
+    pub fn prompt(&self, tokens: usize, rng: &mut impl Rng) -> Result<String, WorkloadError> {
+        let mut ids = Vec::with_capacity(tokens + 32);
+        while ids.len() < tokens {
+            let line = &self.lines[rng.random_range(0..self.lines.len())];
+            ids.extend_from_slice(line);
+        }
+        ids.truncate(tokens);
+        self.tokenizer.decode(&ids)
+    }
+}
+
+fn sample_len(rng: &mut impl Rng, mean: u32, std: u32) -> u32 {
+    if std == 0 {
+        return mean.max(1);
+    }
+    use rand_distr::Distribution;
+    let d = rand_distr::Normal::new(mean as f64, std as f64).expect("finite");
+    d.sample(rng).round().max(1.0) as u32
+}
+
+impl Dataset {
+    /// Prepares `spec.entries` requests for `target`.
+    pub fn synthetic(
+        spec: &BodySpec,
+        target: &Target<'_>,
+        tokenizer: &Tokenizer,
+    ) -> Result<Dataset, WorkloadError> {
+        let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
+        let maker = PromptMaker::new(tokenizer)?;
+        let mut entries = Vec::with_capacity(spec.entries);
+        for _ in 0..spec.entries.max(1) {
+            let want = sample_len(&mut rng, spec.isl.0, spec.isl.1);
+            let prompt = maker.prompt(want as usize, &mut rng)?;
+            let isl = tokenizer.count(&prompt)? as u32;
+            let osl = spec.osl.map(|(m, s)| sample_len(&mut rng, m, s));
+            let body = request_body(spec, &prompt, osl);
+            entries.push(Entry {
+                template: Template::post_json(target, &body),
+                isl,
+                requested_osl: osl,
+            });
+        }
+        Ok(Dataset { entries })
+    }
+
+    /// `inputs.json` in GenAI-Perf's layout: `{"data": [{"payload": [body]}, …]}`.
+    pub fn inputs_json(&self) -> Vec<u8> {
+        let data: Vec<Value> = self
+            .entries
+            .iter()
+            .map(|e| {
+                let body: Value = serde_json::from_slice(e.template.body()).unwrap_or(Value::Null);
+                serde_json::json!({ "payload": [body] })
+            })
+            .collect();
+        let mut out = serde_json::to_vec_pretty(&serde_json::json!({ "data": data }))
+            .expect("serializable");
+        out.push(b'\n');
+        out
+    }
+}
+
+/// The JSON body of one request.
+pub fn request_body(spec: &BodySpec, prompt: &str, osl: Option<u32>) -> Vec<u8> {
+    let mut m = Map::new();
+    m.insert("model".into(), Value::String(spec.model.clone()));
+    match spec.endpoint_type {
+        EndpointType::Chat => {
+            m.insert(
+                "messages".into(),
+                serde_json::json!([{ "role": "user", "content": prompt }]),
+            );
+        }
+        EndpointType::Completions => {
+            m.insert("prompt".into(), Value::String(prompt.to_string()));
+        }
+    }
+    m.insert("stream".into(), Value::Bool(spec.streaming));
+    if spec.streaming && spec.include_usage {
+        m.insert(
+            "stream_options".into(),
+            serde_json::json!({ "include_usage": true }),
+        );
+    }
+    if let Some(n) = osl {
+        m.insert("max_tokens".into(), Value::from(n));
+        if spec.osl_deterministic {
+            m.insert("min_tokens".into(), Value::from(n));
+        }
+    }
+    for (k, v) in &spec.extra {
+        m.insert(k.clone(), v.clone());
+    }
+    serde_json::to_vec(&Value::Object(m)).expect("serializable")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extra_inputs_parse_like_genai_perf() {
+        let m = parse_extra_inputs(&[
+            "ignore_eos:true".into(),
+            "temperature:0.5".into(),
+            "stop:END".into(),
+            "logit_bias:{\"1\": 2}".into(),
+        ])
+        .unwrap();
+        assert_eq!(m["ignore_eos"], Value::Bool(true));
+        assert_eq!(m["temperature"], serde_json::json!(0.5));
+        assert_eq!(m["stop"], Value::String("END".into()));
+        assert_eq!(m["logit_bias"]["1"], serde_json::json!(2));
+        let e = parse_extra_inputs(&["ignore_eos".into()]).unwrap_err().to_string();
+        assert!(e.contains("expected key:value"), "{e}");
+        assert!(parse_extra_inputs(&[":x".into()]).is_err());
+        assert!(parse_extra_inputs(&["a:{oops".into()]).is_err());
+    }
+}
