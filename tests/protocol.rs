@@ -1,0 +1,236 @@
+//! Real server captures (tests/data/captures, recorded from vLLM and llama.cpp) decoded whole
+//! and at every byte split: the events, text, token counts and usage must not depend on how
+//! the network cut the bytes. An independent oracle (serde_json over the raw `data:` lines)
+//! says what the answer must be.
+
+use std::path::PathBuf;
+
+use ringperf::exchange::{Exchange, Scratch};
+use ringperf::record::{Outcome, Phase, Record};
+
+fn capture(name: &str) -> Vec<u8> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/captures").join(name);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// What a decoded response came to, without timestamps.
+#[derive(Debug, PartialEq)]
+struct Seen {
+    outcome: Outcome,
+    content_events: usize,
+    text: String,
+    osl: Option<u64>,
+    server_isl: Option<u64>,
+    finish: Option<String>,
+    done: bool,
+    keep_alive: bool,
+}
+
+/// Feeds `pieces` in order, each stamped with its index, as the connection driver does
+/// (unconsumed bytes are kept and fed again with the next piece); EOF at the end.
+fn decode(pieces: &[&[u8]]) -> (Seen, Record) {
+    let mut ex = Exchange::default();
+    let mut scratch = Scratch::default();
+    let mut rec = Record::new(1, 0, Phase::Profiling, 0, 0);
+    let mut pending: Vec<u8> = Vec::new();
+    for (i, p) in pieces.iter().enumerate() {
+        if ex.is_done() {
+            break;
+        }
+        pending.extend_from_slice(p);
+        let used = ex.feed(&pending, i as u64 + 1, &mut rec, &mut scratch);
+        pending.drain(..used);
+    }
+    if !ex.is_done() {
+        ex.eof(pieces.len() as u64 + 1, &mut rec, &mut scratch);
+    }
+    let events = rec.chunk_gaps_ns.len() + usize::from(rec.first_content_ns.is_some());
+    (
+        Seen {
+            outcome: rec.outcome,
+            content_events: events,
+            text: rec.text.clone(),
+            osl: rec.osl,
+            server_isl: rec.server_isl,
+            finish: rec.finish_reason.clone(),
+            done: ex.is_done(),
+            keep_alive: ex.keep_alive(),
+        },
+        rec,
+    )
+}
+
+/// Independent count: every `data: {json}` line of the raw capture, parsed with serde_json.
+fn oracle(raw: &[u8]) -> (usize, String, Option<u64>) {
+    let text = String::from_utf8_lossy(raw);
+    let (mut events, mut all, mut usage) = (0, String::new(), None);
+    for line in text.lines() {
+        let Some(json) = line.strip_prefix("data: ") else { continue };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else { continue };
+        let c = &v["choices"][0];
+        let piece: String = [
+            c["delta"]["reasoning_content"].as_str(),
+            c["delta"]["content"].as_str(),
+            c["text"].as_str(),
+        ]
+        .iter()
+        .flatten()
+        .copied()
+        .collect();
+        if !piece.is_empty() {
+            events += 1;
+            all.push_str(&piece);
+        }
+        if let Some(u) = v["usage"]["completion_tokens"].as_u64() {
+            usage = Some(u);
+        }
+    }
+    (events, all, usage)
+}
+
+fn with_head(head: &str, body: &[u8]) -> Vec<u8> {
+    let mut v = head.as_bytes().to_vec();
+    v.extend_from_slice(body);
+    v
+}
+
+/// Whole, at every single split, and one byte at a time: all the same.
+fn check_every_split(raw: &[u8]) -> Seen {
+    let (whole, _) = decode(&[raw]);
+    for cut in 0..=raw.len() {
+        let (split, _) = decode(&[&raw[..cut], &raw[cut..]]);
+        assert_eq!(split, whole, "differs when cut at byte {cut}");
+    }
+    let bytes: Vec<&[u8]> = raw.chunks(1).collect();
+    let (one_by_one, rec) = decode(&bytes);
+    assert_eq!(one_by_one, whole, "differs when fed one byte at a time");
+    // One byte per read: every content event is in its own read, so no gap is zero.
+    assert!(rec.chunk_gaps_ns.iter().all(|g| *g > 0));
+    whole
+}
+
+fn streamed(name: &str, osl: u64, isl: Option<u64>, keep_alive: bool) {
+    let raw = capture(name);
+    let seen = check_every_split(&raw);
+    let (events, text, usage) = oracle(&raw);
+    assert_eq!(seen.outcome, Outcome::Ok, "{name}");
+    assert!(seen.done);
+    assert_eq!(seen.content_events, events, "{name}: content events");
+    assert!(events > 0);
+    assert_eq!(seen.osl, Some(osl), "{name}");
+    assert_eq!(usage, Some(osl));
+    assert_eq!(seen.server_isl, isl, "{name}");
+    assert!(seen.finish.is_some(), "{name}: finish_reason");
+    assert_eq!(seen.keep_alive, keep_alive, "{name}");
+    // Text is kept only for the tokenizer cross-check sample (id 1 is not sampled).
+    assert!(seen.text.is_empty() || seen.text == text);
+}
+
+#[test]
+fn vllm_chat_stream() {
+    streamed("vllm/chat-stream.http", 16, Some(9), true);
+}
+
+#[test]
+fn vllm_completions_stream() {
+    streamed("vllm/completions-stream.http", 16, Some(1), true);
+}
+
+#[test]
+fn llamacpp_chat_stream_role_and_token_share_a_chunk() {
+    streamed("llamacpp/chat-stream.http", 16, Some(9), true);
+}
+
+#[test]
+fn llamacpp_completions_stream_usage_in_final_chunk() {
+    streamed("llamacpp/completions-stream.http", 16, Some(1), true);
+}
+
+#[test]
+fn llamacpp_keepalive_pings_are_comments_not_events() {
+    let body = capture("llamacpp/completions-stream-with-sse-ping.chunked");
+    let raw = with_head(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n",
+        &body,
+    );
+    let seen = check_every_split(&raw);
+    let (events, _, usage) = oracle(&body);
+    assert_eq!(seen.outcome, Outcome::Ok);
+    assert_eq!(seen.content_events, events);
+    assert_eq!(seen.osl, usage);
+    // The pings are really there, and were skipped as comments.
+    assert!(String::from_utf8_lossy(&body).lines().any(|l| l.starts_with(':')));
+}
+
+#[test]
+fn vllm_ignore_eos_role_and_usage_chunks_are_not_content() {
+    let body = capture("vllm/chat-stream-ignore-eos-64.sse");
+    // A de-chunked body: framed by connection close.
+    let raw = with_head("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n", &body);
+    let seen = check_every_split(&raw);
+    let (events, _, usage) = oracle(&body);
+    assert_eq!(usage, Some(64));
+    assert_eq!(seen.osl, Some(64));
+    assert_eq!(seen.content_events, events);
+    let data_lines = String::from_utf8_lossy(&body).lines().filter(|l| l.starts_with("data: {")).count();
+    // 66 JSON events: the role chunk (empty content), 64 tokens, the usage-only chunk.
+    assert_eq!((data_lines, events), (66, 64));
+    assert!(!seen.keep_alive, "read-until-close body");
+}
+
+fn whole_body(name: &str) -> Seen {
+    let raw = capture(name);
+    check_every_split(&raw)
+}
+
+#[test]
+fn non_streamed_responses() {
+    for name in ["vllm/chat-nonstream.http", "vllm/completions-nonstream.http", "llamacpp/chat-nonstream.http"] {
+        let seen = whole_body(name);
+        assert_eq!(seen.outcome, Outcome::Ok, "{name}");
+        assert!(seen.osl.is_some(), "{name}: usage");
+        assert_eq!(seen.content_events, 0, "{name}: no TTFT without streaming");
+    }
+}
+
+#[test]
+fn error_responses_keep_status_and_server_message() {
+    let cases = [
+        ("vllm/error-401.http", 401, "Unauthorized"),
+        ("vllm/error-bad-model.http", 404, "does not exist"),
+        ("vllm/error-bad-json.http", 400, ""),
+        ("llamacpp/error-bad-json.http", 500, "parse error"),
+    ];
+    for (name, status, text) in cases {
+        let raw = capture(name);
+        let seen = check_every_split(&raw);
+        assert_eq!(seen.outcome, Outcome::HttpStatus(status), "{name}");
+        let (_, rec) = decode(&[&raw]);
+        assert!(rec.error.as_deref().unwrap_or("").contains(text), "{name}: {:?}", rec.error);
+    }
+    // llama.cpp closes after its 500: the connection is not reused.
+    assert!(!whole_body("llamacpp/error-bad-json.http").keep_alive);
+}
+
+#[test]
+fn truncated_stream_is_closed_early_not_ok() {
+    let raw = capture("vllm/chat-stream.http");
+    for cut in [raw.len() / 3, raw.len() / 2, raw.len() - 10] {
+        let (seen, rec) = decode(&[&raw[..cut]]);
+        assert_eq!(seen.outcome, Outcome::ClosedEarly, "cut {cut}");
+        assert!(rec.error.is_some());
+    }
+}
+
+#[test]
+fn stream_error_event_is_counted_as_server_error() {
+    let body = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n\
+                data: {\"error\":{\"message\":\"out of memory\",\"code\":500}}\n\n\
+                data: [DONE]\n\n";
+    let raw = with_head(
+        &format!("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n", body.len()),
+        body.as_bytes(),
+    );
+    let seen = check_every_split(&raw);
+    assert_eq!(seen.outcome, Outcome::ServerError);
+}

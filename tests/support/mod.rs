@@ -1,0 +1,125 @@
+//! Helpers shared by the integration tests: the simulator, the CLI, small fake servers.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use clap::Parser;
+use ringperf::cli::{Cli, Command, ProfileArgs, SimArgs};
+
+/// Starts the simulator on a free loopback port with the given flags.
+pub fn sim(flags: &str) -> ringperf::sim::SimHandle {
+    let mut args = SimArgs::parse_inline(flags).expect("sim flags");
+    args.bind = "127.0.0.1:0".into();
+    ringperf::sim::start(&args).expect("sim starts")
+}
+
+/// Parses `ringperf profile …` flags.
+pub fn profile_args(flags: &[&str]) -> ProfileArgs {
+    let mut argv = vec!["ringperf", "profile", "--no-progress"];
+    argv.extend_from_slice(flags);
+    match Cli::try_parse_from(argv).expect("flags parse").command {
+        Command::Profile(p) => *p,
+        Command::Sim(_) => unreachable!(),
+    }
+}
+
+/// A fresh artifact folder under the target directory.
+pub fn artifact_dir(name: &str) -> std::path::PathBuf {
+    let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Runs a profile in this process.
+pub fn profile(flags: &[&str]) -> Result<ringperf::app::ProfileResult, ringperf::app::Fatal> {
+    ringperf::app::profile(&profile_args(flags), Arc::new(AtomicBool::new(false)), false)
+}
+
+/// A blocking fake server on loopback: `respond(request_number, request_bytes)` gives the
+/// bytes to send and whether to close afterwards. Serves until dropped.
+pub struct FakeServer {
+    pub addr: SocketAddr,
+    pub requests: Arc<AtomicUsize>,
+    pub connections: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for FakeServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+pub fn fake_server<F>(respond: F) -> FakeServer
+where
+    F: Fn(usize) -> (Vec<u8>, bool) + Send + Sync + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let requests = Arc::new(AtomicUsize::new(0));
+    let connections = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let respond = Arc::new(respond);
+    let (r, c, s) = (requests.clone(), connections.clone(), stop.clone());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            if s.load(Ordering::Relaxed) {
+                return;
+            }
+            let Ok(mut conn) = conn else { continue };
+            c.fetch_add(1, Ordering::Relaxed);
+            let (r, respond) = (r.clone(), respond.clone());
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                loop {
+                    // Read one request: head, then Content-Length bytes.
+                    let mut tmp = [0u8; 4096];
+                    let (head_end, len) = loop {
+                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let head = String::from_utf8_lossy(&buf[..i]).to_ascii_lowercase();
+                            let len = head
+                                .lines()
+                                .find_map(|l| l.strip_prefix("content-length:"))
+                                .map(|v| v.trim().parse::<usize>().unwrap())
+                                .unwrap_or(0);
+                            if buf.len() >= i + 4 + len {
+                                break (i + 4, len);
+                            }
+                        }
+                        match conn.read(&mut tmp) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                        }
+                    };
+                    buf.drain(..head_end + len);
+                    let n = r.fetch_add(1, Ordering::Relaxed);
+                    let (bytes, close) = respond(n);
+                    if conn.write_all(&bytes).is_err() || close {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    FakeServer {
+        addr,
+        requests,
+        connections,
+        stop,
+    }
+}
+
+/// A capture from tests/data/captures.
+pub fn capture(name: &str) -> Vec<u8> {
+    std::fs::read(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/captures").join(name))
+        .unwrap()
+}
+
+/// Relative difference.
+pub fn rel(a: f64, b: f64) -> f64 {
+    (a - b).abs() / b
+}
