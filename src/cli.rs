@@ -52,8 +52,8 @@ pub struct ProfileArgs {
     pub telemetry: TelemetryArgs,
     /// Start the built-in simulator in this process and benchmark it. Takes the simulator's
     /// own flags as one string, e.g. --sim="--ttft 50ms --itl 10ms".
-    #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "SIM_FLAGS",
-          allow_hyphen_values = true)]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "",
+          value_name = "SIM_FLAGS")]
     pub sim: Option<String>,
 }
 
@@ -301,8 +301,9 @@ mod tests {
         let cli = Cli::try_parse_from(["ringperf", "profile", "--sim=--ttft 5ms"]).unwrap();
         let Command::Profile(p) = cli.command else { panic!() };
         assert_eq!(p.sim.as_deref(), Some("--ttft 5ms"));
-        let cli = Cli::try_parse_from(["ringperf", "profile", "--sim"]).unwrap();
+        let cli = Cli::try_parse_from(["ringperf", "profile", "--sim", "--concurrency", "2"]).unwrap();
         let Command::Profile(p) = cli.command else { panic!() };
         assert_eq!(p.sim.as_deref(), Some(""));
+        assert_eq!(p.load.concurrency, 2);
     }
 }

@@ -1,0 +1,129 @@
+//! The binary as a user runs it: bad input gets one clear line and exit code 2; Ctrl-C writes
+//! what was measured; `ringperf sim` serves on the port it prints.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn ringperf() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ringperf"));
+    c.env_remove("OPENAI_API_KEY");
+    c
+}
+
+/// Runs `ringperf profile ARGS` and returns (exit code, stderr).
+fn fails(args: &[&str]) -> (i32, String) {
+    let dir = support::artifact_dir("cli");
+    let out = ringperf()
+        .arg("profile")
+        .args(args)
+        .args(["--artifact-dir", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    (out.status.code().unwrap_or(-1), stderr)
+}
+
+fn error_line(stderr: &str) -> &str {
+    stderr.lines().find(|l| l.starts_with("error")).unwrap_or_else(|| panic!("no error line in {stderr:?}"))
+}
+
+#[test]
+fn bad_input_is_one_clear_line_and_exit_2() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let refused = format!("http://127.0.0.1:{closed}");
+    let s = support::sim("");
+    let sim_url = format!("http://{}", s.addr);
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--no-such-flag"], "unexpected argument '--no-such-flag'"),
+        (vec!["--url", "ftp://x"], "only http:// and https:// are supported"),
+        (vec!["--url", "http://127.0.0.1:notaport"], "port is not a number"),
+        (vec!["--url", &refused, "--request-count", "2"], "Connection refused"),
+        (vec!["--url", &sim_url, "-m", "gpt-nope", "--request-count", "2"], "The model `gpt-nope` does not exist"),
+        (vec!["--extra-inputs", "ignore_eos"], "--extra-inputs \"ignore_eos\": expected key:value"),
+        (vec!["--tokenizer", "/no/such/tokenizer.json"], "no such file or directory"),
+        (vec!["--concurrency", "0"], "--concurrency must be at least 1"),
+        (vec!["--concurrency", "lots"], "is not a count"),
+        (vec!["--request-timeout", "5 parsecs"], "unknown time unit"),
+    ];
+    for (args, expect) in cases {
+        let (code, stderr) = fails(&args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        let line = error_line(&stderr);
+        assert!(line.contains(expect), "{args:?}: expected {expect:?} in {line:?}");
+    }
+}
+
+#[test]
+fn ctrl_c_stops_the_run_and_writes_what_was_measured() {
+    let dir = support::artifact_dir("cli-ctrlc");
+    let mut child = ringperf()
+        .args(["profile", "--sim=--ttft 5ms --itl 5ms", "--streaming", "--concurrency", "4"])
+        .args(["--benchmark-duration", "60s", "--output-tokens-mean", "20", "--no-progress"])
+        .args(["--artifact-dir", dir.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5), "did not stop promptly");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("profile_export_ringperf.json")).unwrap()).unwrap();
+    assert_eq!(doc["was_cancelled"], true);
+    assert!(doc["request_count"]["avg"].as_f64().unwrap() > 10.0);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Time To First Token (ms)"), "{stdout}");
+}
+
+#[test]
+fn sim_prints_its_port_and_serves_a_profile_run() {
+    let mut sim = ringperf()
+        .args(["sim", "--bind", "127.0.0.1:0", "--ttft", "1ms", "--itl", "1ms"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(sim.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let port: u16 = line.trim().parse().expect("port on stdout");
+    let dir = support::artifact_dir("cli-sim");
+    let out = ringperf()
+        .args(["profile", "--url", &format!("127.0.0.1:{port}"), "--streaming", "--request-count", "5"])
+        .args(["--output-tokens-mean", "4", "--artifact-dir", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let row = stdout.lines().find(|l| l.contains("Request Count (requests)")).unwrap();
+    assert_eq!(row.split('│').nth(2).map(str::trim), Some("5.00"), "{row}");
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(sim.id() as i32, libc::SIGINT) };
+    assert!(sim.wait().unwrap().success());
+}
+
+#[test]
+fn secrets_never_reach_artifacts_or_output() {
+    let dir = support::artifact_dir("cli-secrets");
+    let out = ringperf()
+        .args(["profile", "--sim", "--request-count", "3", "--streaming", "-H", "X-Api-Token: hunter2"])
+        .args(["--artifact-dir", dir.to_str().unwrap()])
+        .env("OPENAI_API_KEY", "sk-very-secret")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut all = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    for f in std::fs::read_dir(&dir).unwrap() {
+        all.push_str(&std::fs::read_to_string(f.unwrap().path()).unwrap());
+    }
+    assert!(!all.contains("sk-very-secret") && !all.contains("hunter2"));
+    assert!(all.contains("<redacted>"));
+}

@@ -1,0 +1,104 @@
+//! Server faults: the run finishes, counts each fault by kind, writes its results, and never
+//! hangs or panics.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::{artifact_dir, capture, fake_server, profile, sim};
+
+#[test]
+fn llamacpp_closing_after_every_stream_is_a_reconnect_not_an_error() {
+    // llama.cpp advertises keep-alive but closes after each streamed response.
+    let body = capture("llamacpp/chat-stream.http");
+    let server = fake_server(move |_| (body.clone(), true));
+    let url = format!("http://{}", server.addr);
+    let dir = artifact_dir("faults-llamacpp");
+    let res = profile(&[
+        "--url", &url, "-m", "tiny-qwen3", "--streaming", "--concurrency", "2", "--request-count", "20",
+        "--shards", "1", "--artifact-dir", dir.to_str().unwrap(),
+    ])
+    .unwrap();
+    let r = &res.report;
+    assert_eq!((r.completed, r.failed), (20, 0), "{}", res.console);
+    assert_eq!(r.output_tokens, 20 * 16);
+    // Each reused connection turned out dead and was replaced; none of that is a server error.
+    assert!(r.records.iter().filter(|x| x.reconnected).count() >= 15);
+    assert_eq!(server.requests.load(std::sync::atomic::Ordering::Relaxed), 20);
+}
+
+#[test]
+fn http_errors_and_cut_streams_are_counted_by_kind_and_the_run_completes() {
+    let ok = capture("vllm/chat-stream.http");
+    let err500 = capture("llamacpp/error-bad-json.http");
+    let cut = ok[..ok.len() / 2].to_vec();
+    let server = fake_server(move |n| match n % 5 {
+        1 => (err500.clone(), true),
+        3 => (cut.clone(), true),
+        _ => (ok.clone(), false),
+    });
+    let url = format!("http://{}", server.addr);
+    let dir = artifact_dir("faults-mixed");
+    let res = profile(&[
+        "--url", &url, "--streaming", "--concurrency", "1", "--request-count", "20", "--artifact-dir",
+        dir.to_str().unwrap(),
+    ])
+    .unwrap();
+    let r = &res.report;
+    assert_eq!(r.completed + r.failed, 20);
+    assert_eq!(r.failed, 8, "{}", res.console);
+    let kinds: Vec<(&str, u64)> = r.errors.iter().map(|e| (e.kind.as_str(), e.count)).collect();
+    assert_eq!(kinds, vec![("http_500", 4), ("closed_early", 4)]);
+    assert!(r.errors[0].message.contains("parse error"));
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("profile_export_ringperf.json")).unwrap()).unwrap();
+    assert_eq!(doc["error_request_count"]["avg"], 8.0);
+    assert_eq!(doc["error_summary"][0]["code"], 500);
+    assert_eq!(doc["error_summary"][0]["count"], 4);
+    // Failed requests stay out of latency distributions.
+    assert_eq!(r.metrics.latency.count(), 12);
+}
+
+#[test]
+fn a_silent_server_hits_the_request_timeout_without_hanging() {
+    let server = fake_server(|_| {
+        std::thread::sleep(Duration::from_secs(3));
+        (Vec::new(), true)
+    });
+    let url = format!("http://{}", server.addr);
+    let dir = artifact_dir("faults-timeout");
+    let t = Instant::now();
+    let err = profile(&[
+        "--url", &url, "--streaming", "--concurrency", "2", "--request-count", "2", "--request-timeout",
+        "300ms", "--artifact-dir", dir.to_str().unwrap(),
+    ])
+    .err()
+    .expect("nothing measured");
+    assert!(t.elapsed() < Duration::from_secs(2), "took {:?}", t.elapsed());
+    assert!(err.to_string().contains("request_timeout"), "{err}");
+    // Even then the artifacts are written.
+    assert!(dir.join("profile_export.jsonl").exists());
+}
+
+#[test]
+fn refused_connection_and_unknown_model_are_clear_errors() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let dir = artifact_dir("faults-refused");
+    let url = format!("http://127.0.0.1:{port}");
+    let err = profile(&["--url", &url, "--request-count", "3", "--artifact-dir", dir.to_str().unwrap()])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("connect_failed") && err.contains("refused"), "{err}");
+
+    let s = sim("");
+    let url = format!("http://{}", s.addr);
+    let err = profile(&["--url", &url, "-m", "no-such-model", "--request-count", "3", "--artifact-dir", dir.to_str().unwrap()])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("http_404") && err.contains("does not exist"), "{err}");
+}
