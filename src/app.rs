@@ -62,12 +62,20 @@ fn serve_sim(args: &SimArgs, stop: Arc<AtomicBool>) -> Result<(), Fatal> {
 
 /// Runs `profile`: starts the in-process simulator when asked, plans, runs, reports and writes
 /// the artifacts. `print` sends the table to stdout.
-pub fn profile(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result<ProfileResult, Fatal> {
+pub fn profile(
+    args: &ProfileArgs,
+    stop: Arc<AtomicBool>,
+    print: bool,
+) -> Result<ProfileResult, Fatal> {
     let mut args = args.clone();
     let sim = match &args.sim {
         Some(flags) => {
-            let mut sim_args = SimArgs::parse_inline(flags)
-                .map_err(|e| Fatal(format!("--sim: {}", e.to_string().lines().next().unwrap_or(""))))?;
+            let mut sim_args = SimArgs::parse_inline(flags).map_err(|e| {
+                Fatal(format!(
+                    "--sim: {}",
+                    e.to_string().lines().next().unwrap_or("")
+                ))
+            })?;
             sim_args.bind = "127.0.0.1:0".into();
             sim_args.model = args.target.model.clone();
             let h = crate::sim::start(&sim_args).map_err(Fatal::from)?;
@@ -107,7 +115,12 @@ pub fn profile(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result
         &plan.dataset.inputs_json(),
         &times,
     )
-    .map_err(|e| Fatal(format!("writing artifacts to {}: {e}", plan.artifact_dir.display())))?;
+    .map_err(|e| {
+        Fatal(format!(
+            "writing artifacts to {}: {e}",
+            plan.artifact_dir.display()
+        ))
+    })?;
     if print {
         eprintln!("ringperf: artifacts in {}", plan.artifact_dir.display());
     }
@@ -117,7 +130,9 @@ pub fn profile(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result
             .first()
             .map(|e| format!("{} ({}): {}", e.kind, e.count, e.message))
             .unwrap_or_else(|| "no request completed".into());
-        return Err(Fatal(format!("nothing was measured: every request failed: {why}")));
+        return Err(Fatal(format!(
+            "nothing was measured: every request failed: {why}"
+        )));
     }
     Ok(ProfileResult {
         artifact_dir: plan.artifact_dir.clone(),

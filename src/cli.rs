@@ -61,7 +61,12 @@ pub struct ProfileArgs {
 #[derive(Debug, Clone, Args)]
 pub struct TargetArgs {
     /// Model name sent in every request.
-    #[arg(short = 'm', long = "model", visible_alias = "model-names", default_value = "ringperf-sim")]
+    #[arg(
+        short = 'm',
+        long = "model",
+        visible_alias = "model-names",
+        default_value = "ringperf-sim"
+    )]
     pub model: String,
     /// Server URL: http(s)://host:port (a path prefix is kept).
     #[arg(short = 'u', long, default_value = "http://localhost:8000")]
@@ -245,19 +250,28 @@ pub struct SimArgs {
     /// Simulator threads.
     #[arg(long, default_value_t = 1)]
     pub shards: usize,
-    /// I/O driver.
-    #[arg(long, value_enum, default_value_t = Driver::Auto)]
+    /// I/O driver. epoll by default: it writes each event when the event is stamped, where
+    /// io_uring would hold the write until the next submission and so add the simulator's own
+    /// batching to the client-added delay it reports.
+    #[arg(long, value_enum, default_value_t = Driver::Epoll)]
     pub driver: Driver,
     /// Seed for the simulator's random timings.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Serve https with this PEM certificate chain (needs --tls-key).
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 impl SimArgs {
     /// Parses the string given to `profile --sim=…`.
     pub fn parse_inline(s: &str) -> Result<SimArgs, clap::Error> {
         use clap::FromArgMatches;
-        let cmd = <SimArgs as clap::Args>::augment_args(clap::Command::new("sim").no_binary_name(true));
+        let cmd =
+            <SimArgs as clap::Args>::augment_args(clap::Command::new("sim").no_binary_name(true));
         let matches = cmd.try_get_matches_from(s.split_whitespace())?;
         SimArgs::from_arg_matches(&matches)
     }
@@ -276,14 +290,34 @@ mod tests {
     #[test]
     fn genai_perf_style_command_parses() {
         let cli = Cli::try_parse_from([
-            "ringperf", "profile", "-m", "Qwen/Qwen3-8B", "--url", "http://127.0.0.1:9000",
-            "--endpoint-type", "completions", "--streaming", "--concurrency", "10k",
-            "--synthetic-input-tokens-mean", "128", "--output-tokens-mean", "64",
-            "--extra-inputs", "ignore_eos:true", "--request-count", "1k",
-            "--benchmark-grace-period", "5s", "-H", "X-A: b",
+            "ringperf",
+            "profile",
+            "-m",
+            "Qwen/Qwen3-8B",
+            "--url",
+            "http://127.0.0.1:9000",
+            "--endpoint-type",
+            "completions",
+            "--streaming",
+            "--concurrency",
+            "10k",
+            "--synthetic-input-tokens-mean",
+            "128",
+            "--output-tokens-mean",
+            "64",
+            "--extra-inputs",
+            "ignore_eos:true",
+            "--request-count",
+            "1k",
+            "--benchmark-grace-period",
+            "5s",
+            "-H",
+            "X-A: b",
         ])
         .unwrap();
-        let Command::Profile(p) = cli.command else { panic!("not profile") };
+        let Command::Profile(p) = cli.command else {
+            panic!("not profile")
+        };
         assert_eq!(p.load.concurrency, 10_000);
         assert_eq!(p.load.request_count, Some(1000));
         assert_eq!(p.load.grace_period, 5_000_000_000);
@@ -299,10 +333,15 @@ mod tests {
         assert_eq!(s.max_batch, 8);
         assert!(SimArgs::parse_inline("--bogus").is_err());
         let cli = Cli::try_parse_from(["ringperf", "profile", "--sim=--ttft 5ms"]).unwrap();
-        let Command::Profile(p) = cli.command else { panic!() };
+        let Command::Profile(p) = cli.command else {
+            panic!()
+        };
         assert_eq!(p.sim.as_deref(), Some("--ttft 5ms"));
-        let cli = Cli::try_parse_from(["ringperf", "profile", "--sim", "--concurrency", "2"]).unwrap();
-        let Command::Profile(p) = cli.command else { panic!() };
+        let cli =
+            Cli::try_parse_from(["ringperf", "profile", "--sim", "--concurrency", "2"]).unwrap();
+        let Command::Profile(p) = cli.command else {
+            panic!()
+        };
         assert_eq!(p.sim.as_deref(), Some(""));
         assert_eq!(p.load.concurrency, 2);
     }

@@ -11,7 +11,7 @@
 use crate::http::response::{Head, Parser, Part};
 use crate::http::ProtocolError;
 use crate::openai;
-use crate::record::{Outcome, Record};
+use crate::record::{Outcome, Phase, Record};
 use crate::stats::Dist;
 
 /// Bodies of error and non-streamed responses are kept up to this size.
@@ -26,7 +26,7 @@ const ERROR_TEXT_LIMIT: usize = 512;
 pub struct Scratch {
     /// simd-json's reusable buffers.
     pub json: simd_json::Buffers,
-    /// Distribution of `seen − sent` for simulator-stamped events.
+    /// Distribution of `seen − sent` for simulator-stamped events of measured requests.
     pub client_delay: Dist,
 }
 
@@ -232,7 +232,7 @@ fn on_event(
             return;
         }
     };
-    if let Some(sent) = p.sent_ns {
+    if let (Some(sent), Phase::Profiling) = (p.sent_ns, rec.phase) {
         scratch.client_delay.record(t.saturating_sub(sent));
     }
     if let Some(e) = p.error {

@@ -19,7 +19,9 @@ extern "C" fn on_sigint(_: libc::c_int) {
 
 fn main() {
     let cli = ringperf::cli::Cli::parse();
-    let stop = STOP.get_or_init(|| Arc::new(AtomicBool::new(false))).clone();
+    let stop = STOP
+        .get_or_init(|| Arc::new(AtomicBool::new(false)))
+        .clone();
     // SAFETY: installing a handler that only touches an atomic and calls signal().
     unsafe {
         libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);

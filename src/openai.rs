@@ -153,7 +153,15 @@ pub fn decode<'a>(
 mod tests {
     use super::*;
 
-    fn dec(s: &str) -> (String, String, Option<String>, Option<Usage>, Option<String>) {
+    fn dec(
+        s: &str,
+    ) -> (
+        String,
+        String,
+        Option<String>,
+        Option<Usage>,
+        Option<String>,
+    ) {
         let mut b = s.as_bytes().to_vec();
         let mut bufs = simd_json::Buffers::new(256);
         let p = decode(&mut b, &mut bufs).unwrap();
@@ -206,9 +214,14 @@ mod tests {
 
     #[test]
     fn error_shapes() {
-        assert_eq!(dec(r#"{"error":"Unauthorized"}"#).4.as_deref(), Some("Unauthorized"));
         assert_eq!(
-            dec(r#"{"error":{"code":500,"message":"boom","type":"server_error"}}"#).4.as_deref(),
+            dec(r#"{"error":"Unauthorized"}"#).4.as_deref(),
+            Some("Unauthorized")
+        );
+        assert_eq!(
+            dec(r#"{"error":{"code":500,"message":"boom","type":"server_error"}}"#)
+                .4
+                .as_deref(),
             Some("boom")
         );
         assert_eq!(

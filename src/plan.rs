@@ -64,7 +64,8 @@ impl Endpoint {
         if authority.is_empty() {
             return Err(bad("no host"));
         }
-        let (host, port) = if let Some(end) = authority.strip_prefix('[').and_then(|a| a.find(']')) {
+        let (host, port) = if let Some(end) = authority.strip_prefix('[').and_then(|a| a.find(']'))
+        {
             let host = &authority[..end + 2];
             let port = authority[end + 2..].strip_prefix(':');
             (host, port)
@@ -78,7 +79,9 @@ impl Endpoint {
             return Err(bad("no host"));
         }
         let port = match port {
-            Some(p) => p.parse::<u16>().map_err(|_| bad("the port is not a number from 1 to 65535"))?,
+            Some(p) => p
+                .parse::<u16>()
+                .map_err(|_| bad("the port is not a number from 1 to 65535"))?,
             None if tls => 443,
             None => 80,
         };
@@ -169,7 +172,8 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
         let bad = || format!("--cpus {s:?}: {part:?} is not a CPU number or range like 2-5");
         match part.split_once('-') {
             Some((a, b)) => {
-                let (a, b): (usize, usize) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                let (a, b): (usize, usize) =
+                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
                 if a > b {
                     return Err(bad());
                 }
@@ -189,7 +193,9 @@ fn usable_cpus() -> Vec<usize> {
     core_affinity::get_core_ids()
         .map(|ids| ids.into_iter().map(|c| c.id).collect())
         .filter(|v: &Vec<usize>| !v.is_empty())
-        .unwrap_or_else(|| (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect())
+        .unwrap_or_else(|| {
+            (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
+        })
 }
 
 fn flag(msg: impl Into<String>) -> PlanError {
@@ -212,7 +218,9 @@ impl RunPlan {
             return Err(flag("--benchmark-duration must be longer than 0"));
         }
         if l.request_count.is_some() && l.benchmark_duration.is_some() {
-            return Err(flag("give --request-count or --benchmark-duration, not both"));
+            return Err(flag(
+                "give --request-count or --benchmark-duration, not both",
+            ));
         }
         if w.synthetic_input_tokens_mean == 0 {
             return Err(flag("--synthetic-input-tokens-mean must be at least 1"));
@@ -221,7 +229,9 @@ impl RunPlan {
             return Err(flag("--output-tokens-mean must be at least 1"));
         }
         if w.output_tokens_mean_deterministic && w.output_tokens_mean.is_none() {
-            return Err(flag("--output-tokens-mean-deterministic needs --output-tokens-mean"));
+            return Err(flag(
+                "--output-tokens-mean-deterministic needs --output-tokens-mean",
+            ));
         }
         if w.num_dataset_entries == 0 || w.num_dataset_entries > 10_000_000 {
             return Err(flag("--num-dataset-entries must be from 1 to 10M"));
@@ -240,7 +250,9 @@ impl RunPlan {
             };
             let name = name.trim();
             let valid = !name.is_empty()
-                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_!#$%&'*+.^`|~".contains(&b));
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_!#$%&'*+.^`|~".contains(&b));
             if !valid || value.contains(['\r', '\n']) {
                 return Err(flag(format!("--header {name:?}: not a valid HTTP header")));
             }
@@ -286,7 +298,10 @@ impl RunPlan {
             endpoint_type: t.endpoint_type,
             streaming: t.streaming,
             include_usage: !w.no_usage,
-            isl: (w.synthetic_input_tokens_mean, w.synthetic_input_tokens_stddev),
+            isl: (
+                w.synthetic_input_tokens_mean,
+                w.synthetic_input_tokens_stddev,
+            ),
             osl: w.output_tokens_mean.map(|m| (m, w.output_tokens_stddev)),
             osl_deterministic: w.output_tokens_mean_deterministic,
             extra,
@@ -312,7 +327,8 @@ impl RunPlan {
                 EndpointType::Chat => "chat",
                 EndpointType::Completions => "completions",
             };
-            PathBuf::from("artifacts").join(format!("{model}-openai-{et}-concurrency{}", l.concurrency))
+            PathBuf::from("artifacts")
+                .join(format!("{model}-openai-{et}-concurrency{}", l.concurrency))
         });
         let input_config = json!({
             "model": t.model,
@@ -386,11 +402,20 @@ mod tests {
         let e = Endpoint::parse("localhost:8000").unwrap();
         assert!(e.addr.ip().is_loopback());
         let e = Endpoint::parse("https://127.0.0.1").unwrap();
-        assert_eq!((e.tls, e.port, e.authority().as_str()), (true, 443, "127.0.0.1"));
+        assert_eq!(
+            (e.tls, e.port, e.authority().as_str()),
+            (true, 443, "127.0.0.1")
+        );
         let e = Endpoint::parse("http://[::1]:8080").unwrap();
         assert_eq!(e.host, "[::1]");
         assert!(e.addr.is_ipv6());
-        for bad in ["ftp://x", "http://", "http://h:notaport", "http://h:70000", "http://:80"] {
+        for bad in [
+            "ftp://x",
+            "http://",
+            "http://h:notaport",
+            "http://h:70000",
+            "http://:80",
+        ] {
             assert!(Endpoint::parse(bad).is_err(), "{bad} accepted");
         }
     }

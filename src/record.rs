@@ -174,17 +174,22 @@ impl Record {
 
     /// Time to first token, from the actual send.
     pub fn ttft(&self) -> Option<u64> {
-        self.first_content_ns.map(|t| t.saturating_sub(self.start_ns))
+        self.first_content_ns
+            .map(|t| t.saturating_sub(self.start_ns))
     }
 
     /// Time to first non-reasoning token.
     pub fn ttfo(&self) -> Option<u64> {
-        self.first_output_ns.map(|t| t.saturating_sub(self.start_ns))
+        self.first_output_ns
+            .map(|t| t.saturating_sub(self.start_ns))
     }
 
     /// Time from the first to the second content event.
     pub fn ttst(&self) -> Option<u64> {
-        Some(self.second_content_ns?.saturating_sub(self.first_content_ns?))
+        Some(
+            self.second_content_ns?
+                .saturating_sub(self.first_content_ns?),
+        )
     }
 
     /// Request latency: last content event (or end of a non-streamed response) − start.

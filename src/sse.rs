@@ -211,10 +211,7 @@ mod tests {
 
     #[test]
     fn data_less_event_is_not_dispatched_and_resets_type() {
-        assert_eq!(
-            events(&[b"event: x\n\ndata: y\n\n"]),
-            vec![ev("", "y")]
-        );
+        assert_eq!(events(&[b"event: x\n\ndata: y\n\n"]), vec![ev("", "y")]);
     }
 
     #[test]
@@ -235,7 +232,11 @@ mod tests {
         let mut s = BOM.to_vec();
         s.extend_from_slice(b"data: x\n\n");
         for cut in 0..s.len() {
-            assert_eq!(events(&[&s[..cut], &s[cut..]]), vec![ev("", "x")], "cut {cut}");
+            assert_eq!(
+                events(&[&s[..cut], &s[cut..]]),
+                vec![ev("", "x")],
+                "cut {cut}"
+            );
         }
         // A stream that merely starts with 0xEF keeps it.
         let got = events(&[&[0xEF, b'd'], b"ata: z\n\n"]);

@@ -29,7 +29,7 @@ pub const PERCENTILES: [(&str, f64); 10] = [
 /// A mergeable distribution of non-negative integers (usually nanoseconds).
 #[derive(Clone)]
 pub struct Dist {
-    hist: Histogram<u64>,
+    hist: Histogram<u32>,
     count: u64,
     sum: u128,
     sum_sq: u128,
@@ -45,7 +45,11 @@ impl Default for Dist {
 
 impl std::fmt::Debug for Dist {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Dist(count={}, min={}, max={})", self.count, self.min, self.max)
+        write!(
+            f,
+            "Dist(count={}, min={}, max={})",
+            self.count, self.min, self.max
+        )
     }
 }
 

@@ -49,6 +49,8 @@ struct Inner {
     armed: Cell<u64>,
     seq: Cell<u64>,
     wakeups: Cell<u64>,
+    closed: Cell<bool>,
+    driver: RefCell<Option<monoio::task::JoinHandle<()>>>,
 }
 
 impl Inner {
@@ -108,9 +110,23 @@ impl FineTimer {
             armed: Cell::new(u64::MAX),
             seq: Cell::new(0),
             wakeups: Cell::new(0),
+            closed: Cell::new(false),
+            driver: RefCell::new(None),
         });
-        monoio::spawn(drive(inner.clone(), sock));
+        let driver = monoio::spawn(drive(inner.clone(), sock));
+        *inner.driver.borrow_mut() = Some(driver);
         Ok(FineTimer { inner })
+    }
+
+    /// Stops the driver task and closes the timerfd. monoio does not drop unfinished tasks
+    /// with its runtime, so a shard closes its timer before its runtime ends.
+    pub async fn close(&self) {
+        self.inner.closed.set(true);
+        self.inner.arm(1);
+        let driver = self.inner.driver.borrow_mut().take();
+        if let Some(d) = driver {
+            d.await;
+        }
     }
 
     /// Completes at `deadline` (absolute `clock::now_ns()` nanoseconds), at once if past.
@@ -130,7 +146,7 @@ impl FineTimer {
 
 async fn drive(inner: Rc<Inner>, sock: monoio::net::udp::UdpSocket) {
     loop {
-        if sock.readable(false).await.is_err() {
+        if sock.readable(false).await.is_err() || inner.closed.get() {
             return;
         }
         let mut expirations = [0u8; 8];
@@ -228,11 +244,13 @@ mod tests {
     }
 
     #[test]
-    fn past_deadline_is_ready_at_once() {
+    fn past_deadline_is_ready_at_once_and_close_ends_the_driver() {
         runtime().block_on(async {
             let timer = FineTimer::start().unwrap();
             timer.sleep_until(0).await;
             assert_eq!(timer.wakeups(), 0);
+            timer.close().await;
+            assert!(timer.inner.driver.borrow().is_none());
         });
     }
 

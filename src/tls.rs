@@ -14,8 +14,8 @@ use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme
 /// Why a TLS configuration could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    /// The CA file could not be read or holds no certificate.
-    #[error("--ca-cert {0}: {1}")]
+    /// A certificate file could not be read or holds no certificate.
+    #[error("certificate file {0}: {1}")]
     CaFile(String, String),
     /// rustls refused the configuration.
     #[error("TLS configuration: {0}")]
@@ -28,7 +28,10 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 
 /// A client configuration trusting `ca_file` (PEM) or the web PKI roots; `insecure` trusts any
 /// certificate.
-pub fn client_config(ca_file: Option<&Path>, insecure: bool) -> Result<Arc<ClientConfig>, TlsError> {
+pub fn client_config(
+    ca_file: Option<&Path>,
+    insecure: bool,
+) -> Result<Arc<ClientConfig>, TlsError> {
     let builder = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError::Config(e.to_string()))?;
@@ -47,7 +50,10 @@ pub fn client_config(ca_file: Option<&Path>, insecure: bool) -> Result<Arc<Clien
                     .collect::<Result<_, _>>()
                     .map_err(|e| TlsError::CaFile(shown.clone(), e.to_string()))?;
                 if certs.is_empty() {
-                    return Err(TlsError::CaFile(shown, "no PEM certificate in the file".into()));
+                    return Err(TlsError::CaFile(
+                        shown,
+                        "no PEM certificate in the file".into(),
+                    ));
                 }
                 for c in certs {
                     roots
@@ -63,10 +69,42 @@ pub fn client_config(ca_file: Option<&Path>, insecure: bool) -> Result<Arc<Clien
     Ok(Arc::new(config))
 }
 
+/// A server configuration from PEM files (the simulator's https mode).
+pub fn server_config(
+    cert_file: &Path,
+    key_file: &Path,
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    use rustls::pki_types::PrivateKeyDer;
+    let shown = cert_file.display().to_string();
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert_file)
+        .and_then(|it| it.collect::<Result<_, _>>())
+        .map_err(|e| TlsError::CaFile(shown.clone(), e.to_string()))?;
+    if certs.is_empty() {
+        return Err(TlsError::CaFile(
+            shown,
+            "no PEM certificate in the file".into(),
+        ));
+    }
+    let key = PrivateKeyDer::from_pem_file(key_file)
+        .map_err(|e| TlsError::Config(format!("--tls-key {}: {e}", key_file.display())))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Config(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
 /// The server name to send in SNI and to verify.
 pub fn server_name(host: &str) -> Result<ServerName<'static>, TlsError> {
-    ServerName::try_from(host.trim_start_matches('[').trim_end_matches(']').to_string())
-        .map_err(|e| TlsError::Config(format!("invalid server name {host:?}: {e}")))
+    ServerName::try_from(
+        host.trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
+    )
+    .map_err(|e| TlsError::Config(format!("invalid server name {host:?}: {e}")))
 }
 
 #[derive(Debug)]

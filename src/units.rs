@@ -19,10 +19,14 @@ pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
         "ms" => 1e6,
         "m" | "min" => 60e9,
         "h" => 3600e9,
-        other => return Err(format!("unknown time unit {other:?} in {s:?} (ns, us, ms, s, m, h)")),
+        other => {
+            return Err(format!(
+                "unknown time unit {other:?} in {s:?} (ns, us, ms, s, m, h)"
+            ))
+        }
     };
     let ns = value * scale;
-    if !ns.is_finite() || ns < 0.0 || ns > 1e18 {
+    if !(0.0..=1e18).contains(&ns) {
         return Err(format!("{s:?} is out of range"));
     }
     Ok(ns.round() as u64)
@@ -99,7 +103,9 @@ impl TimeDist {
             "uniform" => {
                 let (lo, hi) = two()?;
                 if lo > hi {
-                    return Err(format!("uniform:{args}: the low bound is above the high one"));
+                    return Err(format!(
+                        "uniform:{args}: the low bound is above the high one"
+                    ));
                 }
                 Ok(TimeDist::Uniform { lo, hi })
             }
@@ -152,7 +158,9 @@ mod tests {
         assert_eq!(parse_duration_ns("2m"), Ok(120_000_000_000));
         assert_eq!(parse_duration_ns("7ns"), Ok(7));
         assert!(parse_duration_ns("fast").is_err());
-        assert!(parse_duration_ns("5 parsecs").unwrap_err().contains("unknown time unit"));
+        assert!(parse_duration_ns("5 parsecs")
+            .unwrap_err()
+            .contains("unknown time unit"));
         assert!(parse_duration_ns("-1s").is_err());
     }
 
@@ -175,13 +183,15 @@ mod tests {
                 std: 2_000_000
             })
         );
-        assert_eq!(TimeDist::parse("50ms"), Ok(TimeDist::Fixed { ns: 50_000_000 }));
+        assert_eq!(
+            TimeDist::parse("50ms"),
+            Ok(TimeDist::Fixed { ns: 50_000_000 })
+        );
         assert!(TimeDist::parse("uniform:5ms,1ms").is_err());
         assert!(TimeDist::parse("cauchy:1ms").is_err());
         let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(1);
         let d = TimeDist::parse("uniform:1ms,3ms").unwrap();
-        let mean: f64 =
-            (0..20_000).map(|_| d.sample(&mut rng) as f64).sum::<f64>() / 20_000.0;
+        let mean: f64 = (0..20_000).map(|_| d.sample(&mut rng) as f64).sum::<f64>() / 20_000.0;
         assert!((mean - 2e6).abs() < 2e4, "{mean}");
         assert_eq!(d.mean(), 2_000_000);
     }

@@ -28,24 +28,55 @@ fn fails(args: &[&str]) -> (i32, String) {
 }
 
 fn error_line(stderr: &str) -> &str {
-    stderr.lines().find(|l| l.starts_with("error")).unwrap_or_else(|| panic!("no error line in {stderr:?}"))
+    stderr
+        .lines()
+        .find(|l| l.starts_with("error"))
+        .unwrap_or_else(|| panic!("no error line in {stderr:?}"))
 }
 
 #[test]
 fn bad_input_is_one_clear_line_and_exit_2() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let refused = format!("http://127.0.0.1:{closed}");
     let s = support::sim("");
     let sim_url = format!("http://{}", s.addr);
     let cases: Vec<(Vec<&str>, &str)> = vec![
-        (vec!["--no-such-flag"], "unexpected argument '--no-such-flag'"),
-        (vec!["--url", "ftp://x"], "only http:// and https:// are supported"),
-        (vec!["--url", "http://127.0.0.1:notaport"], "port is not a number"),
-        (vec!["--url", &refused, "--request-count", "2"], "Connection refused"),
-        (vec!["--url", &sim_url, "-m", "gpt-nope", "--request-count", "2"], "The model `gpt-nope` does not exist"),
-        (vec!["--extra-inputs", "ignore_eos"], "--extra-inputs \"ignore_eos\": expected key:value"),
-        (vec!["--tokenizer", "/no/such/tokenizer.json"], "no such file or directory"),
-        (vec!["--concurrency", "0"], "--concurrency must be at least 1"),
+        (
+            vec!["--no-such-flag"],
+            "unexpected argument '--no-such-flag'",
+        ),
+        (
+            vec!["--url", "ftp://x"],
+            "only http:// and https:// are supported",
+        ),
+        (
+            vec!["--url", "http://127.0.0.1:notaport"],
+            "port is not a number",
+        ),
+        (
+            vec!["--url", &refused, "--request-count", "2"],
+            "Connection refused",
+        ),
+        (
+            vec!["--url", &sim_url, "-m", "gpt-nope", "--request-count", "2"],
+            "The model `gpt-nope` does not exist",
+        ),
+        (
+            vec!["--extra-inputs", "ignore_eos"],
+            "--extra-inputs \"ignore_eos\": expected key:value",
+        ),
+        (
+            vec!["--tokenizer", "/no/such/tokenizer.json"],
+            "no such file or directory",
+        ),
+        (
+            vec!["--concurrency", "0"],
+            "--concurrency must be at least 1",
+        ),
         (vec!["--concurrency", "lots"], "is not a count"),
         (vec!["--request-timeout", "5 parsecs"], "unknown time unit"),
     ];
@@ -53,16 +84,31 @@ fn bad_input_is_one_clear_line_and_exit_2() {
         let (code, stderr) = fails(&args);
         assert_eq!(code, 2, "{args:?}: {stderr}");
         let line = error_line(&stderr);
-        assert!(line.contains(expect), "{args:?}: expected {expect:?} in {line:?}");
+        assert!(
+            line.contains(expect),
+            "{args:?}: expected {expect:?} in {line:?}"
+        );
     }
 }
 
 #[test]
 fn ctrl_c_stops_the_run_and_writes_what_was_measured() {
     let dir = support::artifact_dir("cli-ctrlc");
-    let mut child = ringperf()
-        .args(["profile", "--sim=--ttft 5ms --itl 5ms", "--streaming", "--concurrency", "4"])
-        .args(["--benchmark-duration", "60s", "--output-tokens-mean", "20", "--no-progress"])
+    let child = ringperf()
+        .args([
+            "profile",
+            "--sim=--ttft 5ms --itl 5ms",
+            "--streaming",
+            "--concurrency",
+            "4",
+        ])
+        .args([
+            "--benchmark-duration",
+            "60s",
+            "--output-tokens-mean",
+            "20",
+            "--no-progress",
+        ])
         .args(["--artifact-dir", dir.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -73,54 +119,113 @@ fn ctrl_c_stops_the_run_and_writes_what_was_measured() {
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let t = Instant::now();
     let out = child.wait_with_output().unwrap();
-    assert!(t.elapsed() < Duration::from_secs(5), "did not stop promptly");
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "did not stop promptly"
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let doc: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("profile_export_ringperf.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(dir.join("profile_export_ringperf.json")).unwrap())
+            .unwrap();
     assert_eq!(doc["was_cancelled"], true);
     assert!(doc["request_count"]["avg"].as_f64().unwrap() > 10.0);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("Time To First Token (ms)"), "{stdout}");
 }
 
+/// Kills the child when the test ends, passed or not.
+struct Reap(std::process::Child);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn sim_prints_its_port_and_serves_a_profile_run() {
-    let mut sim = ringperf()
-        .args(["sim", "--bind", "127.0.0.1:0", "--ttft", "1ms", "--itl", "1ms"])
+    let sim = ringperf()
+        .args([
+            "sim",
+            "--bind",
+            "127.0.0.1:0",
+            "--ttft",
+            "1ms",
+            "--itl",
+            "1ms",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    let mut sim = Reap(sim);
     let mut line = String::new();
-    BufReader::new(sim.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(sim.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     let port: u16 = line.trim().parse().expect("port on stdout");
     let dir = support::artifact_dir("cli-sim");
     let out = ringperf()
-        .args(["profile", "--url", &format!("127.0.0.1:{port}"), "--streaming", "--request-count", "5"])
-        .args(["--output-tokens-mean", "4", "--artifact-dir", dir.to_str().unwrap()])
+        .args([
+            "profile",
+            "--url",
+            &format!("127.0.0.1:{port}"),
+            "--streaming",
+            "--request-count",
+            "5",
+        ])
+        .args([
+            "--output-tokens-mean",
+            "4",
+            "--artifact-dir",
+            dir.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let row = stdout.lines().find(|l| l.contains("Request Count (requests)")).unwrap();
+    let row = stdout
+        .lines()
+        .find(|l| l.contains("Request Count (requests)"))
+        .unwrap();
     assert_eq!(row.split('│').nth(2).map(str::trim), Some("5.00"), "{row}");
     // SAFETY: signalling our own child process.
-    unsafe { libc::kill(sim.id() as i32, libc::SIGINT) };
-    assert!(sim.wait().unwrap().success());
+    unsafe { libc::kill(sim.0.id() as i32, libc::SIGINT) };
+    assert!(sim.0.wait().unwrap().success());
 }
 
 #[test]
 fn secrets_never_reach_artifacts_or_output() {
     let dir = support::artifact_dir("cli-secrets");
     let out = ringperf()
-        .args(["profile", "--sim", "--request-count", "3", "--streaming", "-H", "X-Api-Token: hunter2"])
+        .args([
+            "profile",
+            "--sim",
+            "--request-count",
+            "3",
+            "--streaming",
+            "-H",
+            "X-Api-Token: hunter2",
+        ])
         .args(["--artifact-dir", dir.to_str().unwrap()])
         .env("OPENAI_API_KEY", "sk-very-secret")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let mut all = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut all =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     for f in std::fs::read_dir(&dir).unwrap() {
         all.push_str(&std::fs::read_to_string(f.unwrap().path()).unwrap());
     }

@@ -14,17 +14,22 @@ fn llamacpp_closing_after_every_stream_is_a_reconnect_not_an_error() {
     let server = fake_server(move |_| (body.clone(), true));
     let url = format!("http://{}", server.addr);
     let dir = artifact_dir("faults-llamacpp");
-    let res = profile(&[
-        "--url", &url, "-m", "tiny-qwen3", "--streaming", "--concurrency", "2", "--request-count", "20",
-        "--shards", "1", "--artifact-dir", dir.to_str().unwrap(),
-    ])
+    let res = profile(
+        &format!(
+            "--url {url} -m tiny-qwen3 --streaming --concurrency 2 --request-count 20 --shards 1"
+        ),
+        &dir,
+    )
     .unwrap();
     let r = &res.report;
     assert_eq!((r.completed, r.failed), (20, 0), "{}", res.console);
     assert_eq!(r.output_tokens, 20 * 16);
     // Each reused connection turned out dead and was replaced; none of that is a server error.
     assert!(r.records.iter().filter(|x| x.reconnected).count() >= 15);
-    assert_eq!(server.requests.load(std::sync::atomic::Ordering::Relaxed), 20);
+    assert_eq!(
+        server.requests.load(std::sync::atomic::Ordering::Relaxed),
+        20
+    );
 }
 
 #[test]
@@ -39,19 +44,24 @@ fn http_errors_and_cut_streams_are_counted_by_kind_and_the_run_completes() {
     });
     let url = format!("http://{}", server.addr);
     let dir = artifact_dir("faults-mixed");
-    let res = profile(&[
-        "--url", &url, "--streaming", "--concurrency", "1", "--request-count", "20", "--artifact-dir",
-        dir.to_str().unwrap(),
-    ])
+    let res = profile(
+        &format!("--url {url} --streaming --concurrency 1 --request-count 20"),
+        &dir,
+    )
     .unwrap();
     let r = &res.report;
     assert_eq!(r.completed + r.failed, 20);
     assert_eq!(r.failed, 8, "{}", res.console);
-    let kinds: Vec<(&str, u64)> = r.errors.iter().map(|e| (e.kind.as_str(), e.count)).collect();
+    let kinds: Vec<(&str, u64)> = r
+        .errors
+        .iter()
+        .map(|e| (e.kind.as_str(), e.count))
+        .collect();
     assert_eq!(kinds, vec![("http_500", 4), ("closed_early", 4)]);
     assert!(r.errors[0].message.contains("parse error"));
     let doc: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("profile_export_ringperf.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(dir.join("profile_export_ringperf.json")).unwrap())
+            .unwrap();
     assert_eq!(doc["error_request_count"]["avg"], 8.0);
     assert_eq!(doc["error_summary"][0]["code"], 500);
     assert_eq!(doc["error_summary"][0]["count"], 4);
@@ -68,13 +78,19 @@ fn a_silent_server_hits_the_request_timeout_without_hanging() {
     let url = format!("http://{}", server.addr);
     let dir = artifact_dir("faults-timeout");
     let t = Instant::now();
-    let err = profile(&[
-        "--url", &url, "--streaming", "--concurrency", "2", "--request-count", "2", "--request-timeout",
-        "300ms", "--artifact-dir", dir.to_str().unwrap(),
-    ])
+    let err = profile(
+        &format!(
+            "--url {url} --streaming --concurrency 2 --request-count 2 --request-timeout 300ms"
+        ),
+        &dir,
+    )
     .err()
     .expect("nothing measured");
-    assert!(t.elapsed() < Duration::from_secs(2), "took {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        t.elapsed()
+    );
     assert!(err.to_string().contains("request_timeout"), "{err}");
     // Even then the artifacts are written.
     assert!(dir.join("profile_export.jsonl").exists());
@@ -88,17 +104,26 @@ fn refused_connection_and_unknown_model_are_clear_errors() {
     };
     let dir = artifact_dir("faults-refused");
     let url = format!("http://127.0.0.1:{port}");
-    let err = profile(&["--url", &url, "--request-count", "3", "--artifact-dir", dir.to_str().unwrap()])
+    let err = profile(&format!("--url {url} --request-count 3"), &dir)
         .err()
         .unwrap()
         .to_string();
-    assert!(err.contains("connect_failed") && err.contains("refused"), "{err}");
+    assert!(
+        err.contains("connect_failed") && err.contains("refused"),
+        "{err}"
+    );
 
     let s = sim("");
     let url = format!("http://{}", s.addr);
-    let err = profile(&["--url", &url, "-m", "no-such-model", "--request-count", "3", "--artifact-dir", dir.to_str().unwrap()])
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(err.contains("http_404") && err.contains("does not exist"), "{err}");
+    let err = profile(
+        &format!("--url {url} -m no-such-model --request-count 3"),
+        &dir,
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        err.contains("http_404") && err.contains("does not exist"),
+        "{err}"
+    );
 }

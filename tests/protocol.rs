@@ -9,7 +9,9 @@ use ringperf::exchange::{Exchange, Scratch};
 use ringperf::record::{Outcome, Phase, Record};
 
 fn capture(name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/captures").join(name);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/captures")
+        .join(name);
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
@@ -65,8 +67,12 @@ fn oracle(raw: &[u8]) -> (usize, String, Option<u64>) {
     let text = String::from_utf8_lossy(raw);
     let (mut events, mut all, mut usage) = (0, String::new(), None);
     for line in text.lines() {
-        let Some(json) = line.strip_prefix("data: ") else { continue };
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else { continue };
+        let Some(json) = line.strip_prefix("data: ") else {
+            continue;
+        };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else {
+            continue;
+        };
         let c = &v["choices"][0];
         let piece: String = [
             c["delta"]["reasoning_content"].as_str(),
@@ -159,20 +165,28 @@ fn llamacpp_keepalive_pings_are_comments_not_events() {
     assert_eq!(seen.content_events, events);
     assert_eq!(seen.osl, usage);
     // The pings are really there, and were skipped as comments.
-    assert!(String::from_utf8_lossy(&body).lines().any(|l| l.starts_with(':')));
+    assert!(String::from_utf8_lossy(&body)
+        .lines()
+        .any(|l| l.starts_with(':')));
 }
 
 #[test]
 fn vllm_ignore_eos_role_and_usage_chunks_are_not_content() {
     let body = capture("vllm/chat-stream-ignore-eos-64.sse");
     // A de-chunked body: framed by connection close.
-    let raw = with_head("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n", &body);
+    let raw = with_head(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n",
+        &body,
+    );
     let seen = check_every_split(&raw);
     let (events, _, usage) = oracle(&body);
     assert_eq!(usage, Some(64));
     assert_eq!(seen.osl, Some(64));
     assert_eq!(seen.content_events, events);
-    let data_lines = String::from_utf8_lossy(&body).lines().filter(|l| l.starts_with("data: {")).count();
+    let data_lines = String::from_utf8_lossy(&body)
+        .lines()
+        .filter(|l| l.starts_with("data: {"))
+        .count();
     // 66 JSON events: the role chunk (empty content), 64 tokens, the usage-only chunk.
     assert_eq!((data_lines, events), (66, 64));
     assert!(!seen.keep_alive, "read-until-close body");
@@ -185,7 +199,11 @@ fn whole_body(name: &str) -> Seen {
 
 #[test]
 fn non_streamed_responses() {
-    for name in ["vllm/chat-nonstream.http", "vllm/completions-nonstream.http", "llamacpp/chat-nonstream.http"] {
+    for name in [
+        "vllm/chat-nonstream.http",
+        "vllm/completions-nonstream.http",
+        "llamacpp/chat-nonstream.http",
+    ] {
         let seen = whole_body(name);
         assert_eq!(seen.outcome, Outcome::Ok, "{name}");
         assert!(seen.osl.is_some(), "{name}: usage");
@@ -206,7 +224,11 @@ fn error_responses_keep_status_and_server_message() {
         let seen = check_every_split(&raw);
         assert_eq!(seen.outcome, Outcome::HttpStatus(status), "{name}");
         let (_, rec) = decode(&[&raw]);
-        assert!(rec.error.as_deref().unwrap_or("").contains(text), "{name}: {:?}", rec.error);
+        assert!(
+            rec.error.as_deref().unwrap_or("").contains(text),
+            "{name}: {:?}",
+            rec.error
+        );
     }
     // llama.cpp closes after its 500: the connection is not reused.
     assert!(!whole_body("llamacpp/error-bad-json.http").keep_alive);
@@ -228,7 +250,10 @@ fn stream_error_event_is_counted_as_server_error() {
                 data: {\"error\":{\"message\":\"out of memory\",\"code\":500}}\n\n\
                 data: [DONE]\n\n";
     let raw = with_head(
-        &format!("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n", body.len()),
+        &format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        ),
         body.as_bytes(),
     );
     let seen = check_every_split(&raw);

@@ -18,9 +18,9 @@ use crate::record::Outcome;
 /// Ciphertext buffer size for TLS connections.
 const TLS_READ: usize = 16 * 1024;
 
-/// TLS state of a connection.
+/// TLS state of a connection (client side for ringperf, server side for the simulator).
 struct Tls {
-    conn: rustls::ClientConnection,
+    conn: rustls::Connection,
     inbuf: Vec<u8>,
     outbuf: Vec<u8>,
 }
@@ -49,10 +49,12 @@ impl Conn {
         addr: std::net::SocketAddr,
         tls: Option<(&Arc<rustls::ClientConfig>, &ServerName<'static>)>,
     ) -> Result<Conn, ConnectError> {
-        let tcp = TcpStream::connect_addr(addr).await.map_err(|e| ConnectError {
-            outcome: Outcome::ConnectFailed,
-            message: format!("connect to {addr}: {e}"),
-        })?;
+        let tcp = TcpStream::connect_addr(addr)
+            .await
+            .map_err(|e| ConnectError {
+                outcome: Outcome::ConnectFailed,
+                message: format!("connect to {addr}: {e}"),
+            })?;
         let _ = tcp.set_nodelay(true);
         let mut conn = Conn {
             tcp,
@@ -66,17 +68,40 @@ impl Conn {
                     message: format!("TLS setup: {e}"),
                 }
             })?;
-            conn.tls = Some(Box::new(Tls {
-                conn: c,
-                inbuf: Vec::with_capacity(TLS_READ),
-                outbuf: Vec::with_capacity(4096),
-            }));
-            conn.handshake().await.map_err(|e| ConnectError {
+            conn.start_tls(c.into()).await.map_err(|e| ConnectError {
                 outcome: Outcome::TlsFailed,
                 message: format!("TLS handshake with {addr}: {e}"),
             })?;
         }
         Ok(conn)
+    }
+
+    /// Wraps an accepted connection, completing the TLS handshake when `tls` is given.
+    pub async fn accept(
+        tcp: TcpStream,
+        tls: Option<&Arc<rustls::ServerConfig>>,
+    ) -> io::Result<Conn> {
+        let _ = tcp.set_nodelay(true);
+        let mut conn = Conn {
+            tcp,
+            tls: None,
+            used: false,
+        };
+        if let Some(config) = tls {
+            let c = rustls::ServerConnection::new(config.clone())
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            conn.start_tls(c.into()).await?;
+        }
+        Ok(conn)
+    }
+
+    async fn start_tls(&mut self, c: rustls::Connection) -> io::Result<()> {
+        self.tls = Some(Box::new(Tls {
+            conn: c,
+            inbuf: Vec::with_capacity(TLS_READ),
+            outbuf: Vec::with_capacity(4096),
+        }));
+        self.handshake().await
     }
 
     /// The socket's descriptor (for `shutdown` on cancellation).
@@ -215,4 +240,39 @@ impl Conn {
 pub fn shutdown(fd: RawFd) {
     // SAFETY: plain syscall on a descriptor the caller guarantees is open.
     unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+}
+
+/// Descriptors of connections in use, so that a stop can cut them all.
+#[derive(Default)]
+pub struct FdSet {
+    fds: Vec<RawFd>,
+    free: Vec<usize>,
+}
+
+impl FdSet {
+    /// Reserves a place; fill it with [`FdSet::set`].
+    pub fn insert(&mut self) -> usize {
+        match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.fds.push(-1);
+                self.fds.len() - 1
+            }
+        }
+    }
+    /// Records the descriptor at place `i`.
+    pub fn set(&mut self, i: usize, fd: RawFd) {
+        self.fds[i] = fd;
+    }
+    /// Frees place `i`.
+    pub fn remove(&mut self, i: usize) {
+        self.fds[i] = -1;
+        self.free.push(i);
+    }
+    /// Shuts every recorded socket down, so pending reads on them complete.
+    pub fn shutdown_all(&self) {
+        for &fd in self.fds.iter().filter(|&&fd| fd >= 0) {
+            shutdown(fd);
+        }
+    }
 }

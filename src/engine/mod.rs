@@ -98,8 +98,9 @@ pub fn run(plan: Arc<RunPlan>, stop: Arc<AtomicBool>) -> anyhow::Result<RunOutpu
         );
     }
     // Fail early, with one message, when the asked-for driver cannot run here.
-    crate::runtime::build(plan.driver, plan.ring_entries.min(256))
-        .map_err(|e| anyhow::anyhow!("--driver {:?}: cannot start the runtime: {e}", plan.driver))?;
+    crate::runtime::build(plan.driver, plan.ring_entries.min(256)).map_err(|e| {
+        anyhow::anyhow!("--driver {:?}: cannot start the runtime: {e}", plan.driver)
+    })?;
 
     let n = plan.shards();
     let barrier = Arc::new(Barrier::new(n));
@@ -155,10 +156,24 @@ fn is_tty(fd: i32) -> bool {
     unsafe { libc::isatty(fd) == 1 }
 }
 
-fn print_progress(progress: &[Arc<Progress>], total: Option<u64>, started: u64, duration: Option<u64>) {
-    let done: u64 = progress.iter().map(|p| p.done.load(Ordering::Relaxed)).sum();
-    let errors: u64 = progress.iter().map(|p| p.errors.load(Ordering::Relaxed)).sum();
-    let in_flight: u64 = progress.iter().map(|p| p.in_flight.load(Ordering::Relaxed)).sum();
+fn print_progress(
+    progress: &[Arc<Progress>],
+    total: Option<u64>,
+    started: u64,
+    duration: Option<u64>,
+) {
+    let done: u64 = progress
+        .iter()
+        .map(|p| p.done.load(Ordering::Relaxed))
+        .sum();
+    let errors: u64 = progress
+        .iter()
+        .map(|p| p.errors.load(Ordering::Relaxed))
+        .sum();
+    let in_flight: u64 = progress
+        .iter()
+        .map(|p| p.in_flight.load(Ordering::Relaxed))
+        .sum();
     let secs = (now_ns() - started) as f64 / 1e9;
     let rate = done as f64 / secs.max(1e-9);
     let (of, eta) = match (total, duration) {
@@ -170,7 +185,10 @@ fn print_progress(progress: &[Arc<Progress>], total: Option<u64>, started: u64, 
                 "?".into()
             },
         ),
-        (None, Some(d)) => (String::new(), format!("{:.0}s", (d as f64 / 1e9 - secs).max(0.0))),
+        (None, Some(d)) => (
+            String::new(),
+            format!("{:.0}s", (d as f64 / 1e9 - secs).max(0.0)),
+        ),
         _ => (String::new(), "?".into()),
     };
     eprint!(
@@ -218,7 +236,7 @@ fn shard_thread(
         shard.run_phase(&mut s, conc, dispatch_until, hard).await;
         let cpu_ns = thread_cpu_ns() - cpu0;
         let wall_ns = now_ns() - t0;
-        shard.finish();
+        shard.close().await;
         let records = std::mem::take(&mut *shard.records.borrow_mut());
         let scratch = std::mem::take(&mut *shard.scratch.borrow_mut());
         let read_delay = std::mem::take(&mut *shard.read_delay.borrow_mut());

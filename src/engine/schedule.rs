@@ -94,7 +94,10 @@ mod tests {
         }
         seen.sort();
         assert_eq!(seen, (5..105).collect::<Vec<_>>());
-        assert_eq!((0..3).map(|i| share(100, 3, i)).collect::<Vec<_>>(), vec![34, 33, 33]);
+        assert_eq!(
+            (0..3).map(|i| share(100, 3, i)).collect::<Vec<_>>(),
+            vec![34, 33, 33]
+        );
         assert_eq!((0..4).map(|i| share(2, 4, i)).sum::<u64>(), 2);
     }
 }

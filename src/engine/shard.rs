@@ -7,7 +7,6 @@
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
-use std::os::fd::RawFd;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,7 +16,7 @@ use std::time::Duration;
 
 use rustls::pki_types::ServerName;
 
-use super::conn::{self, Conn};
+use super::conn::{self, Conn, FdSet};
 use super::schedule::{Schedule, Ticket};
 use crate::clock::now_ns;
 use crate::exchange::{Exchange, Scratch};
@@ -53,37 +52,6 @@ struct Slot {
     exchange: Exchange,
 }
 
-/// Descriptors of connections in use, so that a stop can cut them all.
-#[derive(Default)]
-struct FdSet {
-    fds: Vec<RawFd>,
-    free: Vec<usize>,
-}
-
-impl FdSet {
-    fn insert(&mut self) -> usize {
-        match self.free.pop() {
-            Some(i) => i,
-            None => {
-                self.fds.push(-1);
-                self.fds.len() - 1
-            }
-        }
-    }
-    fn set(&mut self, i: usize, fd: RawFd) {
-        self.fds[i] = fd;
-    }
-    fn remove(&mut self, i: usize) {
-        self.fds[i] = -1;
-        self.free.push(i);
-    }
-    fn shutdown_all(&self) {
-        for &fd in self.fds.iter().filter(|&&fd| fd >= 0) {
-            conn::shutdown(fd);
-        }
-    }
-}
-
 /// Shard state, owned by the shard's thread.
 pub(crate) struct Shard {
     pub index: u16,
@@ -105,6 +73,7 @@ pub(crate) struct Shard {
     pub timer: FineTimer,
     progress: Arc<Progress>,
     stop: Arc<AtomicBool>,
+    watcher: RefCell<Option<monoio::task::JoinHandle<()>>>,
 }
 
 impl Shard {
@@ -141,8 +110,10 @@ impl Shard {
             timer: FineTimer::start()?,
             progress,
             stop,
+            watcher: RefCell::new(None),
         });
-        monoio::spawn(watch(shard.clone()));
+        let watcher = monoio::spawn(watch(Rc::downgrade(&shard)));
+        *shard.watcher.borrow_mut() = Some(watcher);
         Ok(shard)
     }
 
@@ -200,9 +171,16 @@ impl Shard {
         self.hard_deadline.set(None);
     }
 
-    /// Ends the watcher task.
-    pub fn finish(&self) {
+    /// Closes every connection and ends the shard's helper tasks. monoio does not drop
+    /// unfinished tasks with its runtime, so without this their sockets would stay open.
+    pub async fn close(&self) {
         self.finished.set(true);
+        self.pool.borrow_mut().clear();
+        let watcher = self.watcher.borrow_mut().take();
+        if let Some(w) = watcher {
+            w.await;
+        }
+        self.timer.close().await;
     }
 
     fn complete(&self, rec: Record) {
@@ -239,9 +217,13 @@ impl<F: Fn(&Shard) -> bool + Unpin> Future for WaitFor<'_, F> {
 }
 
 /// Watches the global stop flag and the phase deadlines.
-async fn watch(shard: Rc<Shard>) {
-    while !shard.finished.get() {
+async fn watch(shard: std::rc::Weak<Shard>) {
+    loop {
         monoio::time::sleep(WATCH_EVERY).await;
+        let Some(shard) = shard.upgrade() else { return };
+        if shard.finished.get() {
+            return;
+        }
         let now = now_ns();
         if shard.stop.load(Ordering::Relaxed) && !shard.cancelled.get() {
             shard.cancel_all();
@@ -260,12 +242,22 @@ async fn request(shard: Rc<Shard>, ticket: Ticket) {
     let plan = shard.plan.clone();
     let entry = &plan.dataset.entries[ticket.entry as usize];
     let mut slot = shard.pool.borrow_mut().pop().unwrap_or_default();
-    let mut rec = Record::new(ticket.id, shard.index, ticket.phase, ticket.entry, entry.isl);
+    let mut rec = Record::new(
+        ticket.id,
+        shard.index,
+        ticket.phase,
+        ticket.entry,
+        entry.isl,
+    );
     rec.intended_ns = ticket.intended_ns;
     rec.requested_osl = entry.requested_osl;
+    // One allocation of the right size instead of repeated growth while tokens stream in.
+    rec.chunk_gaps_ns
+        .reserve_exact(entry.requested_osl.map_or(0, |n| n as usize));
     let fd_slot = shard.fds.borrow_mut().insert();
     let limit = Duration::from_nanos(plan.request_timeout_ns);
-    let timed = monoio::time::timeout(limit, drive(&shard, &mut slot, entry, &mut rec, fd_slot)).await;
+    let timed =
+        monoio::time::timeout(limit, drive(&shard, &mut slot, entry, &mut rec, fd_slot)).await;
     if timed.is_err() {
         if let Some(c) = slot.conn.take() {
             conn::shutdown(c.fd());
@@ -361,13 +353,17 @@ async fn drive(shard: &Shard, slot: &mut Slot, entry: &Entry, rec: &mut Record, 
                     break false;
                 }
                 Ok(_) => {
-                    let used = slot.exchange.feed(&rbuf, t, rec, &mut shard.scratch.borrow_mut());
+                    let used = slot
+                        .exchange
+                        .feed(&rbuf, t, rec, &mut shard.scratch.borrow_mut());
                     if used == rbuf.len() {
                         rbuf.clear();
                     } else {
                         rbuf.drain(..used);
                     }
-                    shard.read_delay.borrow_mut().record(now_ns() - t);
+                    if rec.phase == crate::record::Phase::Profiling {
+                        shard.read_delay.borrow_mut().record(now_ns() - t);
+                    }
                     if slot.exchange.is_done() {
                         break false;
                     }

@@ -177,9 +177,12 @@ mod tests {
         for cut in 0..=body.len() {
             let mut d = Decoder::new();
             let mut out = Vec::new();
-            let a = d.decode(&body[..cut], &mut |s| out.extend_from_slice(s)).unwrap();
+            let a = d
+                .decode(&body[..cut], &mut |s| out.extend_from_slice(s))
+                .unwrap();
             assert_eq!(a, cut);
-            d.decode(&body[cut..], &mut |s| out.extend_from_slice(s)).unwrap();
+            d.decode(&body[cut..], &mut |s| out.extend_from_slice(s))
+                .unwrap();
             assert_eq!(out, b"0123456789abc", "cut at {cut}");
             assert!(d.is_done());
         }

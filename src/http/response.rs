@@ -276,8 +276,9 @@ mod tests {
 
     #[test]
     fn content_length_body() {
-        let (head, body, ended, _) =
-            run(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Type: application/json\r\n\r\nhello");
+        let (head, body, ended, _) = run(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Type: application/json\r\n\r\nhello",
+        );
         let head = head.unwrap();
         assert_eq!(head.status, 200);
         assert!(head.keep_alive);
@@ -296,9 +297,13 @@ mod tests {
     #[test]
     fn keep_alive_rules() {
         let h = |s: &[u8]| parse_head(s).unwrap().unwrap().0;
-        assert!(!h(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n").keep_alive);
+        assert!(
+            !h(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n").keep_alive
+        );
         assert!(!h(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n").keep_alive);
-        assert!(h(b"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n").keep_alive);
+        assert!(
+            h(b"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n").keep_alive
+        );
         let until_close = h(b"HTTP/1.1 200 OK\r\n\r\n");
         assert_eq!(until_close.framing, Framing::UntilClose);
         assert!(!until_close.keep_alive);
@@ -326,8 +331,11 @@ mod tests {
         assert!(ended);
 
         let mut p = Parser::new();
-        p.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nabc", &mut |_| {})
-            .unwrap();
+        p.feed(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nabc",
+            &mut |_| {},
+        )
+        .unwrap();
         assert_eq!(p.eof(&mut |_| {}), Err(ProtocolError::IncompleteBody));
     }
 
@@ -344,7 +352,10 @@ mod tests {
             Err(ProtocolError::BadHead(_))
         ));
         let mut p = Parser::new();
-        let r = p.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nab", &mut |_| {});
+        let r = p.feed(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nab",
+            &mut |_| {},
+        );
         assert_eq!(r, Err(ProtocolError::TrailingBytes));
     }
 }

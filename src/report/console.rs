@@ -10,14 +10,49 @@ use crate::stats::Dist;
 pub(crate) fn dist_rows(r: &Report) -> Vec<(&'static str, &'static str, &Dist, f64)> {
     let m = &r.metrics;
     vec![
-        ("time_to_first_token", "Time To First Token (ms)", &m.ttft, 1e6),
-        ("time_to_first_output_token", "Time To First Output Token (ms)", &m.ttfo, 1e6),
-        ("time_to_second_token", "Time To Second Token (ms)", &m.ttst, 1e6),
-        ("inter_token_latency", "Inter Token Latency (ms)", &m.itl, 1e6),
-        ("inter_chunk_latency", "Inter Chunk Latency (ms)", &m.icl, 1e6),
+        (
+            "time_to_first_token",
+            "Time To First Token (ms)",
+            &m.ttft,
+            1e6,
+        ),
+        (
+            "time_to_first_output_token",
+            "Time To First Output Token (ms)",
+            &m.ttfo,
+            1e6,
+        ),
+        (
+            "time_to_second_token",
+            "Time To Second Token (ms)",
+            &m.ttst,
+            1e6,
+        ),
+        (
+            "inter_token_latency",
+            "Inter Token Latency (ms)",
+            &m.itl,
+            1e6,
+        ),
+        (
+            "inter_chunk_latency",
+            "Inter Chunk Latency (ms)",
+            &m.icl,
+            1e6,
+        ),
         ("request_latency", "Request Latency (ms)", &m.latency, 1e6),
-        ("output_sequence_length", "Output Sequence Length (tokens)", &m.osl, 1.0),
-        ("input_sequence_length", "Input Sequence Length (tokens)", &m.isl, 1.0),
+        (
+            "output_sequence_length",
+            "Output Sequence Length (tokens)",
+            &m.osl,
+            1.0,
+        ),
+        (
+            "input_sequence_length",
+            "Input Sequence Length (tokens)",
+            &m.isl,
+            1.0,
+        ),
         (
             "output_token_throughput_per_user",
             "Output Token Throughput Per User (tokens/sec/user)",
@@ -30,17 +65,42 @@ pub(crate) fn dist_rows(r: &Report) -> Vec<(&'static str, &'static str, &Dist, f
 /// Single-value rows: label and value.
 pub(crate) fn value_rows(r: &Report) -> Vec<(&'static str, &'static str, &'static str, f64)> {
     vec![
-        ("output_token_throughput", "Output Token Throughput (tokens/sec)", "tokens/sec", r.output_tps()),
-        ("input_token_throughput", "Input Token Throughput (tokens/sec)", "tokens/sec", r.input_tps()),
+        (
+            "output_token_throughput",
+            "Output Token Throughput (tokens/sec)",
+            "tokens/sec",
+            r.output_tps(),
+        ),
+        (
+            "input_token_throughput",
+            "Input Token Throughput (tokens/sec)",
+            "tokens/sec",
+            r.input_tps(),
+        ),
         (
             "total_token_throughput",
             "Total Token Throughput (tokens/sec)",
             "tokens/sec",
             r.output_tps() + r.input_tps(),
         ),
-        ("request_throughput", "Request Throughput (requests/sec)", "requests/sec", r.request_tps()),
-        ("request_count", "Request Count (requests)", "requests", r.completed as f64),
-        ("error_request_count", "Error Request Count (requests)", "requests", r.failed as f64),
+        (
+            "request_throughput",
+            "Request Throughput (requests/sec)",
+            "requests/sec",
+            r.request_tps(),
+        ),
+        (
+            "request_count",
+            "Request Count (requests)",
+            "requests",
+            r.completed as f64,
+        ),
+        (
+            "error_request_count",
+            "Error Request Count (requests)",
+            "requests",
+            r.failed as f64,
+        ),
     ]
 }
 
@@ -63,7 +123,14 @@ pub fn render(r: &Report, title: &str) -> String {
         let s = d.summary(scale);
         rows.push((
             label.to_string(),
-            vec![num(s.avg), num(s.min), num(s.max), num(s.at("p99")), num(s.at("p90")), num(s.at("p75"))],
+            vec![
+                num(s.avg),
+                num(s.min),
+                num(s.max),
+                num(s.at("p99")),
+                num(s.at("p90")),
+                num(s.at("p75")),
+            ],
         ));
     }
     for (_, label, _, v) in value_rows(r) {
@@ -71,9 +138,20 @@ pub fn render(r: &Report, title: &str) -> String {
         cells.extend(std::iter::repeat_n("N/A".to_string(), cols.len() - 1));
         rows.push((label.to_string(), cells));
     }
-    let w0 = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(9).max(9);
+    let w0 = rows
+        .iter()
+        .map(|r| r.0.chars().count())
+        .max()
+        .unwrap_or(9)
+        .max(9);
     let wc: Vec<usize> = (0..cols.len())
-        .map(|i| rows.iter().map(|r| r.1[i].len()).max().unwrap_or(3).max(cols[i].len()))
+        .map(|i| {
+            rows.iter()
+                .map(|r| r.1[i].len())
+                .max()
+                .unwrap_or(3)
+                .max(cols[i].len())
+        })
         .collect();
     let line = |l: char, m: char, r: char, h: char| {
         let mut s = String::new();

@@ -81,7 +81,9 @@ pub fn profile_json(r: &Report, input_config: &Value, times: &Times) -> Value {
         json!(r
             .errors
             .iter()
-            .map(|e| json!({"code": e.code, "kind": e.kind, "message": e.message, "count": e.count}))
+            .map(
+                |e| json!({"code": e.code, "kind": e.kind, "message": e.message, "count": e.count})
+            )
             .collect::<Vec<_>>()),
     );
     doc.insert(
@@ -114,9 +116,12 @@ pub fn profile_json(r: &Report, input_config: &Value, times: &Times) -> Value {
 
 /// The `profile_export_ringperf.csv` text: distributions, then single values.
 pub fn profile_csv(r: &Report) -> Result<Vec<u8>, csv::Error> {
-    let mut w = csv::WriterBuilder::new().flexible(true).from_writer(Vec::new());
+    let mut w = csv::WriterBuilder::new()
+        .flexible(true)
+        .from_writer(Vec::new());
     w.write_record([
-        "Metric", "avg", "min", "max", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99", "std",
+        "Metric", "avg", "min", "max", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99",
+        "std",
     ])?;
     for (_, label, d, scale) in dist_rows(r) {
         if d.count() == 0 {
@@ -160,17 +165,29 @@ pub fn write_records(r: &Report, path: &Path) -> std::io::Result<()> {
             }
             metrics.insert("request_latency".into(), ms(rec.latency()));
             if let Some(v) = rec.itl() {
-                metrics.insert("inter_token_latency".into(), json!({"value": v / 1e6, "unit": "ms"}));
+                metrics.insert(
+                    "inter_token_latency".into(),
+                    json!({"value": v / 1e6, "unit": "ms"}),
+                );
             }
             if !rec.chunk_gaps_ns.is_empty() {
                 let gaps: Vec<f64> = rec.chunk_gaps_ns.iter().map(|g| *g as f64 / 1e6).collect();
-                metrics.insert("inter_chunk_latency".into(), json!({"value": gaps, "unit": "ms"}));
+                metrics.insert(
+                    "inter_chunk_latency".into(),
+                    json!({"value": gaps, "unit": "ms"}),
+                );
             }
             if let Some(o) = rec.osl {
-                metrics.insert("output_sequence_length".into(), json!({"value": o, "unit": "tokens"}));
+                metrics.insert(
+                    "output_sequence_length".into(),
+                    json!({"value": o, "unit": "tokens"}),
+                );
             }
         }
-        metrics.insert("input_sequence_length".into(), json!({"value": rec.isl, "unit": "tokens"}));
+        metrics.insert(
+            "input_sequence_length".into(),
+            json!({"value": rec.isl, "unit": "tokens"}),
+        );
         let line = json!({
             "metadata": {
                 "x_request_id": crate::http::request::format_id(rec.id),

@@ -44,7 +44,8 @@ impl Metrics {
         if let Some(itl) = r.itl() {
             self.itl.record(itl.round() as u64);
             if itl > 0.0 {
-                self.per_user.record((1e9 / itl * PER_USER_SCALE).round() as u64);
+                self.per_user
+                    .record((1e9 / itl * PER_USER_SCALE).round() as u64);
             }
         }
         for g in &r.chunk_gaps_ns {

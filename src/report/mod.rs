@@ -141,17 +141,27 @@ pub fn build(out: RunOutput) -> Report {
         shards.push(ShardHealth {
             shard: index,
             cpu: cpu.filter(|_| pinned),
-            cpu_utilization: if wall_ns > 0 { cpu_ns as f64 / wall_ns as f64 } else { 0.0 },
+            cpu_utilization: if wall_ns > 0 {
+                cpu_ns as f64 / wall_ns as f64
+            } else {
+                0.0
+            },
             peak_in_flight,
             events_per_sec: per_sec(events, wall_ns),
-            cpu_us_per_event: if events > 0 { cpu_ns as f64 / 1e3 / events as f64 } else { 0.0 },
+            cpu_us_per_event: if events > 0 {
+                cpu_ns as f64 / 1e3 / events as f64
+            } else {
+                0.0
+            },
             read_to_record_p99_us: rd.percentile(99.0) as f64 / 1e3,
         });
         records.extend(recs);
     }
     records.sort_by_key(|r| r.id);
 
-    let measured = records.iter().filter(|r| r.phase == crate::record::Phase::Profiling);
+    let measured = records
+        .iter()
+        .filter(|r| r.phase == crate::record::Phase::Profiling);
     let mut tx = u64::MAX;
     let mut ty = 0u64;
     let (mut completed, mut failed, mut out_tok, mut in_tok) = (0u64, 0u64, 0u64, 0u64);
@@ -192,7 +202,10 @@ pub fn build(out: RunOutput) -> Report {
         }
     }
     let window_ns = ty.saturating_sub(tx);
-    let warmup = records.iter().filter(|r| r.phase == crate::record::Phase::Warmup).count() as u64;
+    let warmup = records
+        .iter()
+        .filter(|r| r.phase == crate::record::Phase::Warmup)
+        .count() as u64;
 
     let mut warnings = Vec::new();
     if osl_off > 0 {
@@ -270,7 +283,10 @@ fn verdict(shards: &[ShardHealth], delay: &Dist, warnings: &mut Vec<String>) -> 
     let cpu = busiest.map_or(0.0, |b| b.cpu_utilization * 100.0);
     if limits.is_empty() {
         let delay = if delay.count() > 0 {
-            format!("; client-added delay p99 {:.3} ms", delay.percentile(99.0) as f64 / 1e6)
+            format!(
+                "; client-added delay p99 {:.3} ms",
+                delay.percentile(99.0) as f64 / 1e6
+            )
         } else {
             String::new()
         };

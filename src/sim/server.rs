@@ -7,16 +7,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
-use monoio::net::{ListenerOpts, TcpListener, TcpStream};
+use monoio::net::{ListenerOpts, TcpListener};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde_json::Value;
 
 use super::batch::{Batch, Permit};
 use super::WORDS;
 use crate::cli::SimArgs;
 use crate::clock::now_ns;
+use crate::engine::conn::{Conn, FdSet};
 use crate::timer::FineTimer;
 
 /// Largest request the simulator accepts.
@@ -69,6 +68,8 @@ impl Drop for SimHandle {
 
 struct Ctx {
     args: SimArgs,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    conns: std::cell::RefCell<FdSet>,
     model_json: String,
     batch: Rc<Batch>,
     timer: FineTimer,
@@ -89,10 +90,16 @@ pub fn start(args: &SimArgs) -> anyhow::Result<SimHandle> {
     if args.tokens_per_chunk == 0 {
         anyhow::bail!("sim --tokens-per-chunk must be at least 1");
     }
-    let bind: SocketAddr = args
-        .bind
-        .parse()
-        .map_err(|_| anyhow::anyhow!("sim --bind {:?}: expected IP:PORT, e.g. 127.0.0.1:8000", args.bind))?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(c), Some(k)) => Some(crate::tls::server_config(c, k)?),
+        _ => None,
+    };
+    let bind: SocketAddr = args.bind.parse().map_err(|_| {
+        anyhow::anyhow!(
+            "sim --bind {:?}: expected IP:PORT, e.g. 127.0.0.1:8000",
+            args.bind
+        )
+    })?;
     crate::engine::raise_nofile_limit();
     let stop = Arc::new(AtomicBool::new(false));
     let counters = Arc::new(Counters::default());
@@ -102,11 +109,12 @@ pub fn start(args: &SimArgs) -> anyhow::Result<SimHandle> {
     for shard in 0..args.shards {
         let (tx, rx) = mpsc::channel();
         let args = args.clone();
+        let tls = tls.clone();
         let shard_stop = stop.clone();
         let counters = counters.clone();
         let t = std::thread::Builder::new()
             .name(format!("ringperf-sim-{shard}"))
-            .spawn(move || shard_main(shard, args, addr, shard_stop, counters, tx))?;
+            .spawn(move || shard_main(shard, args, tls, addr, shard_stop, counters, tx))?;
         threads.push(t);
         match rx.recv() {
             Ok(Ok((a, d))) => {
@@ -134,6 +142,7 @@ type Ready = mpsc::Sender<Result<(SocketAddr, &'static str), String>>;
 fn shard_main(
     shard: usize,
     args: SimArgs,
+    tls: Option<Arc<rustls::ServerConfig>>,
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
     counters: Arc<Counters>,
@@ -147,7 +156,10 @@ fn shard_main(
         }
     };
     rt.block_on(async move {
-        let opts = ListenerOpts::new().reuse_port(true).reuse_addr(true).backlog(65535);
+        let opts = ListenerOpts::new()
+            .reuse_port(true)
+            .reuse_addr(true)
+            .backlog(65535);
         let listener = match TcpListener::bind_with_config(addr, &opts) {
             Ok(l) => l,
             Err(e) => {
@@ -170,10 +182,14 @@ fn shard_main(
                 as usize
         };
         let ctx = Rc::new(Ctx {
+            tls,
+            conns: std::cell::RefCell::new(FdSet::default()),
             model_json: serde_json::to_string(&args.model).expect("string"),
             batch: Batch::new(per_shard_batch),
             timer,
-            rng: std::cell::RefCell::new(ChaCha8Rng::seed_from_u64(args.seed.wrapping_add(shard as u64))),
+            rng: std::cell::RefCell::new(ChaCha8Rng::seed_from_u64(
+                args.seed.wrapping_add(shard as u64),
+            )),
             counters,
             next_id: std::cell::Cell::new(0),
             shard,
@@ -184,7 +200,6 @@ fn shard_main(
             loop {
                 match listener.accept().await {
                     Ok((stream, _)) => {
-                        let _ = stream.set_nodelay(true);
                         monoio::spawn(serve(ctx.clone(), stream));
                     }
                     Err(_) => monoio::time::sleep(Duration::from_millis(5)).await,
@@ -200,6 +215,11 @@ fn shard_main(
             _ = accept => {},
             _ = watch => {},
         }
+        // monoio does not drop unfinished tasks with its runtime: cut every connection so
+        // their tasks end and their sockets close, then let them run out.
+        ctx.conns.borrow().shutdown_all();
+        monoio::time::sleep(Duration::from_millis(20)).await;
+        ctx.timer.close().await;
     });
 }
 
@@ -250,7 +270,18 @@ fn parse_request(buf: &[u8]) -> Result<Option<Request>, String> {
     }))
 }
 
-async fn serve(ctx: Rc<Ctx>, mut stream: TcpStream) {
+async fn serve(ctx: Rc<Ctx>, tcp: monoio::net::TcpStream) {
+    let slot = ctx.conns.borrow_mut().insert();
+    ctx.conns
+        .borrow_mut()
+        .set(slot, std::os::fd::AsRawFd::as_raw_fd(&tcp));
+    if let Ok(mut conn) = Conn::accept(tcp, ctx.tls.as_ref()).await {
+        serve_conn(&ctx, &mut conn).await;
+    }
+    ctx.conns.borrow_mut().remove(slot);
+}
+
+async fn serve_conn(ctx: &Rc<Ctx>, stream: &mut Conn) {
     let mut buf: Vec<u8> = Vec::with_capacity(8192);
     let mut out: Vec<u8> = Vec::with_capacity(1024);
     loop {
@@ -260,23 +291,26 @@ async fn serve(ctx: Rc<Ctx>, mut stream: TcpStream) {
                 Ok(None) => {}
                 Err(e) => {
                     let body = vllm_error(&e, "BadRequestError", 400);
-                    let _ = respond(&mut stream, &mut out, 400, "application/json", body.as_bytes(), true).await;
+                    let _ = respond(
+                        stream,
+                        &mut out,
+                        400,
+                        "application/json",
+                        body.as_bytes(),
+                        true,
+                    )
+                    .await;
                     return;
                 }
             }
-            if buf.capacity() - buf.len() < 4096 {
-                buf.reserve(buf.capacity());
-            }
-            let len = buf.len();
-            let cap = buf.capacity();
-            let (res, slice) = stream.read(monoio::buf::IoBufMut::slice_mut(buf, len..cap)).await;
-            buf = slice.into_inner();
+            let (res, b) = stream.recv(buf).await;
+            buf = b;
             match res {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
             }
         };
-        let keep = handle(&ctx, &mut stream, &mut out, &req, &mut buf[req.body_at..req.len]).await;
+        let keep = handle(ctx, stream, &mut out, &req, &mut buf[req.body_at..req.len]).await;
         buf.drain(..req.len);
         if !keep || req.close {
             return;
@@ -290,7 +324,7 @@ fn vllm_error(message: &str, kind: &str, code: u16) -> String {
 }
 
 async fn respond(
-    stream: &mut TcpStream,
+    stream: &mut Conn,
     out: &mut Vec<u8>,
     status: u16,
     content_type: &str,
@@ -312,7 +346,7 @@ async fn respond(
         if close { "connection: close\r\n" } else { "" }
     );
     out.extend_from_slice(body);
-    let (res, o) = stream.write_all(std::mem::take(out)).await;
+    let (res, o) = stream.send(std::mem::take(out)).await;
     *out = o;
     res.is_ok() && !close
 }
@@ -328,41 +362,76 @@ struct Gen {
     prompt_tokens: u64,
 }
 
-fn read_gen(v: &Value, chat: bool, default_max: u32) -> Gen {
-    let num = |k: &str| v.get(k).and_then(Value::as_u64).map(|n| n.min(u64::from(u32::MAX)) as u32);
+/// The fields of a generation request the simulator reads; everything else is skipped.
+#[derive(serde::Deserialize)]
+struct GenRequest<'a> {
+    #[serde(borrow, default)]
+    model: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    stream: bool,
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    max_tokens: Option<u64>,
+    #[serde(default)]
+    max_completion_tokens: Option<u64>,
+    #[serde(default)]
+    min_tokens: Option<u64>,
+    #[serde(default)]
+    ignore_eos: bool,
+    #[serde(borrow, default)]
+    messages: Option<Vec<MessageIn<'a>>>,
+    #[serde(borrow, default)]
+    prompt: Option<&'a serde_json::value::RawValue>,
+}
+
+#[derive(serde::Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: bool,
+}
+
+#[derive(serde::Deserialize)]
+struct MessageIn<'a> {
+    #[serde(borrow, default)]
+    content: Option<&'a serde_json::value::RawValue>,
+}
+
+fn read_gen(r: &GenRequest<'_>, chat: bool, default_max: u32) -> Gen {
+    let clamp = |n: u64| n.min(u64::from(u32::MAX)) as u32;
     let prompt_chars = if chat {
-        v.get("messages")
-            .and_then(Value::as_array)
-            .map(|m| {
-                m.iter()
-                    .filter_map(|x| x.get("content").and_then(Value::as_str))
-                    .map(str::len)
-                    .sum::<usize>()
-            })
-            .unwrap_or(0)
+        r.messages
+            .iter()
+            .flatten()
+            .filter_map(|m| m.content.map(|c| c.get().len()))
+            .sum::<usize>()
     } else {
-        v.get("prompt").and_then(Value::as_str).map_or(0, str::len)
+        r.prompt.map_or(0, |p| p.get().len())
     };
-    let max_tokens = num("max_tokens")
-        .or_else(|| num("max_completion_tokens"))
-        .unwrap_or(default_max)
+    let max_tokens = r
+        .max_tokens
+        .or(r.max_completion_tokens)
+        .map_or(default_max, clamp)
         .max(1);
     Gen {
         chat,
-        stream: v.get("stream").and_then(Value::as_bool).unwrap_or(false),
-        usage: v
-            .pointer("/stream_options/include_usage")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
+        stream: r.stream,
+        usage: r.stream_options.as_ref().is_some_and(|o| o.include_usage),
         max_tokens,
-        min_tokens: num("min_tokens").unwrap_or(0).min(max_tokens),
-        ignore_eos: v.get("ignore_eos").and_then(Value::as_bool).unwrap_or(false),
+        min_tokens: r.min_tokens.map_or(0, clamp).min(max_tokens),
+        ignore_eos: r.ignore_eos,
         // An estimate (about four characters a token); the simulator carries no tokenizer.
         prompt_tokens: prompt_chars.div_ceil(4) as u64,
     }
 }
 
-async fn handle(ctx: &Rc<Ctx>, stream: &mut TcpStream, out: &mut Vec<u8>, req: &Request, body: &mut [u8]) -> bool {
+async fn handle(
+    ctx: &Rc<Ctx>,
+    stream: &mut Conn,
+    out: &mut Vec<u8>,
+    req: &Request,
+    body: &mut [u8],
+) -> bool {
     let path = req.path.split('?').next().unwrap_or("");
     let json = "application/json";
     match (req.method.as_str(), path) {
@@ -376,26 +445,48 @@ async fn handle(ctx: &Rc<Ctx>, stream: &mut TcpStream, out: &mut Vec<u8>, req: &
         }
         ("POST", "/v1/chat/completions") | ("POST", "/v1/completions") => {
             let chat = path == "/v1/chat/completions";
-            let v: Value = match serde_json::from_slice(body) {
-                Ok(v) => v,
+            let r: GenRequest<'_> = match serde_json::from_slice(body) {
+                Ok(r) => r,
                 Err(e) => {
                     let b = vllm_error(&format!("invalid JSON body: {e}"), "BadRequestError", 400);
                     return respond(stream, out, 400, json, b.as_bytes(), req.close).await;
                 }
             };
-            let model = v.get("model").and_then(Value::as_str).unwrap_or("");
+            let model = r.model.as_deref().unwrap_or("");
             if model != ctx.args.model {
-                let b = vllm_error(&format!("The model `{model}` does not exist."), "NotFoundError", 404);
+                let b = vllm_error(
+                    &format!("The model `{model}` does not exist."),
+                    "NotFoundError",
+                    404,
+                );
                 return respond(stream, out, 404, json, b.as_bytes(), req.close).await;
             }
-            let gen = read_gen(&v, chat, ctx.args.default_max_tokens);
+            let gen = read_gen(&r, chat, ctx.args.default_max_tokens);
             ctx.counters.requests.fetch_add(1, Ordering::Relaxed);
             generate(ctx, stream, out, gen, req.close).await
         }
         (_, "/v1/chat/completions" | "/v1/completions" | "/v1/models" | "/health") => {
-            respond(stream, out, 405, json, br#"{"detail":"Method Not Allowed"}"#, req.close).await
+            respond(
+                stream,
+                out,
+                405,
+                json,
+                br#"{"detail":"Method Not Allowed"}"#,
+                req.close,
+            )
+            .await
         }
-        _ => respond(stream, out, 404, json, br#"{"detail":"Not Found"}"#, req.close).await,
+        _ => {
+            respond(
+                stream,
+                out,
+                404,
+                json,
+                br#"{"detail":"Not Found"}"#,
+                req.close,
+            )
+            .await
+        }
     }
 }
 
@@ -420,18 +511,40 @@ fn itl_now(ctx: &Ctx, base: u64) -> u64 {
     (base as f64 * (1.0 + ctx.args.itl_growth * load)) as u64
 }
 
-async fn generate(ctx: &Rc<Ctx>, stream: &mut TcpStream, out: &mut Vec<u8>, gen: Gen, close: bool) -> bool {
+async fn generate(
+    ctx: &Rc<Ctx>,
+    stream: &mut Conn,
+    out: &mut Vec<u8>,
+    gen: Gen,
+    close: bool,
+) -> bool {
     let (n_out, ttft, itl) = {
         let mut rng = ctx.rng.borrow_mut();
         let n = output_len(&gen, ctx.args.eos_probability, &mut *rng);
-        (n, ctx.args.ttft.sample(&mut *rng), ctx.args.itl.sample(&mut *rng))
+        (
+            n,
+            ctx.args.ttft.sample(&mut *rng),
+            ctx.args.itl.sample(&mut *rng),
+        )
     };
     let id = ctx.next_id.get();
     ctx.next_id.set(id + 1);
-    let id = format!("{}-{:x}-{id:x}", if gen.chat { "chatcmpl" } else { "cmpl" }, ctx.shard);
+    let id = format!(
+        "{}-{:x}-{id:x}",
+        if gen.chat { "chatcmpl" } else { "cmpl" },
+        ctx.shard
+    );
     let created = crate::clock::unix_time_secs() as u64;
-    let finish = if n_out == gen.max_tokens { "length" } else { "stop" };
-    let object = if gen.chat { "chat.completion" } else { "text_completion" };
+    let finish = if n_out == gen.max_tokens {
+        "length"
+    } else {
+        "stop"
+    };
+    let object = if gen.chat {
+        "chat.completion"
+    } else {
+        "text_completion"
+    };
 
     if gen.stream {
         out.clear();
@@ -448,9 +561,8 @@ async fn generate(ctx: &Rc<Ctx>, stream: &mut TcpStream, out: &mut Vec<u8>, gen:
             );
             push_event(out, ev.as_bytes());
         }
-        if !send(stream, out).await {
-            return false;
-        }
+        // The head and the role chunk go out with the first token: one write instead of two,
+        // which keeps the simulator's per-request cost low when many requests arrive at once.
     }
     let _permit: Permit = ctx.batch.admit().await;
     let mut deadline = now_ns() + ttft;
@@ -468,7 +580,11 @@ async fn generate(ctx: &Rc<Ctx>, stream: &mut TcpStream, out: &mut Vec<u8>, gen:
         sent += n;
         ctx.timer.sleep_until(deadline).await;
         if gen.stream {
-            let fin = if sent == n_out { format!("\"{finish}\"") } else { "null".into() };
+            let fin = if sent == n_out {
+                format!("\"{finish}\"")
+            } else {
+                "null".into()
+            };
             let choice = if gen.chat {
                 format!(r#"{{"index":0,"delta":{{"content":"{piece}"}},"finish_reason":{fin}}}"#)
             } else {
@@ -480,11 +596,11 @@ async fn generate(ctx: &Rc<Ctx>, stream: &mut TcpStream, out: &mut Vec<u8>, gen:
                 ctx.model_json,
                 now_ns()
             );
-            out.clear();
             push_event(out, ev.as_bytes());
             if !send(stream, out).await {
                 return false;
             }
+            out.clear();
             ctx.counters.events.fetch_add(1, Ordering::Relaxed);
         } else {
             text.push_str(&piece);
@@ -499,7 +615,6 @@ async fn generate(ctx: &Rc<Ctx>, stream: &mut TcpStream, out: &mut Vec<u8>, gen:
         gen.prompt_tokens + u64::from(n_out)
     );
     if gen.stream {
-        out.clear();
         if gen.usage {
             let ev = format!(
                 r#"{{"id":"{id}","object":"{object}{}","created":{created},"model":{},"choices":[],"usage":{usage}}}"#,
@@ -513,7 +628,9 @@ async fn generate(ctx: &Rc<Ctx>, stream: &mut TcpStream, out: &mut Vec<u8>, gen:
         send(stream, out).await && !close
     } else {
         let choice = if gen.chat {
-            format!(r#"{{"index":0,"message":{{"role":"assistant","content":"{text}"}},"finish_reason":"{finish}"}}"#)
+            format!(
+                r#"{{"index":0,"message":{{"role":"assistant","content":"{text}"}},"finish_reason":"{finish}"}}"#
+            )
         } else {
             format!(r#"{{"index":0,"text":"{text}","finish_reason":"{finish}"}}"#)
         };
@@ -532,8 +649,8 @@ fn push_event(out: &mut Vec<u8>, data: &[u8]) {
     out.extend_from_slice(b"\n\n\r\n");
 }
 
-async fn send(stream: &mut TcpStream, out: &mut Vec<u8>) -> bool {
-    let (res, o) = stream.write_all(std::mem::take(out)).await;
+async fn send(stream: &mut Conn, out: &mut Vec<u8>) -> bool {
+    let (res, o) = stream.send(std::mem::take(out)).await;
     *out = o;
     res.is_ok()
 }

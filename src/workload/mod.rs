@@ -84,7 +84,10 @@ pub fn parse_extra_inputs(items: &[String]) -> Result<Map<String, Value>, Worklo
         };
         let key = key.trim();
         if key.is_empty() {
-            return Err(WorkloadError::ExtraInput(item.clone(), "the key is empty".into()));
+            return Err(WorkloadError::ExtraInput(
+                item.clone(),
+                "the key is empty".into(),
+            ));
         }
         let raw = raw.trim();
         let value = match serde_json::from_str::<Value>(raw) {
@@ -175,8 +178,8 @@ impl Dataset {
                 serde_json::json!({ "payload": [body] })
             })
             .collect();
-        let mut out = serde_json::to_vec_pretty(&serde_json::json!({ "data": data }))
-            .expect("serializable");
+        let mut out =
+            serde_json::to_vec_pretty(&serde_json::json!({ "data": data })).expect("serializable");
         out.push(b'\n');
         out
     }
@@ -233,7 +236,9 @@ mod tests {
         assert_eq!(m["temperature"], serde_json::json!(0.5));
         assert_eq!(m["stop"], Value::String("END".into()));
         assert_eq!(m["logit_bias"]["1"], serde_json::json!(2));
-        let e = parse_extra_inputs(&["ignore_eos".into()]).unwrap_err().to_string();
+        let e = parse_extra_inputs(&["ignore_eos".into()])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("expected key:value"), "{e}");
         assert!(parse_extra_inputs(&[":x".into()]).is_err());
         assert!(parse_extra_inputs(&["a:{oops".into()]).is_err());

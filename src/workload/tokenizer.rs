@@ -156,7 +156,9 @@ mod tests {
 
     #[test]
     fn missing_file_is_a_clear_error() {
-        let e = Tokenizer::load(Some("/nonexistent/tok.json")).unwrap_err().to_string();
+        let e = Tokenizer::load(Some("/nonexistent/tok.json"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no such file"), "{e}");
     }
 }

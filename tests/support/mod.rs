@@ -28,14 +28,25 @@ pub fn profile_args(flags: &[&str]) -> ProfileArgs {
 
 /// A fresh artifact folder under the target directory.
 pub fn artifact_dir(name: &str) -> std::path::PathBuf {
-    let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     d
 }
 
-/// Runs a profile in this process.
-pub fn profile(flags: &[&str]) -> Result<ringperf::app::ProfileResult, ringperf::app::Fatal> {
-    ringperf::app::profile(&profile_args(flags), Arc::new(AtomicBool::new(false)), false)
+/// Runs `ringperf profile FLAGS --artifact-dir DIR` in this process (flags split on spaces).
+pub fn profile(
+    flags: &str,
+    dir: &std::path::Path,
+) -> Result<ringperf::app::ProfileResult, ringperf::app::Fatal> {
+    let mut argv: Vec<&str> = flags.split_whitespace().collect();
+    let dir = dir.to_str().expect("utf-8 path");
+    argv.extend(["--artifact-dir", dir]);
+    ringperf::app::profile(
+        &profile_args(&argv),
+        Arc::new(AtomicBool::new(false)),
+        false,
+    )
 }
 
 /// A blocking fake server on loopback: `respond(request_number, request_bytes)` gives the
@@ -115,8 +126,12 @@ where
 
 /// A capture from tests/data/captures.
 pub fn capture(name: &str) -> Vec<u8> {
-    std::fs::read(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/captures").join(name))
-        .unwrap()
+    std::fs::read(
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/captures")
+            .join(name),
+    )
+    .unwrap()
 }
 
 /// Relative difference.

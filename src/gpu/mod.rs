@@ -1,0 +1,334 @@
+//! GPU telemetry read locally through NVML, on a thread of its own.
+//!
+//! GenAI-Perf and AIPerf scrape a DCGM exporter that must be installed and running; ringperf
+//! loads the NVIDIA driver's own library at run time (nothing to install, and a machine without
+//! it simply reports `GPU telemetry unavailable: …`). The sampler thread stays off the shards'
+//! cores and stamps samples with the same monotonic clock as the requests, so GPU figures cover
+//! exactly the measured window ([`window`]).
+//!
+//! Everything that reads a GPU goes through the small [`Source`] trait, so the window and
+//! energy maths are tested with a fake source on machines without a GPU.
+
+pub mod window;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::clock::now_ns;
+
+/// One reading of one GPU. Fields a GPU does not support are `None`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Sample {
+    /// `CLOCK_MONOTONIC` ns when it was read.
+    pub t_ns: u64,
+    /// Power draw (mW), averaged by the driver over about a second on recent GPUs.
+    pub power_mw: Option<u32>,
+    /// Total energy since the driver loaded (mJ).
+    pub energy_mj: Option<u64>,
+    /// GPU utilisation (%).
+    pub gpu_util: Option<u32>,
+    /// Memory-bandwidth utilisation (%).
+    pub mem_util: Option<u32>,
+    /// Memory used (bytes).
+    pub mem_used: Option<u64>,
+    /// SM clock (MHz).
+    pub sm_clock_mhz: Option<u32>,
+    /// Temperature (°C).
+    pub temp_c: Option<u32>,
+    /// Throttle-reason bit mask (NVML's `nvmlClocksThrottleReasons`).
+    pub throttle: Option<u64>,
+}
+
+/// A GPU as the source names it.
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuInfo {
+    /// Index in the source's numbering.
+    pub index: u32,
+    /// Product name.
+    pub name: String,
+}
+
+/// Where samples come from: NVML, or a fake in tests.
+pub trait Source: Send {
+    /// The GPUs available.
+    fn gpus(&mut self) -> Result<Vec<GpuInfo>, String>;
+    /// Reads GPU `index` now; an error means the GPU did not answer (it may have dropped out).
+    fn read(&mut self, index: u32) -> Result<Sample, String>;
+}
+
+/// NVML through nvml-wrapper (the library is loaded at run time).
+pub struct Nvml {
+    nvml: nvml_wrapper::Nvml,
+}
+
+impl Nvml {
+    /// Loads NVML; the error says why it is unavailable.
+    pub fn open() -> Result<Nvml, String> {
+        nvml_wrapper::Nvml::init()
+            .map(|nvml| Nvml { nvml })
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl Source for Nvml {
+    fn gpus(&mut self) -> Result<Vec<GpuInfo>, String> {
+        let n = self.nvml.device_count().map_err(|e| e.to_string())?;
+        Ok((0..n)
+            .map(|index| GpuInfo {
+                index,
+                name: self
+                    .nvml
+                    .device_by_index(index)
+                    .and_then(|d| d.name())
+                    .unwrap_or_else(|_| "unknown".into()),
+            })
+            .collect())
+    }
+
+    fn read(&mut self, index: u32) -> Result<Sample, String> {
+        use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+        let d = self.nvml.device_by_index(index).map_err(|e| e.to_string())?;
+        let t_ns = now_ns();
+        let util = d.utilization_rates().ok();
+        Ok(Sample {
+            t_ns,
+            power_mw: d.power_usage().ok(),
+            energy_mj: d.total_energy_consumption().ok(),
+            gpu_util: util.as_ref().map(|u| u.gpu),
+            mem_util: util.as_ref().map(|u| u.memory),
+            mem_used: d.memory_info().ok().map(|m| m.used),
+            sm_clock_mhz: d.clock_info(Clock::SM).ok(),
+            temp_c: d.temperature(TemperatureSensor::Gpu).ok(),
+            throttle: d.current_throttle_reasons().ok().map(|r| r.bits()),
+        })
+    }
+}
+
+/// Samples of one GPU, in time order, and the time it stopped answering, if it did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Series {
+    /// The GPU.
+    pub index: u32,
+    /// Its name.
+    pub name: String,
+    /// Readings in time order.
+    pub samples: Vec<Sample>,
+    /// When reads started failing (and the error), if they did.
+    pub dropped_out: Option<(u64, String)>,
+}
+
+/// A running sampler thread.
+pub struct Sampler {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<(Vec<Series>, u64)>>,
+}
+
+impl Sampler {
+    /// Starts sampling `gpus` (None: all) every `interval_ns` on a new thread, pinned to
+    /// `cpu` when given (a core no shard uses).
+    pub fn start(
+        mut source: Box<dyn Source>,
+        gpus: Option<&[u32]>,
+        interval_ns: u64,
+        cpu: Option<usize>,
+    ) -> Result<Sampler, String> {
+        let all = source.gpus()?;
+        if all.is_empty() {
+            return Err("no GPU found".into());
+        }
+        let chosen: Vec<GpuInfo> = match gpus {
+            None => all,
+            Some(want) => {
+                let mut v = Vec::new();
+                for &i in want {
+                    match all.iter().find(|g| g.index == i) {
+                        Some(g) => v.push(g.clone()),
+                        None => return Err(format!("--gpus names GPU {i}, but there are {} GPU(s)", all.len())),
+                    }
+                }
+                v
+            }
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("ringperf-gpu".into())
+            .spawn(move || {
+                if let Some(id) = cpu {
+                    core_affinity::set_for_current(core_affinity::CoreId { id });
+                }
+                let cpu0 = crate::clock::thread_cpu_ns();
+                let series = sample_loop(source.as_mut(), &chosen, interval_ns, &flag);
+                (series, crate::clock::thread_cpu_ns() - cpu0)
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(Sampler {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the thread (after one last sample) and returns every sample and the thread's CPU
+    /// time (ns).
+    pub fn finish(mut self) -> (Vec<Series>, u64) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn sample_loop(source: &mut dyn Source, gpus: &[GpuInfo], interval_ns: u64, stop: &AtomicBool) -> Vec<Series> {
+    let mut series: Vec<Series> = gpus
+        .iter()
+        .map(|g| Series {
+            index: g.index,
+            name: g.name.clone(),
+            ..Series::default()
+        })
+        .collect();
+    let mut next = now_ns();
+    loop {
+        let last = stop.load(Ordering::Relaxed);
+        for s in series.iter_mut().filter(|s| s.dropped_out.is_none()) {
+            match source.read(s.index) {
+                Ok(sample) => s.samples.push(sample),
+                Err(e) => s.dropped_out = Some((now_ns(), e)),
+            }
+        }
+        if last {
+            return series;
+        }
+        next += interval_ns.max(1_000_000);
+        let now = now_ns();
+        if next > now {
+            // Sleep in short steps so a stop is noticed within 10 ms.
+            let wait = (next - now).min(10_000_000);
+            std::thread::sleep(Duration::from_nanos(wait));
+            while now_ns() < next && !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_nanos((next - now_ns()).min(10_000_000)));
+            }
+        } else {
+            next = now;
+        }
+    }
+}
+
+/// Parses `--gpus`: `all` or a list like `0,2`.
+pub fn parse_gpus(s: &str) -> Result<Option<Vec<u32>>, String> {
+    if s.trim() == "all" {
+        return Ok(None);
+    }
+    s.split(',')
+        .map(|p| p.trim().parse::<u32>().map_err(|_| format!("--gpus {s:?}: expected `all` or indices like 0,2")))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+#[cfg(test)]
+pub(crate) mod fake {
+    //! A scripted GPU for tests.
+    use super::*;
+
+    /// Each GPU draws `watts` and its energy counter starts at `start_mj` (and wraps at
+    /// `wrap_mj` when set); GPU `drop_after` reads fail after that many reads.
+    pub struct FakeGpu {
+        pub watts: f64,
+        pub start_mj: u64,
+        pub wrap_mj: Option<u64>,
+        pub drop_after: Option<usize>,
+        pub has_energy: bool,
+        pub t0: u64,
+        pub reads: usize,
+    }
+
+    pub struct Fake(pub Vec<FakeGpu>);
+
+    impl Source for Fake {
+        fn gpus(&mut self) -> Result<Vec<GpuInfo>, String> {
+            Ok((0..self.0.len() as u32)
+                .map(|index| GpuInfo { index, name: "Fake GPU".into() })
+                .collect())
+        }
+        fn read(&mut self, index: u32) -> Result<Sample, String> {
+            let g = &mut self.0[index as usize];
+            g.reads += 1;
+            if g.drop_after.is_some_and(|n| g.reads > n) {
+                return Err("GPU is lost".into());
+            }
+            let t = now_ns();
+            let mj = g.start_mj + ((t - g.t0) as f64 / 1e9 * g.watts * 1e3) as u64;
+            Ok(Sample {
+                t_ns: t,
+                power_mw: Some((g.watts * 1e3) as u32),
+                energy_mj: g.has_energy.then(|| g.wrap_mj.map_or(mj, |w| mj % w)),
+                gpu_util: Some(50),
+                mem_util: Some(20),
+                mem_used: Some(1 << 30),
+                sm_clock_mhz: Some(1980),
+                temp_c: Some(60),
+                throttle: Some(0),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fake::{Fake, FakeGpu};
+    use super::*;
+
+    #[test]
+    fn sampler_reads_every_gpu_on_schedule_and_notices_a_dropout() {
+        let t0 = now_ns();
+        let gpu = |drop_after| FakeGpu {
+            watts: 300.0,
+            start_mj: 0,
+            wrap_mj: None,
+            drop_after,
+            has_energy: true,
+            t0,
+            reads: 0,
+        };
+        let s = Sampler::start(Box::new(Fake(vec![gpu(None), gpu(Some(3))])), None, 20_000_000, None).unwrap();
+        std::thread::sleep(Duration::from_millis(210));
+        let (series, cpu_ns) = s.finish();
+        assert_eq!(series.len(), 2);
+        let n = series[0].samples.len();
+        assert!((9..=14).contains(&n), "{n} samples in 210 ms at 20 ms");
+        assert!(series[0].samples.windows(2).all(|w| w[0].t_ns < w[1].t_ns));
+        assert_eq!(series[1].samples.len(), 3);
+        assert!(series[1].dropped_out.as_ref().unwrap().1.contains("lost"));
+        assert!(cpu_ns < 100_000_000);
+    }
+
+    #[test]
+    fn gpu_selection() {
+        assert_eq!(parse_gpus("all").unwrap(), None);
+        assert_eq!(parse_gpus("0,2").unwrap(), Some(vec![0, 2]));
+        assert!(parse_gpus("x").is_err());
+        let t0 = now_ns();
+        let fake = Fake(vec![FakeGpu { watts: 1.0, start_mj: 0, wrap_mj: None, drop_after: None, has_energy: true, t0, reads: 0 }]);
+        let e = Sampler::start(Box::new(fake), Some(&[3]), 1_000_000, None).err().unwrap();
+        assert!(e.contains("GPU 3"), "{e}");
+    }
+
+    #[test]
+    fn nvml_is_unavailable_here_with_a_reason_or_works() {
+        // On a machine without the NVIDIA driver this fails fast with the library's name.
+        match Nvml::open() {
+            Err(e) => assert!(!e.is_empty()),
+            Ok(mut n) => assert!(n.gpus().is_ok()),
+        }
+    }
+}

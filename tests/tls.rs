@@ -1,0 +1,71 @@
+//! https end to end: the simulator serves TLS with a certificate made here, at test time.
+
+mod support;
+
+use support::{artifact_dir, profile, rel};
+
+struct Certs {
+    dir: std::path::PathBuf,
+}
+
+impl Certs {
+    fn make(name: &str) -> Certs {
+        let dir = artifact_dir(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let params =
+            rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+                .unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
+        std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+        Certs { dir }
+    }
+    fn path(&self, f: &str) -> String {
+        self.dir.join(f).to_str().unwrap().to_string()
+    }
+}
+
+#[test]
+fn streaming_over_tls_with_a_test_made_certificate() {
+    let certs = Certs::make("tls-ok");
+    let s = support::sim(&format!(
+        "--ttft 30ms --itl 5ms --tls-cert {} --tls-key {}",
+        certs.path("cert.pem"),
+        certs.path("key.pem")
+    ));
+    let url = format!("https://localhost:{}", s.addr.port());
+    let ca = certs.path("cert.pem");
+    let dir = artifact_dir("tls-run");
+    let res = profile(&format!("--url {url} --ca-cert {ca} --streaming --concurrency 8 --request-count 32 --output-tokens-mean 16 --output-tokens-mean-deterministic"), &dir)
+    .expect("TLS run completes");
+    let r = &res.report;
+    assert_eq!((r.completed, r.failed), (32, 0), "{}", res.console);
+    assert_eq!(r.output_tokens, 32 * 16);
+    let ttft = r.metrics.ttft.percentile(50.0) as f64;
+    let itl = r.metrics.itl.percentile(50.0) as f64;
+    assert!(rel(ttft, 30e6) < 0.03, "TTFT p50 {ttft}");
+    assert!(rel(itl, 5e6) < 0.02, "ITL p50 {itl}");
+    // Keep-alive works over TLS: far fewer connections than requests.
+    assert!(r.records.iter().all(|x| !x.reconnected));
+}
+
+#[test]
+fn an_untrusted_certificate_fails_the_handshake_and_insecure_accepts_it() {
+    let certs = Certs::make("tls-untrusted");
+    let s = support::sim(&format!(
+        "--tls-cert {} --tls-key {}",
+        certs.path("cert.pem"),
+        certs.path("key.pem")
+    ));
+    let url = format!("https://127.0.0.1:{}", s.addr.port());
+    let dir = artifact_dir("tls-untrusted-run");
+    // The web PKI roots do not know a certificate made a moment ago.
+    let err = profile(&format!("--url {url} --request-count 2"), &dir)
+        .err()
+        .expect("handshake fails")
+        .to_string();
+    assert!(err.contains("tls_failed"), "{err}");
+    let res = profile(&format!("--url {url} --insecure --request-count 2"), &dir).unwrap();
+    assert_eq!(res.report.completed, 2);
+}
