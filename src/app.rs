@@ -94,11 +94,20 @@ pub fn profile(
     let plan = RunPlan::build(&args).map_err(Fatal::from)?;
     eprintln!("ringperf: tokenizer: {}", plan.tokenizer.source);
     let plan = Arc::new(plan);
+    let telemetry = crate::telemetry::Telemetry::start(&args.telemetry, &plan).map_err(Fatal)?;
     let start = unix_time_secs();
     let out = crate::engine::run(plan.clone(), stop).map_err(Fatal::from)?;
     let end = unix_time_secs();
+    let mut report = report::build(out);
+    report.telemetry = Some(telemetry.finish(
+        report.tx_ns,
+        report.ty_ns,
+        report.output_tokens,
+        report.completed,
+        report.output_tps(),
+        args.telemetry.gpu_price_eur_hour,
+    ));
     drop(sim);
-    let report = report::build(out);
     let title = format!(
         "ringperf | LLM Metrics | {} | concurrency {}",
         plan.model, plan.concurrency

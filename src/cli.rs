@@ -211,9 +211,16 @@ pub struct TelemetryArgs {
     /// GPUs to sample: `all` or indices like 0,2.
     #[arg(long, default_value = "all")]
     pub gpus: String,
-    /// GPU price in EUR per hour, for EUR per million output tokens.
+    /// GPU price in EUR per hour (per GPU), for EUR per million output tokens.
     #[arg(long)]
     pub gpu_price_eur_hour: Option<f64>,
+    /// Prometheus endpoint to scrape during the run (repeatable); `auto` is the target
+    /// server's /metrics. A DCGM exporter URL brings GPU power from another host.
+    #[arg(long)]
+    pub server_metrics_url: Vec<String>,
+    /// Scrape interval for --server-metrics-url.
+    #[arg(long, value_parser = parse_duration_ns, default_value = "1s", value_name = "DURATION")]
+    pub server_metrics_interval: u64,
 }
 
 /// The built-in simulator's flags.

@@ -235,6 +235,102 @@ impl Conn {
     }
 }
 
+impl Conn {
+    /// Asks the kernel to stamp received data (`SO_TIMESTAMPNS`), for [`Conn::recv_stamped`].
+    pub fn enable_rx_timestamps(&self) {
+        let one: libc::c_int = 1;
+        // SAFETY: setsockopt on an open socket with a valid int option.
+        unsafe {
+            libc::setsockopt(
+                self.fd(),
+                libc::SOL_SOCKET,
+                libc::SO_TIMESTAMPNS,
+                (&one as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+    }
+
+    /// Like [`Conn::recv`], and also returns when the kernel received the newest of the bytes
+    /// (`CLOCK_MONOTONIC` ns), on plain connections with [`Conn::enable_rx_timestamps`]. The
+    /// simulator anchors its timings there, so a burst of requests it has not read yet does
+    /// not shift them.
+    pub async fn recv_stamped(
+        &mut self,
+        mut buf: Vec<u8>,
+    ) -> (io::Result<(usize, Option<u64>)>, Vec<u8>) {
+        if self.tls.is_some() {
+            let (r, b) = self.recv(buf).await;
+            return (r.map(|n| (n, None)), b);
+        }
+        if buf.capacity() - buf.len() < 1024 {
+            buf.reserve(buf.capacity().max(4096));
+        }
+        loop {
+            if let Err(e) = self.tcp.readable(false).await {
+                return (Err(e), buf);
+            }
+            match recvmsg_stamped(self.fd(), &mut buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                r => return (r, buf),
+            }
+        }
+    }
+}
+
+/// One non-blocking `recvmsg` into `buf`'s spare capacity, with the `SCM_TIMESTAMPNS` stamp
+/// converted to `CLOCK_MONOTONIC`.
+fn recvmsg_stamped(fd: RawFd, buf: &mut Vec<u8>) -> io::Result<(usize, Option<u64>)> {
+    let len = buf.len();
+    let spare = buf.capacity() - len;
+    let mut iov = libc::iovec {
+        // SAFETY: pointer to the spare capacity; the kernel writes at most `spare` bytes.
+        iov_base: unsafe { buf.as_mut_ptr().add(len) }.cast(),
+        iov_len: spare,
+    };
+    let mut control = [0u64; 16];
+    // SAFETY: a zeroed msghdr is valid; fields are set below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: msg points at live buffers for the duration of the call.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel initialised `n` bytes of the spare capacity.
+    unsafe { buf.set_len(len + n as usize) };
+    let mut stamp = None;
+    // SAFETY: walking the control messages the kernel wrote, with libc's own macros.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                let real = ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128;
+                stamp = realtime_to_monotonic(real);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n as usize, stamp))
+}
+
+fn realtime_to_monotonic(real_ns: i128) -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    let now_real = ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128;
+    let now_mono = crate::clock::now_ns() as i128;
+    let mono = now_mono - (now_real - real_ns);
+    (real_ns > 0 && mono > 0 && mono <= now_mono).then_some(mono as u64)
+}
+
 /// Shuts a socket down in both directions so that any pending read on it completes. Safe to
 /// call on a descriptor that is still owned (and later closed) by its connection.
 pub fn shutdown(fd: RawFd) {

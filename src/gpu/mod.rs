@@ -90,7 +90,10 @@ impl Source for Nvml {
 
     fn read(&mut self, index: u32) -> Result<Sample, String> {
         use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
-        let d = self.nvml.device_by_index(index).map_err(|e| e.to_string())?;
+        let d = self
+            .nvml
+            .device_by_index(index)
+            .map_err(|e| e.to_string())?;
         let t_ns = now_ns();
         let util = d.utilization_rates().ok();
         Ok(Sample {
@@ -146,7 +149,12 @@ impl Sampler {
                 for &i in want {
                     match all.iter().find(|g| g.index == i) {
                         Some(g) => v.push(g.clone()),
-                        None => return Err(format!("--gpus names GPU {i}, but there are {} GPU(s)", all.len())),
+                        None => {
+                            return Err(format!(
+                                "--gpus names GPU {i}, but there are {} GPU(s)",
+                                all.len()
+                            ))
+                        }
                     }
                 }
                 v
@@ -188,7 +196,12 @@ impl Drop for Sampler {
     }
 }
 
-fn sample_loop(source: &mut dyn Source, gpus: &[GpuInfo], interval_ns: u64, stop: &AtomicBool) -> Vec<Series> {
+fn sample_loop(
+    source: &mut dyn Source,
+    gpus: &[GpuInfo],
+    interval_ns: u64,
+    stop: &AtomicBool,
+) -> Vec<Series> {
     let mut series: Vec<Series> = gpus
         .iter()
         .map(|g| Series {
@@ -230,34 +243,66 @@ pub fn parse_gpus(s: &str) -> Result<Option<Vec<u32>>, String> {
         return Ok(None);
     }
     s.split(',')
-        .map(|p| p.trim().parse::<u32>().map_err(|_| format!("--gpus {s:?}: expected `all` or indices like 0,2")))
+        .map(|p| {
+            p.trim()
+                .parse::<u32>()
+                .map_err(|_| format!("--gpus {s:?}: expected `all` or indices like 0,2"))
+        })
         .collect::<Result<Vec<_>, _>>()
         .map(Some)
 }
 
-#[cfg(test)]
-pub(crate) mod fake {
-    //! A scripted GPU for tests.
+pub mod fake {
+    //! A scripted GPU source, for tests and for measuring the sampler's own cost on machines
+    //! without a GPU. Never used by a profile run.
     use super::*;
 
-    /// Each GPU draws `watts` and its energy counter starts at `start_mj` (and wraps at
-    /// `wrap_mj` when set); GPU `drop_after` reads fail after that many reads.
+    /// One scripted GPU: it draws `watts`, its energy counter starts at `start_mj` (and wraps
+    /// at `wrap_mj` when set), and its reads fail after `drop_after` reads.
+    #[derive(Debug, Clone)]
     pub struct FakeGpu {
+        /// Constant power draw (W).
         pub watts: f64,
+        /// Energy counter at `t0` (mJ).
         pub start_mj: u64,
+        /// The counter wraps at this value.
         pub wrap_mj: Option<u64>,
+        /// Reads fail after this many.
         pub drop_after: Option<usize>,
+        /// Whether the energy counter is supported.
         pub has_energy: bool,
+        /// Time the counter starts from (`CLOCK_MONOTONIC` ns).
         pub t0: u64,
+        /// Reads so far.
         pub reads: usize,
     }
 
+    impl FakeGpu {
+        /// A steady GPU drawing `watts` from now on.
+        pub fn steady(watts: f64) -> FakeGpu {
+            FakeGpu {
+                watts,
+                start_mj: 0,
+                wrap_mj: None,
+                drop_after: None,
+                has_energy: true,
+                t0: now_ns(),
+                reads: 0,
+            }
+        }
+    }
+
+    /// A set of scripted GPUs.
+    #[derive(Debug, Clone)]
     pub struct Fake(pub Vec<FakeGpu>);
 
     impl Source for Fake {
         fn gpus(&mut self) -> Result<Vec<GpuInfo>, String> {
             Ok((0..self.0.len() as u32)
-                .map(|index| GpuInfo { index, name: "Fake GPU".into() })
+                .map(|index| GpuInfo {
+                    index,
+                    name: "Fake GPU".into(),
+                })
                 .collect())
         }
         fn read(&mut self, index: u32) -> Result<Sample, String> {
@@ -290,17 +335,17 @@ mod tests {
 
     #[test]
     fn sampler_reads_every_gpu_on_schedule_and_notices_a_dropout() {
-        let t0 = now_ns();
         let gpu = |drop_after| FakeGpu {
-            watts: 300.0,
-            start_mj: 0,
-            wrap_mj: None,
             drop_after,
-            has_energy: true,
-            t0,
-            reads: 0,
+            ..FakeGpu::steady(300.0)
         };
-        let s = Sampler::start(Box::new(Fake(vec![gpu(None), gpu(Some(3))])), None, 20_000_000, None).unwrap();
+        let s = Sampler::start(
+            Box::new(Fake(vec![gpu(None), gpu(Some(3))])),
+            None,
+            20_000_000,
+            None,
+        )
+        .unwrap();
         std::thread::sleep(Duration::from_millis(210));
         let (series, cpu_ns) = s.finish();
         assert_eq!(series.len(), 2);
@@ -317,9 +362,10 @@ mod tests {
         assert_eq!(parse_gpus("all").unwrap(), None);
         assert_eq!(parse_gpus("0,2").unwrap(), Some(vec![0, 2]));
         assert!(parse_gpus("x").is_err());
-        let t0 = now_ns();
-        let fake = Fake(vec![FakeGpu { watts: 1.0, start_mj: 0, wrap_mj: None, drop_after: None, has_energy: true, t0, reads: 0 }]);
-        let e = Sampler::start(Box::new(fake), Some(&[3]), 1_000_000, None).err().unwrap();
+        let fake = Fake(vec![FakeGpu::steady(1.0)]);
+        let e = Sampler::start(Box::new(fake), Some(&[3]), 1_000_000, None)
+            .err()
+            .unwrap();
         assert!(e.contains("GPU 3"), "{e}");
     }
 

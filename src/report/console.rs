@@ -224,6 +224,9 @@ pub fn health(r: &Report) -> String {
             d.summary(1e3).max
         );
     }
+    if let Some(t) = &r.telemetry {
+        out.push_str(&telemetry(t));
+    }
     for e in &r.errors {
         let _ = writeln!(out, "  errors: {} × {} ({})", e.count, e.kind, e.message);
     }
@@ -231,5 +234,75 @@ pub fn health(r: &Report) -> String {
         let _ = writeln!(out, "warning: {w}");
     }
     let _ = writeln!(out, "Verdict: {}", r.verdict);
+    out
+}
+
+/// The GPU and server-metrics lines.
+pub fn telemetry(t: &crate::telemetry::TelemetryReport) -> String {
+    let mut out = String::new();
+    if let Some(why) = &t.gpu_unavailable {
+        let _ = writeln!(out, "GPU telemetry unavailable: {why}");
+    }
+    for g in &t.gpus {
+        let p = g.power_w.unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "GPU {} ({}): {} J ({:?}), power avg {:.0} W p50 {:.0} W p99 {:.0} W max {:.0} W, util {:.0}%{}",
+            g.index,
+            g.name,
+            g.energy_j.map_or("?".into(), |e| format!("{e:.1}")),
+            g.energy_source,
+            p.avg,
+            p.p50,
+            p.p99,
+            p.max,
+            g.gpu_util.map_or(0.0, |u| u.avg),
+            g.dropped_out
+                .as_ref()
+                .map(|(s, e)| format!(", dropped out {s:.1} s into the window: {e}"))
+                .unwrap_or_default()
+        );
+    }
+    if let Some(tot) = &t.totals {
+        let _ = writeln!(
+            out,
+            "GPU energy {:.1} J, {} J/output token, {} output tokens/J{}",
+            tot.energy_j,
+            tot.joules_per_output_token
+                .map_or("?".into(), |v| format!("{v:.4}")),
+            tot.output_tokens_per_joule
+                .map_or("?".into(), |v| format!("{v:.2}")),
+            tot.eur_per_million_output_tokens
+                .map(|v| format!(", {v:.3} EUR per million output tokens"))
+                .unwrap_or_default()
+        );
+    }
+    for s in &t.server_metrics {
+        let mut parts = Vec::new();
+        for (name, g) in &s.gauges {
+            parts.push(format!(
+                "{name} avg {:.2} max {:.2}",
+                g.stat.avg, g.stat.max
+            ));
+        }
+        if let Some(h) = s.prefix_cache_hit_rate {
+            parts.push(format!("prefix-cache hit rate {:.1}%", h * 100.0));
+        }
+        let _ = writeln!(
+            out,
+            "server metrics {} ({} scrapes{}): {}",
+            s.url,
+            s.scrapes,
+            s.first_error
+                .as_ref()
+                .map(|e| format!(", {} failed: {e}", s.errors))
+                .unwrap_or_default(),
+            if parts.is_empty() {
+                "no known family".to_string()
+            } else {
+                parts.join("; ")
+            }
+        );
+    }
     out
 }

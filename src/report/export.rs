@@ -91,6 +91,28 @@ pub fn profile_json(r: &Report, input_config: &Value, times: &Times) -> Value {
         json!({ "server_usage": r.osl_from_usage, "tokenizer": r.osl_from_tokenizer }),
     );
     doc.insert("measured_window_s".into(), json!(r.window_ns as f64 / 1e9));
+    if let Some(t) = &r.telemetry {
+        doc.insert(
+            "gpu_telemetry".into(),
+            json!({
+                "unavailable": t.gpu_unavailable,
+                "gpus": t.gpus,
+                "totals": t.totals,
+                "sampler_cpu_share": t.gpu_sampler_cpu_share,
+            }),
+        );
+        let server: Vec<Value> = t
+            .server_metrics
+            .iter()
+            .map(|s| {
+                json!({"url": s.url, "scrapes": s.scrapes, "errors": s.errors,
+                       "first_error": s.first_error, "gauges": s.gauges,
+                       "counter_deltas": s.counter_deltas,
+                       "prefix_cache_hit_rate": s.prefix_cache_hit_rate})
+            })
+            .collect();
+        doc.insert("server_metrics".into(), json!(server));
+    }
     doc.insert("warmup_request_count".into(), json!(r.warmup));
     let delay = |d: &crate::stats::Dist| {
         if d.count() == 0 {
@@ -140,6 +162,30 @@ pub fn profile_csv(r: &Report) -> Result<Vec<u8>, csv::Error> {
     w.write_record(["Metric", "Value"])?;
     for (_, label, _, v) in value_rows(r) {
         w.write_record([label.to_string(), format!("{v:.2}")])?;
+    }
+    if let Some(tot) = r.telemetry.as_ref().and_then(|t| t.totals.as_ref()) {
+        let rows = [
+            ("GPU Energy (J)", Some(tot.energy_j)),
+            ("GPU Power Avg (W)", Some(tot.avg_power_w)),
+            (
+                "Energy Per Output Token (J/token)",
+                tot.joules_per_output_token,
+            ),
+            (
+                "Output Tokens Per Joule (tokens/J)",
+                tot.output_tokens_per_joule,
+            ),
+            ("Energy Per Request (J/request)", tot.joules_per_request),
+            (
+                "EUR Per Million Output Tokens (EUR)",
+                tot.eur_per_million_output_tokens,
+            ),
+        ];
+        for (label, v) in rows {
+            if let Some(v) = v {
+                w.write_record([label.to_string(), format!("{v:.4}")])?;
+            }
+        }
     }
     w.into_inner().map_err(|e| e.into_error().into())
 }
@@ -232,6 +278,26 @@ pub fn write_all(
     std::fs::write(dir.join("profile_export_ringperf.csv"), csv)?;
     write_records(r, &dir.join("profile_export.jsonl"))?;
     std::fs::write(dir.join("inputs.json"), inputs_json)?;
+    if let Some(t) = &r.telemetry {
+        if !t.series.is_empty() {
+            let mut w = BufWriter::new(std::fs::File::create(
+                dir.join("gpu_telemetry_export.jsonl"),
+            )?);
+            for s in &t.series {
+                for x in &s.samples {
+                    let line = json!({"gpu": s.index, "name": s.name, "sample": x});
+                    serde_json::to_writer(&mut w, &line)?;
+                    w.write_all(b"\n")?;
+                }
+            }
+            w.flush()?;
+        }
+        if !t.server_metrics.is_empty() {
+            let mut j = serde_json::to_vec_pretty(&t.server_metrics)?;
+            j.push(b'\n');
+            std::fs::write(dir.join("server_metrics_export.json"), j)?;
+        }
+    }
     Ok(())
 }
 

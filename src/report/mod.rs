@@ -55,8 +55,12 @@ pub struct Report {
     pub client_delay: Dist,
     /// Read-to-record delay (ns).
     pub read_delay: Dist,
-    /// Measured window (ns).
+    /// Measured window (ns): `ty_ns − tx_ns`.
     pub window_ns: u64,
+    /// First measured request's start (`CLOCK_MONOTONIC` ns).
+    pub tx_ns: u64,
+    /// Last measured content event (`CLOCK_MONOTONIC` ns).
+    pub ty_ns: u64,
     /// Measured requests that succeeded.
     pub completed: u64,
     /// Measured requests that failed.
@@ -85,6 +89,8 @@ pub struct Report {
     pub cancelled: bool,
     /// Every request, for profile_export.jsonl.
     pub records: Vec<Record>,
+    /// GPU and server telemetry over the window, when collected.
+    pub telemetry: Option<crate::telemetry::TelemetryReport>,
 }
 
 impl Report {
@@ -202,6 +208,7 @@ pub fn build(out: RunOutput) -> Report {
         }
     }
     let window_ns = ty.saturating_sub(tx);
+    let tx = tx.min(ty);
     let warmup = records
         .iter()
         .filter(|r| r.phase == crate::record::Phase::Warmup)
@@ -232,6 +239,8 @@ pub fn build(out: RunOutput) -> Report {
         client_delay,
         read_delay,
         window_ns,
+        tx_ns: tx,
+        ty_ns: ty,
         completed,
         failed,
         warmup,
@@ -254,6 +263,7 @@ pub fn build(out: RunOutput) -> Report {
         verdict,
         cancelled: out.cancelled,
         records,
+        telemetry: None,
     }
 }
 

@@ -23,6 +23,8 @@ pub struct Batch {
 /// A place in the batch, given back when dropped.
 pub struct Permit {
     batch: Rc<Batch>,
+    /// True if the request had to wait in the queue for it.
+    pub queued: bool,
 }
 
 impl Drop for Permit {
@@ -57,6 +59,7 @@ impl Batch {
             self.active.set(self.active.get() + 1);
             return Permit {
                 batch: self.clone(),
+                queued: false,
             };
         }
         let grant = Rc::new(Grant::default());
@@ -72,6 +75,7 @@ impl Batch {
         .await;
         Permit {
             batch: self.clone(),
+            queued: true,
         }
     }
 

@@ -36,6 +36,50 @@ pub struct SimHandle {
 struct Counters {
     requests: AtomicU64,
     events: AtomicU64,
+    tokens: AtomicU64,
+    finished: AtomicU64,
+    running: AtomicU64,
+    waiting: AtomicU64,
+}
+
+/// Adds one to a gauge for as long as it lives.
+struct Gauge<'a>(&'a AtomicU64);
+
+impl<'a> Gauge<'a> {
+    fn up(g: &'a AtomicU64) -> Gauge<'a> {
+        g.fetch_add(1, Ordering::Relaxed);
+        Gauge(g)
+    }
+}
+
+impl Drop for Gauge<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The simulator's `/metrics`, in vLLM's names, so `--server-metrics-url auto` has
+/// something real to read.
+fn metrics_page(model: &str, c: &Counters) -> String {
+    let m = model
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n");
+    let g = |v: &AtomicU64| v.load(Ordering::Relaxed);
+    format!(
+        "# HELP vllm:num_requests_running Requests generating now.\n# TYPE vllm:num_requests_running gauge\n\
+         vllm:num_requests_running{{model_name=\"{m}\"}} {}\n\
+         # HELP vllm:num_requests_waiting Requests queued for a batch place.\n# TYPE vllm:num_requests_waiting gauge\n\
+         vllm:num_requests_waiting{{model_name=\"{m}\"}} {}\n\
+         # HELP vllm:generation_tokens_total Tokens generated.\n# TYPE vllm:generation_tokens_total counter\n\
+         vllm:generation_tokens_total{{model_name=\"{m}\"}} {}\n\
+         # HELP vllm:request_success_total Requests finished.\n# TYPE vllm:request_success_total counter\n\
+         vllm:request_success_total{{model_name=\"{m}\"}} {}\n",
+        g(&c.running),
+        g(&c.waiting),
+        g(&c.tokens),
+        g(&c.finished)
+    )
 }
 
 impl SimHandle {
@@ -276,6 +320,7 @@ async fn serve(ctx: Rc<Ctx>, tcp: monoio::net::TcpStream) {
         .borrow_mut()
         .set(slot, std::os::fd::AsRawFd::as_raw_fd(&tcp));
     if let Ok(mut conn) = Conn::accept(tcp, ctx.tls.as_ref()).await {
+        conn.enable_rx_timestamps();
         serve_conn(&ctx, &mut conn).await;
     }
     ctx.conns.borrow_mut().remove(slot);
@@ -283,6 +328,8 @@ async fn serve(ctx: Rc<Ctx>, tcp: monoio::net::TcpStream) {
 
 async fn serve_conn(ctx: &Rc<Ctx>, stream: &mut Conn) {
     let mut buf: Vec<u8> = Vec::with_capacity(8192);
+    // When the request's last bytes reached the kernel: the simulator's time zero.
+    let mut arrived = now_ns();
     let mut out: Vec<u8> = Vec::with_capacity(1024);
     loop {
         let req = loop {
@@ -303,14 +350,22 @@ async fn serve_conn(ctx: &Rc<Ctx>, stream: &mut Conn) {
                     return;
                 }
             }
-            let (res, b) = stream.recv(buf).await;
+            let (res, b) = stream.recv_stamped(buf).await;
             buf = b;
             match res {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
+                Ok((0, _)) | Err(_) => return,
+                Ok((_, stamp)) => arrived = stamp.unwrap_or_else(now_ns),
             }
         };
-        let keep = handle(ctx, stream, &mut out, &req, &mut buf[req.body_at..req.len]).await;
+        let keep = handle(
+            ctx,
+            stream,
+            &mut out,
+            &req,
+            &mut buf[req.body_at..req.len],
+            arrived,
+        )
+        .await;
         buf.drain(..req.len);
         if !keep || req.close {
             return;
@@ -431,11 +486,24 @@ async fn handle(
     out: &mut Vec<u8>,
     req: &Request,
     body: &mut [u8],
+    arrived: u64,
 ) -> bool {
     let path = req.path.split('?').next().unwrap_or("");
     let json = "application/json";
     match (req.method.as_str(), path) {
         ("GET", "/health") => respond(stream, out, 200, json, b"{}", req.close).await,
+        ("GET", "/metrics") => {
+            let page = metrics_page(&ctx.args.model, &ctx.counters);
+            respond(
+                stream,
+                out,
+                200,
+                "text/plain; version=0.0.4",
+                page.as_bytes(),
+                req.close,
+            )
+            .await
+        }
         ("GET", "/v1/models") => {
             let b = format!(
                 r#"{{"object":"list","data":[{{"id":{},"object":"model","created":0,"owned_by":"ringperf"}}]}}"#,
@@ -463,9 +531,9 @@ async fn handle(
             }
             let gen = read_gen(&r, chat, ctx.args.default_max_tokens);
             ctx.counters.requests.fetch_add(1, Ordering::Relaxed);
-            generate(ctx, stream, out, gen, req.close).await
+            generate(ctx, stream, out, gen, req.close, arrived).await
         }
-        (_, "/v1/chat/completions" | "/v1/completions" | "/v1/models" | "/health") => {
+        (_, "/v1/chat/completions" | "/v1/completions" | "/v1/models" | "/health" | "/metrics") => {
             respond(
                 stream,
                 out,
@@ -517,6 +585,7 @@ async fn generate(
     out: &mut Vec<u8>,
     gen: Gen,
     close: bool,
+    arrived: u64,
 ) -> bool {
     let (n_out, ttft, itl) = {
         let mut rng = ctx.rng.borrow_mut();
@@ -564,8 +633,13 @@ async fn generate(
         // The head and the role chunk go out with the first token: one write instead of two,
         // which keeps the simulator's per-request cost low when many requests arrive at once.
     }
-    let _permit: Permit = ctx.batch.admit().await;
-    let mut deadline = now_ns() + ttft;
+    let waiting = Gauge::up(&ctx.counters.waiting);
+    let permit: Permit = ctx.batch.admit().await;
+    drop(waiting);
+    let _running = Gauge::up(&ctx.counters.running);
+    // A request that got its place at once starts at its arrival; a queued one when admitted.
+    let start = if permit.queued { now_ns() } else { arrived };
+    let mut deadline = start + ttft;
     let tpc = ctx.args.tokens_per_chunk;
     let mut sent = 0u32;
     let mut text = String::new();
@@ -602,13 +676,20 @@ async fn generate(
             }
             out.clear();
             ctx.counters.events.fetch_add(1, Ordering::Relaxed);
+            ctx.counters
+                .tokens
+                .fetch_add(u64::from(n), Ordering::Relaxed);
         } else {
             text.push_str(&piece);
+            ctx.counters
+                .tokens
+                .fetch_add(u64::from(n), Ordering::Relaxed);
         }
         if sent < n_out {
             deadline += itl_now(ctx, itl) * u64::from(tpc.min(n_out - sent));
         }
     }
+    ctx.counters.finished.fetch_add(1, Ordering::Relaxed);
     let usage = format!(
         r#"{{"prompt_tokens":{},"completion_tokens":{n_out},"total_tokens":{}}}"#,
         gen.prompt_tokens,
