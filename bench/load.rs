@@ -213,7 +213,7 @@ fn run_ringperf(streams: usize, rate: u64, driver: &str, secs: u64) -> Figures {
     let out = ringperf::engine::run(plan, Arc::new(AtomicBool::new(false))).unwrap();
     stop.store(true, Ordering::Relaxed);
     let peak = sampler.join().unwrap();
-    let r = ringperf::report::build(out);
+    let r = ringperf::report::build(out, &Default::default());
     let shard = &r.shards[0];
     Figures {
         cpu_us_per_event: shard.cpu_us_per_event,

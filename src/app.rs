@@ -98,7 +98,11 @@ pub fn profile(
     let start = unix_time_secs();
     let out = crate::engine::run(plan.clone(), stop).map_err(Fatal::from)?;
     let end = unix_time_secs();
-    let mut report = report::build(out);
+    let settings = report::Settings {
+        rate: plan.rate,
+        slos: plan.slos.clone(),
+    };
+    let mut report = report::build(out, &settings);
     report.telemetry = Some(telemetry.finish(
         report.tx_ns,
         report.ty_ns,
@@ -108,10 +112,16 @@ pub fn profile(
         args.telemetry.gpu_price_eur_hour,
     ));
     drop(sim);
-    let title = format!(
-        "ringperf | LLM Metrics | {} | concurrency {}",
-        plan.model, plan.concurrency
-    );
+    let title = match plan.rate {
+        Some(r) => format!(
+            "ringperf | LLM Metrics | {} | request rate {r}/s",
+            plan.model
+        ),
+        None => format!(
+            "ringperf | LLM Metrics | {} | concurrency {}",
+            plan.model, plan.concurrency
+        ),
+    };
     let console = report::console::render(&report, &title);
     if print {
         let _ = std::io::stdout().write_all(console.as_bytes());

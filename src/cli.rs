@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::engine::schedule::Arrival;
 use crate::runtime::Driver;
 use crate::units::{parse_count, parse_duration_ns, TimeDist};
 
@@ -114,9 +115,31 @@ pub enum EndpointType {
 /// How much load, for how long.
 #[derive(Debug, Clone, Args)]
 pub struct LoadArgs {
-    /// Requests kept in flight at all times (closed loop), across all shards.
-    #[arg(long, value_parser = parse_count, default_value = "1")]
-    pub concurrency: u64,
+    /// Requests kept in flight at all times (closed loop), across all shards; with
+    /// --request-rate, a cap on requests in flight (default: closed loop at 1, no cap with a
+    /// rate).
+    #[arg(long, value_parser = parse_count)]
+    pub concurrency: Option<u64>,
+    /// Open loop: send this many requests per second, on a schedule fixed in advance and
+    /// measured from each request's intended send time.
+    #[arg(long, value_name = "PER_SECOND", allow_negative_numbers = true)]
+    pub request_rate: Option<f64>,
+    /// How open-loop arrivals are spaced.
+    #[arg(long, value_enum, default_value_t = Arrival::Poisson)]
+    pub arrival: Arrival,
+    /// Gamma shape for --arrival gamma (vLLM's --burstiness): 1 is Poisson, larger is smoother.
+    #[arg(long, default_value_t = 1.0)]
+    pub burstiness: f64,
+    /// Raise concurrency (or the rate) linearly from 1 to the target over this long; requests
+    /// sent meanwhile are tagged `ramp_up` and left out of the metrics.
+    #[arg(long, value_parser = parse_duration_ns, value_name = "DURATION")]
+    pub ramp_up: Option<u64>,
+    /// Count ramp-up requests in the metrics too.
+    #[arg(long)]
+    pub include_ramp_up: bool,
+    /// Service-level objectives in ms, e.g. `ttft:200 itl:20 e2e:3000`: adds goodput.
+    #[arg(long, num_args = 1.., value_parser = crate::report::goodput::parse_slo)]
+    pub goodput: Vec<crate::report::goodput::Slo>,
     /// Measured requests to send (default 10, as AIPerf, unless a duration is given).
     #[arg(long, visible_alias = "num-requests", value_parser = parse_count)]
     pub request_count: Option<u64>,
@@ -166,6 +189,22 @@ pub struct WorkloadArgs {
     /// Do not send `stream_options.include_usage` (then output tokens are re-tokenized).
     #[arg(long)]
     pub no_usage: bool,
+    /// Prompts from a file instead of synthetic ones (see --dataset-type).
+    #[arg(long)]
+    pub input_file: Option<PathBuf>,
+    /// Format of --input-file (default: guessed: .json is ShareGPT, JSONL with `hash_ids` or
+    /// `input_length` is a mooncake trace, other JSONL is custom).
+    #[arg(long, value_enum)]
+    pub dataset_type: Option<crate::workload::files::DatasetType>,
+    /// Replay the file's timestamps (ms) as send times (a trace's own schedule).
+    #[arg(long)]
+    pub fixed_schedule: bool,
+    /// Synthetic prompts start with one of this many shared prefixes (system prompts).
+    #[arg(long)]
+    pub num_prefix_prompts: Option<usize>,
+    /// Length of each shared prefix in tokens.
+    #[arg(long, default_value_t = 100)]
+    pub prefix_prompt_length: u32,
 }
 
 /// Artifacts and console.
@@ -325,7 +364,7 @@ mod tests {
         let Command::Profile(p) = cli.command else {
             panic!("not profile")
         };
-        assert_eq!(p.load.concurrency, 10_000);
+        assert_eq!(p.load.concurrency, Some(10_000));
         assert_eq!(p.load.request_count, Some(1000));
         assert_eq!(p.load.grace_period, 5_000_000_000);
         assert_eq!(p.target.endpoint_type, EndpointType::Completions);
@@ -350,6 +389,6 @@ mod tests {
             panic!()
         };
         assert_eq!(p.sim.as_deref(), Some(""));
-        assert_eq!(p.load.concurrency, 2);
+        assert_eq!(p.load.concurrency, Some(2));
     }
 }

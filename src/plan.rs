@@ -137,8 +137,19 @@ pub struct RunPlan {
     pub connect_timeout_ns: u64,
     /// Request timeout (ns).
     pub request_timeout_ns: u64,
-    /// Requests in flight, across shards.
+    /// Requests in flight, across shards (closed loop), or the cap on them (open loop;
+    /// `u64::MAX` for none).
     pub concurrency: u64,
+    /// Open loop: requests per second.
+    pub rate: Option<f64>,
+    /// Open loop: every send time of the run (offsets from the start, ns), fixed in advance.
+    pub offsets: Option<Arc<Vec<u64>>>,
+    /// Ramp-up length (ns; 0 = none).
+    pub ramp_ns: u64,
+    /// Count ramp-up requests in the metrics.
+    pub include_ramp: bool,
+    /// Service-level objectives for goodput.
+    pub slos: Vec<crate::report::goodput::Slo>,
     /// Measured requests, when stopping by count.
     pub request_count: Option<u64>,
     /// Measurement duration (ns), when stopping by time.
@@ -208,9 +219,25 @@ impl RunPlan {
         let t = &args.target;
         let l = &args.load;
         let w = &args.workload;
-        if l.concurrency == 0 {
+        if l.concurrency == Some(0) {
             return Err(flag("--concurrency must be at least 1"));
         }
+        if let Some(r) = l.request_rate {
+            if !(r > 0.0 && r.is_finite()) {
+                return Err(flag(format!(
+                    "--request-rate {r}: must be a positive number of requests per second"
+                )));
+            }
+        }
+        if !(l.burstiness > 0.0 && l.burstiness.is_finite()) {
+            return Err(flag("--burstiness must be a positive number"));
+        }
+        let open_loop = l.request_rate.is_some() || w.fixed_schedule;
+        let concurrency = match (l.concurrency, open_loop) {
+            (Some(c), _) => c,
+            (None, true) => u64::MAX,
+            (None, false) => 1,
+        };
         if l.request_count == Some(0) {
             return Err(flag("--request-count must be at least 1"));
         }
@@ -286,7 +313,9 @@ impl RunPlan {
         if wanted == 0 {
             return Err(flag("--shards must be at least 1"));
         }
-        let shards = wanted.min(l.concurrency as usize).max(1);
+        let shards = wanted
+            .min(concurrency.min(usize::MAX as u64) as usize)
+            .max(1);
         let shard_cpus = (0..shards)
             .map(|i| (!args.engine.no_pin).then(|| cpus[i % cpus.len()]))
             .collect();
@@ -306,8 +335,22 @@ impl RunPlan {
             osl_deterministic: w.output_tokens_mean_deterministic,
             extra,
             entries: w.num_dataset_entries as usize,
+            prefixes: w.num_prefix_prompts.map(|n| (n, w.prefix_prompt_length)),
             seed: w.random_seed,
         };
+        if w.num_prefix_prompts == Some(0) || w.prefix_prompt_length == 0 {
+            return Err(flag(
+                "--num-prefix-prompts and --prefix-prompt-length must be at least 1",
+            ));
+        }
+        if w.fixed_schedule && w.input_file.is_none() {
+            return Err(flag(
+                "--fixed-schedule replays an --input-file's timestamps: give one",
+            ));
+        }
+        if w.fixed_schedule && l.request_rate.is_some() {
+            return Err(flag("give --fixed-schedule or --request-rate, not both"));
+        }
         let authority = endpoint.authority();
         let target = Target {
             host: &authority,
@@ -315,20 +358,91 @@ impl RunPlan {
             headers: &headers,
             streaming: t.streaming,
         };
-        let dataset = Dataset::synthetic(&spec, &target, &tokenizer)?;
+        let (dataset, file_times) = match &w.input_file {
+            None => (Dataset::synthetic(&spec, &target, &tokenizer)?, None),
+            Some(path) => {
+                use crate::workload::files::{self, DatasetType};
+                let kind = match w.dataset_type {
+                    Some(k) => k,
+                    None => files::detect(path)?,
+                };
+                // A replayed trace sends every line; otherwise --num-dataset-entries bounds it.
+                let limit = if w.fixed_schedule {
+                    usize::MAX
+                } else {
+                    w.num_dataset_entries as usize
+                };
+                let items = match kind {
+                    DatasetType::Jsonl => files::read_jsonl(path, limit)?,
+                    DatasetType::Sharegpt => files::read_sharegpt(path, limit, &tokenizer)?,
+                    DatasetType::Mooncake => {
+                        files::read_mooncake(path, limit, &tokenizer, w.random_seed)?
+                    }
+                };
+                let times = if w.fixed_schedule {
+                    let ts: Vec<f64> = items.iter().filter_map(|i| i.timestamp_ms).collect();
+                    if ts.len() != items.len() {
+                        return Err(flag(format!(
+                            "--fixed-schedule: {} of {} lines of {} have no \"timestamp\"",
+                            items.len() - ts.len(),
+                            items.len(),
+                            path.display()
+                        )));
+                    }
+                    let first = ts[0];
+                    Some(
+                        ts.iter()
+                            .map(|t| ((t - first) * 1e6).round() as u64)
+                            .collect::<Vec<u64>>(),
+                    )
+                } else {
+                    None
+                };
+                (
+                    Dataset::from_items(&spec, &target, &tokenizer, &items)?,
+                    times,
+                )
+            }
+        };
 
         let request_count = match l.benchmark_duration {
             Some(_) => None,
             None => Some(l.request_count.unwrap_or(10)),
         };
+        let ramp_ns = l.ramp_up.unwrap_or(0);
+        let offsets = file_times.map(|mut t| {
+            if let Some(c) = request_count.filter(|_| l.request_count.is_some()) {
+                t.truncate((c + l.warmup_request_count) as usize);
+            }
+            Arc::new(t)
+        });
+        let offsets = offsets.or_else(|| {
+            l.request_rate.map(|rate| {
+                // Warm-up arrivals come first, then the ramp, then the measured load.
+                let count = request_count.map(|c| c + l.warmup_request_count);
+                let until = l.benchmark_duration.map(|d| d + ramp_ns);
+                Arc::new(crate::engine::schedule::arrival_offsets(
+                    rate,
+                    l.arrival,
+                    l.burstiness,
+                    w.random_seed,
+                    count,
+                    until,
+                    ramp_ns,
+                ))
+            })
+        });
         let artifact_dir = args.output.artifact_dir.clone().unwrap_or_else(|| {
             let model = t.model.replace(['/', '\\', ':'], "_");
             let et = match t.endpoint_type {
                 EndpointType::Chat => "chat",
                 EndpointType::Completions => "completions",
             };
-            PathBuf::from("artifacts")
-                .join(format!("{model}-openai-{et}-concurrency{}", l.concurrency))
+            let mode = match l.request_rate {
+                Some(r) => format!("request_rate{r}"),
+                None => format!("concurrency{concurrency}"),
+            };
+            PathBuf::from("artifacts").join(format!("{model}-openai-{et}-{mode}"))
         });
         let input_config = json!({
             "model": t.model,
@@ -338,7 +452,12 @@ impl RunPlan {
             "streaming": t.streaming,
             "api_key": t.api_key.as_ref().map(|_| "<redacted>"),
             "headers": headers.iter().map(|(n, _)| format!("{n}: <redacted>")).collect::<Vec<_>>(),
-            "concurrency": l.concurrency,
+            "concurrency": l.concurrency.or((l.request_rate.is_none()).then_some(1)),
+            "request_rate": l.request_rate,
+            "arrival": l.request_rate.map(|_| l.arrival),
+            "burstiness": l.burstiness,
+            "ramp_up_s": l.ramp_up.map(|d| d as f64 / 1e9),
+            "goodput": l.goodput,
             "request_count": request_count,
             "benchmark_duration_s": l.benchmark_duration.map(|d| d as f64 / 1e9),
             "grace_period_s": l.grace_period as f64 / 1e9,
@@ -351,6 +470,11 @@ impl RunPlan {
             "extra_inputs": spec.extra,
             "random_seed": w.random_seed,
             "num_dataset_entries": w.num_dataset_entries,
+            "input_file": w.input_file,
+            "dataset_type": w.dataset_type,
+            "fixed_schedule": w.fixed_schedule,
+            "num_prefix_prompts": w.num_prefix_prompts,
+            "prefix_prompt_length": w.num_prefix_prompts.map(|_| w.prefix_prompt_length),
             "tokenizer": tokenizer.source,
             "shards": shards,
             "driver": args.engine.driver,
@@ -366,7 +490,12 @@ impl RunPlan {
             tls,
             connect_timeout_ns: t.connect_timeout,
             request_timeout_ns: t.request_timeout,
-            concurrency: l.concurrency,
+            concurrency,
+            rate: l.request_rate,
+            offsets,
+            ramp_ns,
+            include_ramp: l.include_ramp_up,
+            slos: l.goodput.clone(),
             request_count,
             duration_ns: l.benchmark_duration,
             grace_ns: l.grace_period,

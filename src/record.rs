@@ -11,6 +11,8 @@ use serde::Serialize;
 pub enum Phase {
     /// Warm-up requests, excluded from every metric.
     Warmup,
+    /// Sent while load was still ramping up (`--ramp-up`); excluded unless asked.
+    RampUp,
     /// Measured requests.
     Profiling,
 }
@@ -197,6 +199,23 @@ impl Record {
         self.last_content_ns
             .unwrap_or(self.end_ns)
             .saturating_sub(self.start_ns)
+    }
+
+    /// Time to first token from the intended send time (open loop): what a user arriving
+    /// on schedule waited, client lateness included (no coordinated omission).
+    pub fn scheduled_ttft(&self) -> Option<u64> {
+        Some(self.first_content_ns?.saturating_sub(self.intended_ns?))
+    }
+
+    /// Request latency from the intended send time (open loop).
+    pub fn scheduled_latency(&self) -> Option<u64> {
+        let end = self.last_content_ns.unwrap_or(self.end_ns);
+        Some(end.saturating_sub(self.intended_ns?))
+    }
+
+    /// How late the request was sent: actual start − intended time (open loop).
+    pub fn dispatch_delay(&self) -> Option<u64> {
+        Some(self.start_ns.saturating_sub(self.intended_ns?))
     }
 
     /// Inter-token latency, (e2e − TTFT) / (OSL − 1), in ns; needs OSL ≥ 2 and a TTFT.

@@ -44,6 +44,21 @@ fn bad_input_is_one_clear_line_and_exit_2() {
     let refused = format!("http://127.0.0.1:{closed}");
     let s = support::sim("");
     let sim_url = format!("http://{}", s.addr);
+    let files = support::artifact_dir("cli-files");
+    std::fs::create_dir_all(&files).unwrap();
+    let back = files.join("back.jsonl");
+    std::fs::write(
+        &back,
+        "{\"timestamp\": 9, \"input_length\": 4, \"output_length\": 1}\n{\"timestamp\": 1, \"input_length\": 4, \"output_length\": 1}\n",
+    )
+    .unwrap();
+    let sharegpt = files.join("nohuman.json");
+    std::fs::write(
+        &sharegpt,
+        r#"[{"conversations": [{"from": "gpt", "value": "hi"}]}]"#,
+    )
+    .unwrap();
+    let (back, sharegpt) = (back.to_str().unwrap(), sharegpt.to_str().unwrap());
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["--no-such-flag"],
@@ -79,6 +94,23 @@ fn bad_input_is_one_clear_line_and_exit_2() {
         ),
         (vec!["--concurrency", "lots"], "is not a count"),
         (vec!["--request-timeout", "5 parsecs"], "unknown time unit"),
+        (
+            vec!["--request-rate", "10", "--arrival", "weibull"],
+            "invalid value 'weibull' for '--arrival",
+        ),
+        (
+            vec!["--request-rate", "-5"],
+            "--request-rate -5: must be a positive number",
+        ),
+        (
+            vec!["--input-file", back, "--fixed-schedule"],
+            "back.jsonl:2: timestamp 1 goes backwards",
+        ),
+        (
+            vec!["--input-file", sharegpt],
+            "no conversation has a human turn",
+        ),
+        (vec!["--goodput", "speed:3"], "unknown SLO metric"),
     ];
     for (args, expect) in cases {
         let (code, stderr) = fails(&args);

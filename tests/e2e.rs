@@ -14,7 +14,6 @@ fn summary(doc: &serde_json::Value, tag: &str, stat: &str) -> f64 {
 /// The simulator told TTFT `ttft` (a fixed 50 ms or a distribution with median 50 ms) and a
 /// fixed 10 ms ITL; the client must measure both within 2%.
 fn timed_run(concurrency: usize, requests: usize, ttft: &str) {
-    let _serial = support::timing_lock();
     let s = sim(&format!("--ttft {ttft} --itl 10ms --shards 2"));
     let url = format!("http://{}", s.addr);
     let dir = artifact_dir(&format!("e2e-c{concurrency}"));
@@ -93,11 +92,13 @@ fn timed_run(concurrency: usize, requests: usize, ttft: &str) {
 
 #[test]
 fn timings_within_2_percent_at_concurrency_1() {
+    let _serial = support::timing_lock();
     timed_run(1, 12, "50ms");
 }
 
 #[test]
 fn timings_within_2_percent_at_concurrency_256() {
+    let _serial = support::timing_lock();
     // With one fixed TTFT all 256 streams would stay in lockstep, and the simulator cannot
     // read 256 requests or write 256 events in the same microsecond: spread the first tokens
     // as a real server's are, around a 50 ms median.
@@ -106,6 +107,7 @@ fn timings_within_2_percent_at_concurrency_256() {
 
 #[test]
 fn concurrency_is_held_exactly_and_warmup_is_excluded() {
+    let _serial = support::timing_lock();
     let s = sim("--ttft 5ms --itl 2ms");
     let url = format!("http://{}", s.addr);
     let dir = artifact_dir("e2e-warmup");
@@ -138,6 +140,7 @@ fn concurrency_is_held_exactly_and_warmup_is_excluded() {
 
 #[test]
 fn non_streaming_and_completions_and_retokenized_osl() {
+    let _serial = support::timing_lock();
     let s = sim("--ttft 2ms --itl 1ms");
     let url = format!("http://{}", s.addr);
     let dir = artifact_dir("e2e-nonstream");
@@ -180,6 +183,7 @@ fn benchmark_duration_stops_by_time_and_counts_what_finished() {
 
 #[test]
 fn saturation_shows_queueing_in_ttft() {
+    let _serial = support::timing_lock();
     // 16 streams against a batch of 4: three quarters queue, so TTFT grows far past 20 ms.
     let s = sim("--ttft 20ms --itl 2ms --max-batch 4");
     let url = format!("http://{}", s.addr);

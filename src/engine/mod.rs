@@ -8,6 +8,8 @@ pub mod conn;
 pub mod schedule;
 mod shard;
 
+use std::sync::OnceLock;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
@@ -19,7 +21,7 @@ use crate::plan::RunPlan;
 use crate::record::{Outcome, Phase, Record, TokenSource};
 use crate::report::metrics::Metrics;
 use crate::stats::Dist;
-use schedule::{share, ClosedLoop};
+use schedule::{share, ClosedLoop, OpenLoop};
 
 /// What one shard hands back.
 #[derive(Debug)]
@@ -90,8 +92,8 @@ pub fn raise_nofile_limit() -> u64 {
 /// Runs the plan to completion (or until `stop` is set) and returns what the shards saw.
 pub fn run(plan: Arc<RunPlan>, stop: Arc<AtomicBool>) -> anyhow::Result<RunOutput> {
     let nofile = raise_nofile_limit();
-    let needed = plan.concurrency + 64;
-    if nofile > 0 && nofile < needed {
+    let needed = plan.concurrency.saturating_add(64);
+    if nofile > 0 && nofile < needed && plan.concurrency != u64::MAX {
         eprintln!(
             "warning: the open-files limit is {nofile} but concurrency {} needs about {needed}; see tuning/",
             plan.concurrency
@@ -104,6 +106,7 @@ pub fn run(plan: Arc<RunPlan>, stop: Arc<AtomicBool>) -> anyhow::Result<RunOutpu
 
     let n = plan.shards();
     let barrier = Arc::new(Barrier::new(n));
+    let start = Arc::new(OnceLock::new());
     let progress: Vec<Arc<Progress>> = (0..n).map(|_| Arc::new(Progress::default())).collect();
     let mut handles = Vec::with_capacity(n);
     for i in 0..n {
@@ -111,9 +114,10 @@ pub fn run(plan: Arc<RunPlan>, stop: Arc<AtomicBool>) -> anyhow::Result<RunOutpu
         let stop = stop.clone();
         let barrier = barrier.clone();
         let progress = progress[i].clone();
+        let start = start.clone();
         let handle = std::thread::Builder::new()
             .name(format!("ringperf-shard-{i}"))
-            .spawn(move || shard_thread(i, plan, progress, stop, barrier))?;
+            .spawn(move || shard_thread(i, plan, progress, stop, barrier, start))?;
         handles.push(handle);
     }
     let total = plan.request_count;
@@ -202,6 +206,7 @@ fn shard_thread(
     progress: Arc<Progress>,
     stop: Arc<AtomicBool>,
     barrier: Arc<Barrier>,
+    start: Arc<OnceLock<u64>>,
 ) -> anyhow::Result<ShardReport> {
     let cpu = plan.shard_cpus[index];
     let pinned = cpu.is_some_and(|id| core_affinity::set_for_current(core_affinity::CoreId { id }));
@@ -209,31 +214,74 @@ fn shard_thread(
     let (mut rt, driver) = match built {
         Ok(b) => b,
         Err(e) => {
-            if plan.warmup > 0 {
+            if plan.warmup > 0 || plan.offsets.is_some() {
                 barrier.wait();
             }
             anyhow::bail!("cannot start the runtime: {e}");
         }
     };
     let n = plan.shards();
-    let conc = share(plan.concurrency, n, index) as usize;
+    let conc = if plan.concurrency == u64::MAX {
+        usize::MAX
+    } else {
+        share(plan.concurrency, n, index) as usize
+    };
     let entries = plan.dataset.entries.len();
     let warmup = plan.warmup;
     let p2 = plan.clone();
     let outcome = rt.block_on(async move {
         let shard = shard::Shard::new(index as u16, p2.clone(), progress, stop)?;
-        if warmup > 0 {
-            let mut s = ClosedLoop::new(0, Some(warmup), index, n, entries, Phase::Warmup);
-            shard.run_phase(&mut s, conc, None, None).await;
-            barrier.wait();
-        }
-        let t0 = now_ns();
-        let cpu0 = thread_cpu_ns();
-        let end = p2.request_count.map(|c| warmup + c);
-        let mut s = ClosedLoop::new(warmup, end, index, n, entries, Phase::Profiling);
-        let dispatch_until = p2.duration_ns.map(|d| t0 + d);
-        let hard = dispatch_until.map(|d| d + p2.grace_ns);
-        shard.run_phase(&mut s, conc, dispatch_until, hard).await;
+        let (t0, cpu0) = match &p2.offsets {
+            Some(offsets) => {
+                // Open loop: one schedule for the whole run; every shard starts at the same
+                // instant, and warm-up and ramp-up requests are tagged, not separated.
+                barrier.wait();
+                let t0 = *start.get_or_init(|| now_ns() + 20_000_000);
+                let cpu0 = thread_cpu_ns();
+                let ramp_end = if p2.include_ramp { 0 } else { p2.ramp_ns };
+                let mut s = OpenLoop::new(offsets.clone(), index, n, t0, warmup, entries, ramp_end);
+                let hard = p2.duration_ns.map(|d| t0 + d + p2.ramp_ns + p2.grace_ns);
+                let limits = shard::Limits {
+                    cap: conc,
+                    ramp: None,
+                    dispatch_deadline: None,
+                    hard_deadline: hard,
+                };
+                shard.run_phase(&mut s, limits).await;
+                (t0, cpu0)
+            }
+            None => {
+                if warmup > 0 {
+                    let mut s = ClosedLoop::new(0, Some(warmup), index, n, entries, Phase::Warmup);
+                    let limits = shard::Limits {
+                        cap: conc,
+                        ramp: None,
+                        dispatch_deadline: None,
+                        hard_deadline: None,
+                    };
+                    shard.run_phase(&mut s, limits).await;
+                    barrier.wait();
+                }
+                let t0 = now_ns();
+                let cpu0 = thread_cpu_ns();
+                let end = p2.request_count.map(|c| warmup + c);
+                let mut s = ClosedLoop::new(warmup, end, index, n, entries, Phase::Profiling);
+                let dispatch_until = p2.duration_ns.map(|d| t0 + p2.ramp_ns + d);
+                let ramp = (p2.ramp_ns > 0).then_some(shard::Ramp {
+                    start_ns: t0,
+                    len_ns: p2.ramp_ns,
+                    tag: !p2.include_ramp,
+                });
+                let limits = shard::Limits {
+                    cap: conc,
+                    ramp,
+                    dispatch_deadline: dispatch_until,
+                    hard_deadline: dispatch_until.map(|d| d + p2.grace_ns),
+                };
+                shard.run_phase(&mut s, limits).await;
+                (t0, cpu0)
+            }
+        };
         let cpu_ns = thread_cpu_ns() - cpu0;
         let wall_ns = now_ns() - t0;
         shard.close().await;

@@ -66,6 +66,7 @@ pub(crate) struct Shard {
     dispatch_deadline: Cell<Option<u64>>,
     hard_deadline: Cell<Option<u64>>,
     finished: Cell<bool>,
+    ramping: Cell<bool>,
     fds: RefCell<FdSet>,
     pub scratch: RefCell<Scratch>,
     pub read_delay: RefCell<Dist>,
@@ -103,6 +104,7 @@ impl Shard {
             dispatch_deadline: Cell::new(None),
             hard_deadline: Cell::new(None),
             finished: Cell::new(false),
+            ramping: Cell::new(false),
             fds: RefCell::new(FdSet::default()),
             scratch: RefCell::new(Scratch::default()),
             read_delay: RefCell::new(Dist::new()),
@@ -130,29 +132,36 @@ impl Shard {
         self.wake();
     }
 
-    /// Runs one phase: dispatches the schedule's tickets with at most `cap` in flight, stops
-    /// dispatching at `dispatch_deadline`, cuts what is still in flight at `hard_deadline`,
-    /// and returns when nothing is in flight.
-    pub async fn run_phase(
-        self: &Rc<Self>,
-        schedule: &mut dyn Schedule,
-        cap: usize,
-        dispatch_deadline: Option<u64>,
-        hard_deadline: Option<u64>,
-    ) {
+    /// Runs one phase: dispatches the schedule's tickets within `limits`, and returns when
+    /// nothing is in flight.
+    pub async fn run_phase(self: &Rc<Self>, schedule: &mut dyn Schedule, limits: Limits) {
         self.stop_dispatch.set(self.cancelled.get());
-        self.dispatch_deadline.set(dispatch_deadline);
-        self.hard_deadline.set(hard_deadline);
+        self.dispatch_deadline.set(limits.dispatch_deadline);
+        self.hard_deadline.set(limits.hard_deadline);
+        self.ramping.set(limits.ramp.is_some());
         while !self.stop_dispatch.get() {
-            let Some(ticket) = schedule.next() else { break };
+            let Some(mut ticket) = schedule.next() else {
+                break;
+            };
             if let Some(at) = ticket.intended_ns {
                 self.timer.sleep_until(at).await;
             }
             WaitFor {
                 shard: self,
-                ready: |s: &Shard| s.in_flight.get() < cap || s.stop_dispatch.get(),
+                ready: |s: &Shard| {
+                    s.in_flight.get() < limits.cap_at(now_ns()) || s.stop_dispatch.get()
+                },
             }
             .await;
+            if let Some(r) = limits.ramp {
+                if now_ns() < r.start_ns + r.len_ns {
+                    if r.tag {
+                        ticket.phase = crate::record::Phase::RampUp;
+                    }
+                } else {
+                    self.ramping.set(false);
+                }
+            }
             if self.stop_dispatch.get() {
                 break;
             }
@@ -169,6 +178,7 @@ impl Shard {
         .await;
         self.dispatch_deadline.set(None);
         self.hard_deadline.set(None);
+        self.ramping.set(false);
     }
 
     /// Closes every connection and ends the shard's helper tasks. monoio does not drop
@@ -195,6 +205,43 @@ impl Shard {
         }
         self.records.borrow_mut().push(rec);
         self.wake();
+    }
+}
+
+/// A linear ramp of the concurrency cap from 1 to the phase's cap.
+#[derive(Debug, Clone, Copy)]
+pub struct Ramp {
+    /// When it starts (`CLOCK_MONOTONIC` ns).
+    pub start_ns: u64,
+    /// How long it lasts (ns).
+    pub len_ns: u64,
+    /// Tag requests sent meanwhile as ramp-up.
+    pub tag: bool,
+}
+
+/// What bounds a phase's dispatching.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Most requests in flight.
+    pub cap: usize,
+    /// Closed-loop ramp of `cap`.
+    pub ramp: Option<Ramp>,
+    /// Stop dispatching at this time.
+    pub dispatch_deadline: Option<u64>,
+    /// Cut what is in flight at this time.
+    pub hard_deadline: Option<u64>,
+}
+
+impl Limits {
+    /// The cap at time `now`.
+    fn cap_at(&self, now: u64) -> usize {
+        match self.ramp {
+            Some(r) if now < r.start_ns + r.len_ns && self.cap > 1 => {
+                let f = now.saturating_sub(r.start_ns) as f64 / r.len_ns as f64;
+                1 + ((self.cap - 1) as f64 * f) as usize
+            }
+            _ => self.cap,
+        }
     }
 }
 
@@ -234,6 +281,10 @@ async fn watch(shard: std::rc::Weak<Shard>) {
         }
         if shard.hard_deadline.get().is_some_and(|d| now >= d) {
             shard.cancel_all();
+        }
+        if shard.ramping.get() {
+            // The concurrency cap grows with time: let the dispatcher look again.
+            shard.wake();
         }
     }
 }

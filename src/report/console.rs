@@ -59,12 +59,30 @@ pub(crate) fn dist_rows(r: &Report) -> Vec<(&'static str, &'static str, &Dist, f
             &m.per_user,
             PER_USER_SCALE,
         ),
+        (
+            "scheduled_time_to_first_token",
+            "Scheduled Time To First Token (ms)",
+            &m.sched_ttft,
+            1e6,
+        ),
+        (
+            "scheduled_request_latency",
+            "Scheduled Request Latency (ms)",
+            &m.sched_latency,
+            1e6,
+        ),
+        (
+            "dispatch_delay",
+            "Dispatch Delay (ms)",
+            &m.dispatch_delay,
+            1e6,
+        ),
     ]
 }
 
 /// Single-value rows: label and value.
 pub(crate) fn value_rows(r: &Report) -> Vec<(&'static str, &'static str, &'static str, f64)> {
-    vec![
+    let mut rows = vec![
         (
             "output_token_throughput",
             "Output Token Throughput (tokens/sec)",
@@ -101,7 +119,42 @@ pub(crate) fn value_rows(r: &Report) -> Vec<(&'static str, &'static str, &'stati
             "requests",
             r.failed as f64,
         ),
-    ]
+    ];
+    if let Some(rate) = r.requested_rate {
+        rows.push((
+            "requested_request_rate",
+            "Requested Rate (requests/sec)",
+            "requests/sec",
+            rate,
+        ));
+        rows.push((
+            "scheduled_request_rate",
+            "Scheduled Rate (requests/sec)",
+            "requests/sec",
+            r.scheduled_rate,
+        ));
+        rows.push((
+            "achieved_request_rate",
+            "Achieved Send Rate (requests/sec)",
+            "requests/sec",
+            r.achieved_rate,
+        ));
+    }
+    if let Some(g) = &r.goodput {
+        rows.push((
+            "goodput",
+            "Goodput (requests/sec)",
+            "requests/sec",
+            g.goodput,
+        ));
+        rows.push((
+            "good_request_fraction",
+            "Good Request Fraction",
+            "ratio",
+            g.good_fraction,
+        ));
+    }
+    rows
 }
 
 fn num(v: f64) -> String {

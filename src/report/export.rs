@@ -91,6 +91,28 @@ pub fn profile_json(r: &Report, input_config: &Value, times: &Times) -> Value {
         json!({ "server_usage": r.osl_from_usage, "tokenizer": r.osl_from_tokenizer }),
     );
     doc.insert("measured_window_s".into(), json!(r.window_ns as f64 / 1e9));
+    doc.insert("ramp_up_request_count".into(), json!(r.ramp_up));
+    if let Some(g) = &r.goodput {
+        doc.insert("goodput_detail".into(), json!(g));
+    }
+    if !r.error_adjusted.is_empty() {
+        let adj: Map<String, Value> = r
+            .error_adjusted
+            .iter()
+            .map(|e| {
+                let m: Map<String, Value> = e
+                    .percentiles
+                    .iter()
+                    .map(|(k, v)| ((*k).to_string(), v.map_or(json!("inf"), |x| json!(x))))
+                    .collect();
+                (
+                    e.metric.to_string(),
+                    json!({"unit": "ms", "percentiles": m}),
+                )
+            })
+            .collect();
+        doc.insert("error_adjusted".into(), Value::Object(adj));
+    }
     if let Some(t) = &r.telemetry {
         doc.insert(
             "gpu_telemetry".into(),

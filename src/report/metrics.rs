@@ -27,6 +27,12 @@ pub struct Metrics {
     pub isl: Dist,
     /// Output token throughput per user (milli-tokens/s).
     pub per_user: Dist,
+    /// Open loop: TTFT from the intended send time (ns).
+    pub sched_ttft: Dist,
+    /// Open loop: request latency from the intended send time (ns).
+    pub sched_latency: Dist,
+    /// Open loop: actual − intended send time (ns).
+    pub dispatch_delay: Dist,
 }
 
 impl Metrics {
@@ -56,6 +62,15 @@ impl Metrics {
             self.osl.record(o);
         }
         self.isl.record(u64::from(r.isl));
+        if let Some(v) = r.scheduled_ttft() {
+            self.sched_ttft.record(v);
+        }
+        if let Some(v) = r.scheduled_latency() {
+            self.sched_latency.record(v);
+        }
+        if let Some(v) = r.dispatch_delay() {
+            self.dispatch_delay.record(v);
+        }
     }
 
     /// Adds every value of `other`.
@@ -69,5 +84,8 @@ impl Metrics {
         self.osl.merge(&o.osl);
         self.isl.merge(&o.isl);
         self.per_user.merge(&o.per_user);
+        self.sched_ttft.merge(&o.sched_ttft);
+        self.sched_latency.merge(&o.sched_latency);
+        self.dispatch_delay.merge(&o.dispatch_delay);
     }
 }

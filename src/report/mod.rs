@@ -6,6 +6,7 @@
 
 pub mod console;
 pub mod export;
+pub mod goodput;
 pub mod metrics;
 
 use std::collections::BTreeMap;
@@ -91,6 +92,46 @@ pub struct Report {
     pub records: Vec<Record>,
     /// GPU and server telemetry over the window, when collected.
     pub telemetry: Option<crate::telemetry::TelemetryReport>,
+    /// Open loop: the rate asked for.
+    pub requested_rate: Option<f64>,
+    /// Open loop: measured requests sent per second (first to last actual start).
+    pub achieved_rate: f64,
+    /// Open loop: the rate of the drawn schedule itself (first to last intended time), which a
+    /// random process makes differ a little from the requested rate.
+    pub scheduled_rate: f64,
+    /// Ramp-up requests (left out of the metrics).
+    pub ramp_up: u64,
+    /// Goodput, with `--goodput`.
+    pub goodput: Option<goodput::Goodput>,
+    /// Error-adjusted percentiles (each failed request counted as +∞), as AIPerf reports.
+    pub error_adjusted: Vec<ErrorAdjusted>,
+}
+
+/// Percentiles of a latency metric with each failed request counted as infinitely slow.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ErrorAdjusted {
+    /// Metric tag.
+    pub metric: &'static str,
+    /// (percentile name, value in ms or None for +∞).
+    pub percentiles: Vec<(&'static str, Option<f64>)>,
+}
+
+fn error_adjusted(metric: &'static str, d: &Dist, failed: u64) -> ErrorAdjusted {
+    let ok = d.count();
+    let total = ok + failed;
+    ErrorAdjusted {
+        metric,
+        percentiles: crate::stats::PERCENTILES
+            .iter()
+            .map(|(name, p)| {
+                // The p-th percentile of ok ∪ {+∞ × failed} is the ok distribution's value at
+                // rank p·total, if that rank falls among the ok values.
+                let q = p / 100.0 * total as f64 / ok.max(1) as f64;
+                let v = (ok > 0 && q <= 1.0).then(|| d.percentile(q * 100.0) as f64 / 1e6);
+                (*name, v)
+            })
+            .collect(),
+    }
 }
 
 impl Report {
@@ -116,8 +157,20 @@ fn per_sec(n: u64, ns: u64) -> f64 {
     }
 }
 
+/// What the report needs from the plan.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// Open-loop rate.
+    pub rate: Option<f64>,
+    /// Goodput objectives.
+    pub slos: Vec<goodput::Slo>,
+}
+
+/// Dispatch delay p99 above this is warned about (open loop).
+const DISPATCH_LIMIT_NS: u64 = 1_000_000;
+
 /// Merges the shards' reports.
-pub fn build(out: RunOutput) -> Report {
+pub fn build(out: RunOutput, settings: &Settings) -> Report {
     let mut metrics = Metrics::default();
     let mut client_delay = Dist::new();
     let mut read_delay = Dist::new();
@@ -233,6 +286,55 @@ pub fn build(out: RunOutput) -> Report {
     for f in &out.failures {
         warnings.push(f.clone());
     }
+    let ramp_up = records
+        .iter()
+        .filter(|r| r.phase == crate::record::Phase::RampUp)
+        .count() as u64;
+    let rate_of = |times: &mut Vec<u64>| {
+        times.sort_unstable();
+        match (times.first(), times.last()) {
+            (Some(a), Some(b)) if b > a => (times.len() - 1) as f64 / ((b - a) as f64 / 1e9),
+            _ => 0.0,
+        }
+    };
+    let measured_sent = || {
+        records
+            .iter()
+            .filter(|r| r.phase == crate::record::Phase::Profiling && r.start_ns > 0)
+    };
+    let achieved_rate = rate_of(&mut measured_sent().map(|r| r.start_ns).collect());
+    let scheduled_rate = rate_of(&mut measured_sent().filter_map(|r| r.intended_ns).collect());
+    if metrics.dispatch_delay.count() > 0 {
+        let p99 = metrics.dispatch_delay.percentile(99.0);
+        if p99 > DISPATCH_LIMIT_NS {
+            warnings.push(format!(
+                "dispatch delay p99 was {:.2} ms: requests left late, so latencies measured from the actual send hide part of what users would wait (see the Scheduled rows)",
+                p99 as f64 / 1e6
+            ));
+        }
+        if achieved_rate > 0.0 && achieved_rate < scheduled_rate * 0.98 {
+            warnings.push(format!(
+                "achieved send rate {achieved_rate:.1}/s is {:.1}% short of the schedule's {scheduled_rate:.1}/s",
+                (1.0 - achieved_rate / scheduled_rate) * 100.0
+            ));
+        }
+    }
+    let goodput = (!settings.slos.is_empty()).then(|| {
+        goodput::compute(
+            &settings.slos,
+            records.iter().filter(|r| r.is_measured_ok()),
+            failed,
+            window_ns,
+        )
+    });
+    let error_adjusted = if failed > 0 {
+        vec![
+            error_adjusted("time_to_first_token", &metrics.ttft, failed),
+            error_adjusted("request_latency", &metrics.latency, failed),
+        ]
+    } else {
+        Vec::new()
+    };
     let verdict = verdict(&shards, &client_delay, &mut warnings);
     Report {
         metrics,
@@ -264,6 +366,12 @@ pub fn build(out: RunOutput) -> Report {
         cancelled: out.cancelled,
         records,
         telemetry: None,
+        requested_rate: settings.rate,
+        achieved_rate,
+        scheduled_rate,
+        ramp_up,
+        goodput,
+        error_adjusted,
     }
 }
 

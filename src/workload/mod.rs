@@ -5,6 +5,7 @@
 //! exact count with the run's tokenizer. Every draw comes from one seeded ChaCha8 generator,
 //! so the same `--random-seed` gives byte-identical request bodies and `inputs.json`.
 
+pub mod files;
 pub mod tokenizer;
 
 use rand::{Rng, SeedableRng};
@@ -26,6 +27,9 @@ pub enum WorkloadError {
     /// The tokenizer could not be found or loaded.
     #[error("tokenizer: {0}")]
     Tokenizer(String),
+    /// A dataset file is unreadable or malformed (the text names the file and line).
+    #[error("--input-file {0}")]
+    Dataset(String),
 }
 
 /// What every request body is built from.
@@ -49,6 +53,8 @@ pub struct BodySpec {
     pub extra: Map<String, Value>,
     /// Distinct prompts to make.
     pub entries: usize,
+    /// Shared system-prompt-like prefixes: how many, and their length in tokens.
+    pub prefixes: Option<(usize, u32)>,
     /// Seed for every random choice.
     pub seed: u64,
 }
@@ -122,15 +128,20 @@ impl<'t> PromptMaker<'t> {
         Ok(PromptMaker { tokenizer, lines })
     }
 
-    /// A prompt of exactly `tokens` tokens (as token ids), decoded to text.
-    pub fn prompt(&self, tokens: usize, rng: &mut impl Rng) -> Result<String, WorkloadError> {
-        let mut ids = Vec::with_capacity(tokens + 32);
-        while ids.len() < tokens {
+    /// Exactly `n` token ids of random corpus lines.
+    pub fn tokens(&self, n: usize, rng: &mut impl Rng) -> Vec<u32> {
+        let mut ids = Vec::with_capacity(n + 32);
+        while ids.len() < n {
             let line = &self.lines[rng.random_range(0..self.lines.len())];
             ids.extend_from_slice(line);
         }
-        ids.truncate(tokens);
-        self.tokenizer.decode(&ids)
+        ids.truncate(n);
+        ids
+    }
+
+    /// A prompt of exactly `n` tokens (as token ids), decoded to text.
+    pub fn prompt(&self, n: usize, rng: &mut impl Rng) -> Result<String, WorkloadError> {
+        self.tokenizer.decode(&self.tokens(n, rng))
     }
 }
 
@@ -152,13 +163,54 @@ impl Dataset {
     ) -> Result<Dataset, WorkloadError> {
         let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
         let maker = PromptMaker::new(tokenizer)?;
-        let mut entries = Vec::with_capacity(spec.entries);
+        let prefixes = match spec.prefixes {
+            Some((n, len)) => (0..n)
+                .map(|_| maker.prompt(len as usize, &mut rng))
+                .collect::<Result<Vec<_>, _>>()?,
+            None => Vec::new(),
+        };
+        let mut items = Vec::with_capacity(spec.entries);
         for _ in 0..spec.entries.max(1) {
             let want = sample_len(&mut rng, spec.isl.0, spec.isl.1);
-            let prompt = maker.prompt(want as usize, &mut rng)?;
-            let isl = tokenizer.count(&prompt)? as u32;
+            let mut prompt = maker.prompt(want as usize, &mut rng)?;
+            if !prefixes.is_empty() {
+                prompt = format!(
+                    "{}\n{prompt}",
+                    prefixes[rng.random_range(0..prefixes.len())]
+                );
+            }
             let osl = spec.osl.map(|(m, s)| sample_len(&mut rng, m, s));
-            let body = request_body(spec, &prompt, osl);
+            items.push(files::Item {
+                prompt: files::Prompt::Text(prompt),
+                max_tokens: osl,
+                timestamp_ms: None,
+            });
+        }
+        Dataset::from_items(spec, target, tokenizer, &items)
+    }
+
+    /// Prepares one request per item; an item's own `max_tokens` wins over `--output-tokens-*`.
+    pub fn from_items(
+        spec: &BodySpec,
+        target: &Target<'_>,
+        tokenizer: &Tokenizer,
+        items: &[files::Item],
+    ) -> Result<Dataset, WorkloadError> {
+        let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x0051);
+        let mut entries = Vec::with_capacity(items.len());
+        for item in items {
+            let osl = item
+                .max_tokens
+                .or_else(|| spec.osl.map(|(m, s)| sample_len(&mut rng, m, s)));
+            let isl = match &item.prompt {
+                files::Prompt::Text(t) => tokenizer.count(t)?,
+                files::Prompt::Messages(m) => m
+                    .iter()
+                    .filter_map(|x| x.get("content").and_then(Value::as_str))
+                    .map(|c| tokenizer.count(c))
+                    .sum::<Result<usize, _>>()?,
+            } as u32;
+            let body = request_body(spec, &item.prompt, osl);
             entries.push(Entry {
                 template: Template::post_json(target, &body),
                 isl,
@@ -186,18 +238,30 @@ impl Dataset {
 }
 
 /// The JSON body of one request.
-pub fn request_body(spec: &BodySpec, prompt: &str, osl: Option<u32>) -> Vec<u8> {
+pub fn request_body(spec: &BodySpec, prompt: &files::Prompt, osl: Option<u32>) -> Vec<u8> {
+    use files::Prompt;
     let mut m = Map::new();
     m.insert("model".into(), Value::String(spec.model.clone()));
-    match spec.endpoint_type {
-        EndpointType::Chat => {
+    match (spec.endpoint_type, prompt) {
+        (EndpointType::Chat, Prompt::Text(t)) => {
             m.insert(
                 "messages".into(),
-                serde_json::json!([{ "role": "user", "content": prompt }]),
+                serde_json::json!([{ "role": "user", "content": t }]),
             );
         }
-        EndpointType::Completions => {
-            m.insert("prompt".into(), Value::String(prompt.to_string()));
+        (EndpointType::Chat, Prompt::Messages(msgs)) => {
+            m.insert("messages".into(), Value::Array(msgs.clone()));
+        }
+        (EndpointType::Completions, Prompt::Text(t)) => {
+            m.insert("prompt".into(), Value::String(t.clone()));
+        }
+        (EndpointType::Completions, Prompt::Messages(msgs)) => {
+            // A completions endpoint takes one text: the messages' contents, in order.
+            let text: Vec<&str> = msgs
+                .iter()
+                .filter_map(|x| x.get("content").and_then(Value::as_str))
+                .collect();
+            m.insert("prompt".into(), Value::String(text.join("\n")));
         }
     }
     m.insert("stream".into(), Value::Bool(spec.streaming));

@@ -139,8 +139,8 @@ pub fn rel(a: f64, b: f64) -> f64 {
     (a - b).abs() / b
 }
 
-/// Held by tests whose assertions are timings, so that they do not run at the same time as
-/// each other on a 2-core machine (the other tests of the binary still run beside them).
+/// Held by every test of a binary that asserts timings, so that nothing else of that binary
+/// runs beside them on a 2-core machine.
 pub fn timing_lock() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())

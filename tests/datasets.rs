@@ -1,0 +1,245 @@
+//! Datasets from files, made here by the tests: custom JSONL, ShareGPT, mooncake traces
+//! (replayed on their own schedule, with prefix blocks shared by hash id), shared prefixes.
+
+mod support;
+
+use std::path::PathBuf;
+
+use ringperf::plan::RunPlan;
+
+fn write(name: &str, text: &str) -> PathBuf {
+    let dir = support::artifact_dir(&format!("dataset-{name}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn bodies(plan: &RunPlan) -> Vec<serde_json::Value> {
+    plan.dataset
+        .entries
+        .iter()
+        .map(|e| serde_json::from_slice(e.template.body()).unwrap())
+        .collect()
+}
+
+fn plan(flags: &[&str]) -> Result<RunPlan, String> {
+    let mut all = vec!["--url", "127.0.0.1:9"];
+    all.extend_from_slice(flags);
+    RunPlan::build(&support::profile_args(&all)).map_err(|e| e.to_string())
+}
+
+#[test]
+fn custom_jsonl_text_messages_and_max_tokens() {
+    let _serial = support::timing_lock();
+    let f = write(
+        "custom.jsonl",
+        "{\"text\": \"Hello there\", \"max_tokens\": 7}\n\n\
+         {\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \"Hi\"}]}\n",
+    );
+    let p = plan(&[
+        "--input-file",
+        f.to_str().unwrap(),
+        "--output-tokens-mean",
+        "30",
+    ])
+    .unwrap();
+    let b = bodies(&p);
+    assert_eq!(b.len(), 2);
+    assert_eq!(b[0]["messages"][0]["content"], "Hello there");
+    assert_eq!(b[0]["max_tokens"], 7);
+    assert_eq!(b[1]["messages"][0]["role"], "system");
+    assert_eq!(
+        b[1]["max_tokens"], 30,
+        "the flag fills in what the line does not say"
+    );
+    let tok = ringperf::workload::Tokenizer::embedded().unwrap();
+    let want = tok.count("Be brief.").unwrap() + tok.count("Hi").unwrap();
+    assert_eq!(
+        p.dataset.entries[1].isl as usize, want,
+        "tokens of every message"
+    );
+}
+
+#[test]
+fn malformed_lines_are_reported_with_their_line_number() {
+    let _serial = support::timing_lock();
+    let f = write("bad.jsonl", "{\"text\": \"ok\"}\n{\"text\": \n");
+    let e = plan(&["--input-file", f.to_str().unwrap()])
+        .err()
+        .expect("refused");
+    assert!(e.contains("bad.jsonl:2: invalid JSON"), "{e}");
+    let f = write(
+        "nofield.jsonl",
+        "{\"text\": \"ok\"}\n{\"prompt_text\": \"x\"}\n",
+    );
+    let e = plan(&["--input-file", f.to_str().unwrap()])
+        .err()
+        .expect("refused");
+    assert!(e.contains("nofield.jsonl:2: expected a \"text\""), "{e}");
+}
+
+#[test]
+fn sharegpt_first_human_turn_and_reply_length() {
+    let _serial = support::timing_lock();
+    let f = write(
+        "sg.json",
+        r#"[
+          {"id": "a", "conversations": [{"from": "gpt", "value": "orphan"}]},
+          {"id": "b", "conversations": [{"from": "human", "value": "What is a sonnet?"},
+                                       {"from": "gpt", "value": "A poem of fourteen lines."}]},
+          {"id": "c", "conversations": [{"from": "human", "value": "Second"}]}
+        ]"#,
+    );
+    let p = plan(&["--input-file", f.to_str().unwrap()]).unwrap();
+    let b = bodies(&p);
+    assert_eq!(b.len(), 2, "the entry without a human turn is skipped");
+    assert_eq!(b[0]["messages"][0]["content"], "What is a sonnet?");
+    let reply_tokens = ringperf::workload::Tokenizer::embedded()
+        .unwrap()
+        .count("A poem of fourteen lines.")
+        .unwrap();
+    assert_eq!(b[0]["max_tokens"], reply_tokens as u64);
+    let f = write(
+        "sg-none.json",
+        r#"[{"conversations": [{"from": "gpt", "value": "x"}]}]"#,
+    );
+    let e = plan(&["--input-file", f.to_str().unwrap()])
+        .err()
+        .expect("refused");
+    assert!(e.contains("no conversation has a human turn"), "{e}");
+}
+
+fn trace() -> String {
+    // Requests 0 and 2 share their first block (hash 1), 0 and 1 share nothing but block 9.
+    [
+        r#"{"timestamp": 0, "input_length": 1100, "output_length": 5, "hash_ids": [1, 2, 3]}"#,
+        r#"{"timestamp": 10, "input_length": 600, "output_length": 5, "hash_ids": [9, 10]}"#,
+        r#"{"timestamp": 25, "input_length": 700, "output_length": 5, "hash_ids": [1, 4]}"#,
+        r#"{"timestamp": 25, "input_length": 300, "output_length": 5, "hash_ids": [1]}"#,
+    ]
+    .join("\n")
+}
+
+#[test]
+fn mooncake_prompts_share_blocks_by_hash_id() {
+    let _serial = support::timing_lock();
+    let f = write("trace.jsonl", &trace());
+    let p = plan(&["--input-file", f.to_str().unwrap(), "--fixed-schedule"]).unwrap();
+    let tok = ringperf::workload::Tokenizer::embedded().unwrap();
+    let prompts: Vec<String> = bodies(&p)
+        .iter()
+        .map(|b| b["messages"][0]["content"].as_str().unwrap().to_string())
+        .collect();
+    let ids: Vec<Vec<u32>> = prompts.iter().map(|t| tok.encode(t).unwrap()).collect();
+    // Same first hash id: the same first 512-token block (allow the tokenizer a few tokens
+    // of merging at the block edge).
+    let common = |a: &[u32], b: &[u32]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    assert!(
+        common(&ids[0], &ids[2]) >= 500,
+        "{}",
+        common(&ids[0], &ids[2])
+    );
+    assert!(common(&ids[0], &ids[2]) < 1000, "the second blocks differ");
+    assert!(common(&ids[0], &ids[3]) >= 290);
+    assert!(
+        common(&ids[0], &ids[1]) < 10,
+        "different hash ids, different text"
+    );
+    for (i, want) in [1100, 600, 700, 300].into_iter().enumerate() {
+        let got = p.dataset.entries[i].isl as i64;
+        assert!(
+            (got - want).abs() <= 8,
+            "entry {i}: {got} tokens for {want}"
+        );
+    }
+    assert_eq!(
+        p.offsets.as_deref(),
+        Some(&vec![0, 10_000_000, 25_000_000, 25_000_000])
+    );
+    assert_eq!(p.concurrency, u64::MAX, "a replay is open loop");
+}
+
+#[test]
+fn mooncake_replay_keeps_dispatch_delay_p99_under_1ms() {
+    let _serial = support::timing_lock();
+    // 1,500 requests over 1.5 s on the trace's own clock, prefixes shared in groups of ten.
+    let lines: Vec<String> = (0..1500)
+        .map(|i| {
+            format!(
+                r#"{{"timestamp": {}, "input_length": 64, "output_length": 4, "hash_ids": [{}]}}"#,
+                i,
+                i / 10
+            )
+        })
+        .collect();
+    let f = write("replay.jsonl", &lines.join("\n"));
+    let s = support::sim("--ttft 5ms --itl 2ms");
+    let url = format!("http://{}", s.addr);
+    let dir = support::artifact_dir("replay-run");
+    let res = support::profile(
+        &format!(
+            "--url {url} --streaming --input-file {} --fixed-schedule --warmup-request-count 200 \
+             --shards 1 --cpus 1",
+            f.display()
+        ),
+        &dir,
+    )
+    .unwrap();
+    let r = &res.report;
+    assert_eq!(r.completed, 1300, "{}", res.console);
+    let p99 = r.metrics.dispatch_delay.percentile(99.0);
+    eprintln!("replay dispatch delay p99 {} µs", p99 / 1000);
+    assert!(
+        p99 < 1_000_000,
+        "dispatch delay p99 {p99} ns\n{}",
+        res.console
+    );
+}
+
+#[test]
+fn trace_timestamps_going_backwards_are_refused() {
+    let _serial = support::timing_lock();
+    let f = write(
+        "back.jsonl",
+        "{\"timestamp\": 5, \"input_length\": 10, \"output_length\": 1}\n{\"timestamp\": 3, \"input_length\": 10, \"output_length\": 1}\n",
+    );
+    let e = plan(&["--input-file", f.to_str().unwrap(), "--fixed-schedule"])
+        .err()
+        .expect("refused");
+    assert!(
+        e.contains("back.jsonl:2: timestamp 3 goes backwards"),
+        "{e}"
+    );
+}
+
+#[test]
+fn shared_prefixes_start_every_prompt() {
+    let _serial = support::timing_lock();
+    let p = plan(&[
+        "--num-prefix-prompts",
+        "3",
+        "--prefix-prompt-length",
+        "50",
+        "--num-dataset-entries",
+        "30",
+        "--synthetic-input-tokens-mean",
+        "20",
+    ])
+    .unwrap();
+    let prompts: Vec<String> = bodies(&p)
+        .iter()
+        .map(|b| b["messages"][0]["content"].as_str().unwrap().to_string())
+        .collect();
+    let mut heads: Vec<&str> = prompts
+        .iter()
+        .map(|t| t.split('\n').next().unwrap())
+        .collect();
+    heads.sort();
+    heads.dedup();
+    // The prefixes are whole corpus lines cut at 50 tokens: at most 3 distinct openings.
+    assert!(heads.len() <= 3 && !heads.is_empty(), "{heads:?}");
+    let tok = ringperf::workload::Tokenizer::embedded().unwrap();
+    let isl = tok.count(&prompts[0]).unwrap();
+    assert!((65..=75).contains(&isl), "prefix 50 + newline + 20: {isl}");
+}
