@@ -78,6 +78,18 @@ pub struct TargetArgs {
     /// Request path, overriding the endpoint type's default (e.g. /v1/chat/completions).
     #[arg(long)]
     pub endpoint: Option<String>,
+    /// With --endpoint-type template: a JSON body with `{{prompt}}`, `{{max_tokens}}` and
+    /// `{{model}}`, each replaced by a JSON value (`"inputs": {{prompt}}`).
+    #[arg(long)]
+    pub request_template: Option<PathBuf>,
+    /// With --endpoint-type template: JSON pointer to the new text in each event (or in the
+    /// whole body), e.g. `/token/text` for TGI, `/text_output` for Triton.
+    #[arg(long, default_value = "/text")]
+    pub response_text_pointer: String,
+    /// With --endpoint-type template: JSON pointer to the output token count, when the server
+    /// reports one (e.g. `/details/generated_tokens`).
+    #[arg(long)]
+    pub response_tokens_pointer: Option<String>,
     /// Ask for a streamed response (server-sent events); needed for TTFT and ITL.
     #[arg(long)]
     pub streaming: bool,
@@ -110,6 +122,14 @@ pub enum EndpointType {
     Chat,
     /// `/v1/completions`.
     Completions,
+    /// `/v1/embeddings` (never streamed: request latency only).
+    Embeddings,
+    /// `/v1/responses`, the OpenAI Responses API (typed events such as
+    /// `response.output_text.delta`).
+    Responses,
+    /// Anything else: the body from --request-template, the text found with
+    /// --response-text-pointer (needs --endpoint).
+    Template,
 }
 
 /// How much load, for how long.

@@ -28,6 +28,20 @@ pub struct Scratch {
     pub json: simd_json::Buffers,
     /// Distribution of `seen − sent` for simulator-stamped events of measured requests.
     pub client_delay: Dist,
+    /// JSON pointers for non-OpenAI servers (`--endpoint-type template`).
+    pub pointers: Option<openai::Pointers>,
+}
+
+impl Scratch {
+    fn decode<'a>(
+        &mut self,
+        json: &'a mut [u8],
+    ) -> Result<openai::Payload<'a>, openai::DecodeError> {
+        match &self.pointers {
+            Some(p) => openai::decode_with(json, &mut self.json, p),
+            None => openai::decode(json, &mut self.json),
+        }
+    }
 }
 
 impl Default for Scratch {
@@ -35,6 +49,7 @@ impl Default for Scratch {
         Scratch {
             json: simd_json::Buffers::new(4096),
             client_delay: Dist::new(),
+            pointers: None,
         }
     }
 }
@@ -190,7 +205,7 @@ impl Exchange {
     }
 
     fn finish_whole_body(&mut self, t: u64, rec: &mut Record, scratch: &mut Scratch) {
-        match openai::decode(&mut self.body, &mut scratch.json) {
+        match scratch.decode(&mut self.body) {
             Ok(p) => {
                 if let Some(e) = p.error {
                     self.failure = Some((Outcome::ServerError, cut(&e)));
@@ -198,8 +213,8 @@ impl Exchange {
                 }
                 if !p.content.is_empty() || !p.reasoning.is_empty() {
                     rec.last_content_ns = Some(t);
-                    rec.text.push_str(p.reasoning);
-                    rec.text.push_str(p.content);
+                    rec.text.push_str(&p.reasoning);
+                    rec.text.push_str(&p.content);
                 }
                 rec.finish_reason = p.finish_reason.map(str::to_string);
                 apply_usage(p.usage, rec);
@@ -225,7 +240,7 @@ fn on_event(
     if data == b"[DONE]" {
         return;
     }
-    let p = match openai::decode(data, &mut scratch.json) {
+    let p = match scratch.decode(data) {
         Ok(p) => p,
         Err(e) => {
             failure.get_or_insert((Outcome::BadJson, cut(&e.to_string())));
@@ -252,8 +267,8 @@ fn on_event(
             rec.first_output_ns = Some(t);
         }
         rec.last_content_ns = Some(t);
-        rec.text.push_str(p.reasoning);
-        rec.text.push_str(p.content);
+        rec.text.push_str(&p.reasoning);
+        rec.text.push_str(&p.content);
     }
     if let Some(f) = p.finish_reason {
         rec.finish_reason = Some(f.to_string());

@@ -6,19 +6,21 @@
 //! `delta.reasoning_content` or `delta.reasoning`) and completions (`text`) shapes decode
 //! through the same types; an `error` member may be an object or, as vLLM's 401, a string.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::Deserialize;
 
-/// Token counts the server reported.
+/// Token counts the server reported (chat and completions names; the Responses API's
+/// `input_tokens`/`output_tokens` read into the same fields).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 pub struct Usage {
     /// `usage.prompt_tokens`.
-    #[serde(default)]
+    #[serde(default, alias = "input_tokens")]
     pub prompt_tokens: Option<u64>,
     /// `usage.completion_tokens`.
-    #[serde(default)]
+    #[serde(default, alias = "output_tokens")]
     pub completion_tokens: Option<u64>,
 }
 
@@ -88,6 +90,30 @@ impl<'de> Deserialize<'de> for ErrorField {
     }
 }
 
+/// The `response` object of `response.completed` (and of a non-streamed response).
+#[derive(Debug, Default, Deserialize)]
+struct ResponseObject {
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    error: Option<ErrorField>,
+}
+
+/// Text parts of a non-streamed Responses API `output`.
+#[derive(Debug, Default, Deserialize)]
+struct OutputItem<'a> {
+    #[serde(borrow, default, rename = "type")]
+    kind: Option<&'a str>,
+    #[serde(borrow, default)]
+    content: Vec<OutputPart<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct OutputPart<'a> {
+    #[serde(borrow, default)]
+    text: Option<&'a str>,
+}
+
 #[derive(Debug, Default, Deserialize)]
 struct Wire<'a> {
     #[serde(borrow, default)]
@@ -102,15 +128,30 @@ struct Wire<'a> {
     /// Set by ringperf's simulator: when the event was written (`CLOCK_MONOTONIC` ns).
     #[serde(default)]
     x_ringperf_sent_ns: Option<u64>,
+    /// Responses API: the event type (`response.output_text.delta`, …).
+    #[serde(borrow, default, rename = "type")]
+    kind: Option<&'a str>,
+    /// Responses API: the text of a delta event.
+    #[serde(borrow, default)]
+    delta: Option<&'a str>,
+    /// Responses API: the response of `response.completed`/`response.failed`.
+    #[serde(default)]
+    response: Option<ResponseObject>,
+    /// Responses API, not streamed: output items.
+    #[serde(borrow, default)]
+    output: Option<Vec<OutputItem<'a>>>,
+    /// Responses API `error` events carry their message at the top level.
+    #[serde(borrow, default)]
+    message: Option<&'a str>,
 }
 
 /// What one event (or one whole non-streamed response) says.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Payload<'a> {
     /// Generated answer text in this event (chat `content`, completions `text`).
-    pub content: &'a str,
+    pub content: Cow<'a, str>,
     /// Generated reasoning text in this event.
-    pub reasoning: &'a str,
+    pub reasoning: Cow<'a, str>,
     /// `finish_reason`, when set.
     pub finish_reason: Option<&'a str>,
     /// `usage`, when present.
@@ -135,17 +176,110 @@ pub fn decode<'a>(
         .map_err(|e| DecodeError(e.to_string()))?;
     let choice = wire.choices.0.unwrap_or_default();
     let msg = choice.delta.or(choice.message).unwrap_or_default();
-    let error = wire
-        .error
-        .map(|e| e.0)
-        .or_else(|| wire.detail.map(|d| d.to_string()));
-    Ok(Payload {
-        content: msg.content.or(choice.text).unwrap_or(""),
-        reasoning: msg.reasoning_content.or(msg.reasoning).unwrap_or(""),
+    let mut p = Payload {
+        content: Cow::Borrowed(msg.content.or(choice.text).unwrap_or("")),
+        reasoning: Cow::Borrowed(msg.reasoning_content.or(msg.reasoning).unwrap_or("")),
         finish_reason: choice.finish_reason,
         usage: wire.usage,
-        error,
+        error: wire
+            .error
+            .map(|e| e.0)
+            .or_else(|| wire.detail.map(|d| d.to_string())),
         sent_ns: wire.x_ringperf_sent_ns,
+    };
+    // The Responses API: typed events, or a whole response with `output` items.
+    match wire.kind {
+        Some("response.output_text.delta") => p.content = Cow::Borrowed(wire.delta.unwrap_or("")),
+        Some("response.reasoning_text.delta" | "response.reasoning_summary_text.delta") => {
+            p.reasoning = Cow::Borrowed(wire.delta.unwrap_or(""))
+        }
+        Some("response.completed" | "response.incomplete") => {
+            if let Some(r) = wire.response {
+                p.usage = r.usage.or(p.usage);
+                p.finish_reason = Some(if wire.kind == Some("response.completed") {
+                    "completed"
+                } else {
+                    "incomplete"
+                });
+            }
+        }
+        Some("response.failed") => {
+            let e = wire.response.and_then(|r| r.error).map(|e| e.0);
+            p.error = Some(e.unwrap_or_else(|| "response.failed".into()));
+        }
+        Some("error") => p.error = Some(wire.message.unwrap_or("error event").to_string()),
+        _ => {}
+    }
+    for item in wire.output.iter().flatten() {
+        let text = item.content.iter().find_map(|c| c.text).unwrap_or("");
+        match item.kind {
+            Some("reasoning") if p.reasoning.is_empty() => p.reasoning = Cow::Borrowed(text),
+            Some("message") if p.content.is_empty() => p.content = Cow::Borrowed(text),
+            _ => {}
+        }
+    }
+    Ok(p)
+}
+
+/// JSON pointers (RFC 6901) to the generated text and, optionally, the output token count,
+/// for servers outside the OpenAI shapes (`--endpoint-type template`: TGI, Triton, …).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pointers {
+    /// Where each event's (or the whole body's) new text is, e.g. `/token/text`.
+    pub text: String,
+    /// Where the output token count is, e.g. `/details/generated_tokens`.
+    pub tokens: Option<String>,
+}
+
+fn lookup<'v, 'a>(
+    mut v: &'v simd_json::BorrowedValue<'a>,
+    pointer: &str,
+) -> Option<&'v simd_json::BorrowedValue<'a>> {
+    for raw in pointer.split('/').skip(1) {
+        let key = raw.replace("~1", "/").replace("~0", "~");
+        v = match v {
+            simd_json::BorrowedValue::Object(o) => o.get(key.as_str())?,
+            simd_json::BorrowedValue::Array(a) => a.get(key.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(v)
+}
+
+/// Decodes one document through `pointers`; an `error` member is reported as a server error.
+pub fn decode_with<'a>(
+    json: &'a mut [u8],
+    buffers: &mut simd_json::Buffers,
+    pointers: &Pointers,
+) -> Result<Payload<'a>, DecodeError> {
+    use simd_json::prelude::*;
+    let v = simd_json::to_borrowed_value_with_buffers(json, buffers)
+        .map_err(|e| DecodeError(e.to_string()))?;
+    let text = lookup(&v, &pointers.text)
+        .and_then(|t| t.as_str())
+        .unwrap_or("");
+    let tokens = pointers
+        .tokens
+        .as_deref()
+        .and_then(|p| lookup(&v, p))
+        .and_then(|t| t.as_u64());
+    let error = v.get("error").map(|e| match e.as_str() {
+        Some(s) => s.to_string(),
+        None => e
+            .get("message")
+            .and_then(|m| m.as_str())
+            .map_or_else(|| e.encode(), str::to_string),
+    });
+    Ok(Payload {
+        content: Cow::Owned(text.to_string()),
+        reasoning: Cow::Borrowed(""),
+        finish_reason: None,
+        usage: tokens.map(|t| Usage {
+            prompt_tokens: None,
+            completion_tokens: Some(t),
+        }),
+        error,
+        sent_ns: v.get("x_ringperf_sent_ns").and_then(|x| x.as_u64()),
     })
 }
 
@@ -229,6 +363,68 @@ mod tests {
             None
         );
         assert!(dec(r#"{"detail":"Not Found"}"#).4.is_some());
+    }
+
+    #[test]
+    fn responses_api_events_and_whole_response() {
+        let (c, _, _, _, _) = dec(
+            r#"{"type":"response.output_text.delta","item_id":"m","output_index":0,"content_index":0,"delta":"Hel","sequence_number":4}"#,
+        );
+        assert_eq!(c, "Hel");
+        let (_, r, _, _, _) = dec(r#"{"type":"response.reasoning_text.delta","delta":"think"}"#);
+        assert_eq!(r, "think");
+        let (c, _, f, u, _) = dec(
+            r#"{"type":"response.completed","response":{"id":"r","status":"completed","usage":{"input_tokens":9,"output_tokens":16,"total_tokens":25}}}"#,
+        );
+        assert_eq!(c, "");
+        assert_eq!(f.as_deref(), Some("completed"));
+        assert_eq!(
+            u,
+            Some(Usage {
+                prompt_tokens: Some(9),
+                completion_tokens: Some(16)
+            })
+        );
+        let (_, _, _, _, e) = dec(r#"{"type":"error","code":"server_error","message":"boom"}"#);
+        assert_eq!(e.as_deref(), Some("boom"));
+        let (_, _, _, _, e) =
+            dec(r#"{"type":"response.failed","response":{"error":{"code":"x","message":"bad"}}}"#);
+        assert_eq!(e.as_deref(), Some("bad"));
+        let (c, r, _, u, _) = dec(
+            r#"{"id":"r","object":"response","output":[{"type":"reasoning","content":[{"type":"reasoning_text","text":"hmm"}]},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Hi there"}]}],"usage":{"input_tokens":3,"output_tokens":2}}"#,
+        );
+        assert_eq!((c.as_str(), r.as_str()), ("Hi there", "hmm"));
+        assert_eq!(u.unwrap().completion_tokens, Some(2));
+    }
+
+    #[test]
+    fn json_pointers_for_tgi_and_triton_shapes() {
+        let ptr = Pointers {
+            text: "/token/text".into(),
+            tokens: Some("/details/generated_tokens".into()),
+        };
+        let mut b = br#"{"index":1,"token":{"id":5,"text":" world","logprob":-0.1,"special":false},"generated_text":null,"details":null}"#.to_vec();
+        let mut bufs = simd_json::Buffers::new(256);
+        let p = decode_with(&mut b, &mut bufs, &ptr).unwrap();
+        assert_eq!(p.content, " world");
+        assert_eq!(p.usage, None);
+        let mut b = br#"{"token":{"text":"!"},"generated_text":"Hello world!","details":{"finish_reason":"length","generated_tokens":3}}"#.to_vec();
+        let p = decode_with(&mut b, &mut bufs, &ptr).unwrap();
+        assert_eq!(p.usage.unwrap().completion_tokens, Some(3));
+        let ptr = Pointers {
+            text: "/text_output".into(),
+            tokens: None,
+        };
+        let mut b = br#"{"model_name":"m","text_output":"a~b"}"#.to_vec();
+        assert_eq!(decode_with(&mut b, &mut bufs, &ptr).unwrap().content, "a~b");
+        let mut b = br#"{"error":"Input validation error"}"#.to_vec();
+        assert_eq!(
+            decode_with(&mut b, &mut bufs, &ptr)
+                .unwrap()
+                .error
+                .as_deref(),
+            Some("Input validation error")
+        );
     }
 
     #[test]

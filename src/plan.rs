@@ -150,6 +150,8 @@ pub struct RunPlan {
     pub include_ramp: bool,
     /// Service-level objectives for goodput.
     pub slos: Vec<crate::report::goodput::Slo>,
+    /// JSON pointers for `--endpoint-type template`.
+    pub pointers: Option<crate::openai::Pointers>,
     /// Measured requests, when stopping by count.
     pub request_count: Option<u64>,
     /// Measurement duration (ns), when stopping by time.
@@ -267,6 +269,8 @@ impl RunPlan {
             return Err(flag("timeouts must be longer than 0"));
         }
         let endpoint = Endpoint::parse(&t.url)?;
+        // Embeddings are never streamed.
+        let streaming = t.streaming && t.endpoint_type != EndpointType::Embeddings;
         let mut headers = Vec::new();
         if let Some(key) = t.api_key.as_deref().filter(|k| !k.is_empty()) {
             headers.push(("Authorization".to_string(), format!("Bearer {key}")));
@@ -300,6 +304,11 @@ impl RunPlan {
                 match t.endpoint_type {
                     EndpointType::Chat => "/v1/chat/completions",
                     EndpointType::Completions => "/v1/completions",
+                    EndpointType::Embeddings => "/v1/embeddings",
+                    EndpointType::Responses => "/v1/responses",
+                    EndpointType::Template => {
+                        return Err(flag("--endpoint-type template needs --endpoint PATH"));
+                    }
                 }
             ),
         };
@@ -321,11 +330,51 @@ impl RunPlan {
             .collect();
 
         let extra = parse_extra_inputs(&w.extra_inputs)?;
+        let template = match (&t.request_template, t.endpoint_type) {
+            (Some(path), EndpointType::Template) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| WorkloadError::Template(format!("{}: {e}", path.display())))?;
+                crate::workload::check_template(&text).map_err(|e| {
+                    WorkloadError::Template(format!(
+                        "{}: {}",
+                        path.display(),
+                        e.to_string().trim_start_matches("--request-template ")
+                    ))
+                })?;
+                Some(text)
+            }
+            (None, EndpointType::Template) => {
+                return Err(flag(
+                    "--endpoint-type template needs --request-template FILE",
+                ))
+            }
+            (Some(_), _) => {
+                return Err(flag(
+                    "--request-template goes with --endpoint-type template",
+                ))
+            }
+            (None, _) => None,
+        };
+        let pointers =
+            (t.endpoint_type == EndpointType::Template).then(|| crate::openai::Pointers {
+                text: t.response_text_pointer.clone(),
+                tokens: t.response_tokens_pointer.clone(),
+            });
+        for p in pointers
+            .iter()
+            .flat_map(|p| std::iter::once(&p.text).chain(p.tokens.as_ref()))
+        {
+            if !(p.is_empty() || p.starts_with('/')) {
+                return Err(flag(format!(
+                    "{p:?} is not a JSON pointer (they start with /)"
+                )));
+            }
+        }
         let tokenizer = Tokenizer::load(w.tokenizer.as_deref())?;
         let spec = BodySpec {
             model: t.model.clone(),
             endpoint_type: t.endpoint_type,
-            streaming: t.streaming,
+            streaming,
             include_usage: !w.no_usage,
             isl: (
                 w.synthetic_input_tokens_mean,
@@ -334,6 +383,7 @@ impl RunPlan {
             osl: w.output_tokens_mean.map(|m| (m, w.output_tokens_stddev)),
             osl_deterministic: w.output_tokens_mean_deterministic,
             extra,
+            template,
             entries: w.num_dataset_entries as usize,
             prefixes: w.num_prefix_prompts.map(|n| (n, w.prefix_prompt_length)),
             seed: w.random_seed,
@@ -356,7 +406,7 @@ impl RunPlan {
             host: &authority,
             path: &path,
             headers: &headers,
-            streaming: t.streaming,
+            streaming,
         };
         let (dataset, file_times) = match &w.input_file {
             None => (Dataset::synthetic(&spec, &target, &tokenizer)?, None),
@@ -437,6 +487,9 @@ impl RunPlan {
             let et = match t.endpoint_type {
                 EndpointType::Chat => "chat",
                 EndpointType::Completions => "completions",
+                EndpointType::Embeddings => "embeddings",
+                EndpointType::Responses => "responses",
+                EndpointType::Template => "template",
             };
             let mode = match l.request_rate {
                 Some(r) => format!("request_rate{r}"),
@@ -486,7 +539,7 @@ impl RunPlan {
             path,
             model: t.model.clone(),
             endpoint_type: t.endpoint_type,
-            streaming: t.streaming,
+            streaming,
             tls,
             connect_timeout_ns: t.connect_timeout,
             request_timeout_ns: t.request_timeout,
@@ -496,6 +549,7 @@ impl RunPlan {
             ramp_ns,
             include_ramp: l.include_ramp_up,
             slos: l.goodput.clone(),
+            pointers,
             request_count,
             duration_ns: l.benchmark_duration,
             grace_ns: l.grace_period,

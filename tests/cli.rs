@@ -58,7 +58,10 @@ fn bad_input_is_one_clear_line_and_exit_2() {
         r#"[{"conversations": [{"from": "gpt", "value": "hi"}]}]"#,
     )
     .unwrap();
+    let template = files.join("noprompt.json");
+    std::fs::write(&template, r#"{"inputs": "fixed"}"#).unwrap();
     let (back, sharegpt) = (back.to_str().unwrap(), sharegpt.to_str().unwrap());
+    let template = template.to_str().unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["--no-such-flag"],
@@ -111,6 +114,17 @@ fn bad_input_is_one_clear_line_and_exit_2() {
             "no conversation has a human turn",
         ),
         (vec!["--goodput", "speed:3"], "unknown SLO metric"),
+        (
+            vec![
+                "--endpoint-type",
+                "template",
+                "--endpoint",
+                "/generate",
+                "--request-template",
+                template,
+            ],
+            "has no {{prompt}} placeholder",
+        ),
     ];
     for (args, expect) in cases {
         let (code, stderr) = fails(&args);

@@ -91,6 +91,7 @@ impl Shard {
             ),
             None => None,
         };
+        let pointers = plan.pointers.clone();
         let shard = Rc::new(Shard {
             index,
             plan,
@@ -106,7 +107,10 @@ impl Shard {
             finished: Cell::new(false),
             ramping: Cell::new(false),
             fds: RefCell::new(FdSet::default()),
-            scratch: RefCell::new(Scratch::default()),
+            scratch: RefCell::new(Scratch {
+                pointers: pointers.clone(),
+                ..Scratch::default()
+            }),
             read_delay: RefCell::new(Dist::new()),
             records: RefCell::new(Vec::new()),
             timer: FineTimer::start()?,

@@ -407,8 +407,16 @@ async fn respond(
 }
 
 /// What a generation request asked for.
+/// Which API shape a generation request used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Api {
+    Chat,
+    Completions,
+    Responses,
+}
+
 struct Gen {
-    chat: bool,
+    api: Api,
     stream: bool,
     usage: bool,
     max_tokens: u32,
@@ -438,6 +446,10 @@ struct GenRequest<'a> {
     messages: Option<Vec<MessageIn<'a>>>,
     #[serde(borrow, default)]
     prompt: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    input: Option<&'a serde_json::value::RawValue>,
+    #[serde(default)]
+    max_output_tokens: Option<u64>,
 }
 
 #[derive(serde::Deserialize)]
@@ -452,24 +464,26 @@ struct MessageIn<'a> {
     content: Option<&'a serde_json::value::RawValue>,
 }
 
-fn read_gen(r: &GenRequest<'_>, chat: bool, default_max: u32) -> Gen {
+fn read_gen(r: &GenRequest<'_>, api: Api, default_max: u32) -> Gen {
     let clamp = |n: u64| n.min(u64::from(u32::MAX)) as u32;
-    let prompt_chars = if chat {
-        r.messages
+    let prompt_chars = match api {
+        Api::Chat => r
+            .messages
             .iter()
             .flatten()
             .filter_map(|m| m.content.map(|c| c.get().len()))
-            .sum::<usize>()
-    } else {
-        r.prompt.map_or(0, |p| p.get().len())
+            .sum::<usize>(),
+        Api::Completions => r.prompt.map_or(0, |p| p.get().len()),
+        Api::Responses => r.input.map_or(0, |p| p.get().len()),
     };
     let max_tokens = r
         .max_tokens
         .or(r.max_completion_tokens)
+        .or(r.max_output_tokens)
         .map_or(default_max, clamp)
         .max(1);
     Gen {
-        chat,
+        api,
         stream: r.stream,
         usage: r.stream_options.as_ref().is_some_and(|o| o.include_usage),
         max_tokens,
@@ -511,8 +525,15 @@ async fn handle(
             );
             respond(stream, out, 200, json, b.as_bytes(), req.close).await
         }
-        ("POST", "/v1/chat/completions") | ("POST", "/v1/completions") => {
-            let chat = path == "/v1/chat/completions";
+        (
+            "POST",
+            "/v1/chat/completions" | "/v1/completions" | "/v1/responses" | "/v1/embeddings",
+        ) => {
+            let api = match path {
+                "/v1/chat/completions" => Api::Chat,
+                "/v1/completions" => Api::Completions,
+                _ => Api::Responses,
+            };
             let r: GenRequest<'_> = match serde_json::from_slice(body) {
                 Ok(r) => r,
                 Err(e) => {
@@ -529,11 +550,23 @@ async fn handle(
                 );
                 return respond(stream, out, 404, json, b.as_bytes(), req.close).await;
             }
-            let gen = read_gen(&r, chat, ctx.args.default_max_tokens);
             ctx.counters.requests.fetch_add(1, Ordering::Relaxed);
+            if path == "/v1/embeddings" {
+                return embed(ctx, stream, out, &r, req.close, arrived).await;
+            }
+            let gen = read_gen(&r, api, ctx.args.default_max_tokens);
             generate(ctx, stream, out, gen, req.close, arrived).await
         }
-        (_, "/v1/chat/completions" | "/v1/completions" | "/v1/models" | "/health" | "/metrics") => {
+        (
+            _,
+            "/v1/chat/completions"
+            | "/v1/completions"
+            | "/v1/responses"
+            | "/v1/embeddings"
+            | "/v1/models"
+            | "/health"
+            | "/metrics",
+        ) => {
             respond(
                 stream,
                 out,
@@ -600,7 +633,11 @@ async fn generate(
     ctx.next_id.set(id + 1);
     let id = format!(
         "{}-{:x}-{id:x}",
-        if gen.chat { "chatcmpl" } else { "cmpl" },
+        match gen.api {
+            Api::Chat => "chatcmpl",
+            Api::Completions => "cmpl",
+            Api::Responses => "resp",
+        },
         ctx.shard
     );
     let created = crate::clock::unix_time_secs() as u64;
@@ -609,10 +646,10 @@ async fn generate(
     } else {
         "stop"
     };
-    let object = if gen.chat {
-        "chat.completion"
-    } else {
-        "text_completion"
+    let object = match gen.api {
+        Api::Chat => "chat.completion",
+        Api::Completions => "text_completion",
+        Api::Responses => "response",
     };
 
     if gen.stream {
@@ -622,7 +659,14 @@ async fn generate(
             "HTTP/1.1 200 OK\r\nserver: ringperf-sim\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n{}\r\n",
             if close { "connection: close\r\n" } else { "" }
         );
-        if gen.chat {
+        if gen.api == Api::Responses {
+            let ev = format!(
+                r#"{{"type":"response.created","response":{{"id":"{id}","object":"response","created_at":{created},"status":"in_progress","model":{}}}}}"#,
+                ctx.model_json
+            );
+            push_named_event(out, "response.created", ev.as_bytes());
+        }
+        if gen.api == Api::Chat {
             // vLLM's first chunk: the role, with empty content (not a content event).
             let ev = format!(
                 r#"{{"id":"{id}","object":"chat.completion.chunk","created":{created},"model":{},"choices":[{{"index":0,"delta":{{"role":"assistant","content":""}},"finish_reason":null}}]}}"#,
@@ -659,18 +703,27 @@ async fn generate(
             } else {
                 "null".into()
             };
-            let choice = if gen.chat {
-                format!(r#"{{"index":0,"delta":{{"content":"{piece}"}},"finish_reason":{fin}}}"#)
-            } else {
-                format!(r#"{{"index":0,"text":"{piece}","finish_reason":{fin}}}"#)
+            let choice = match gen.api {
+                Api::Chat => format!(
+                    r#"{{"index":0,"delta":{{"content":"{piece}"}},"finish_reason":{fin}}}"#
+                ),
+                _ => format!(r#"{{"index":0,"text":"{piece}","finish_reason":{fin}}}"#),
             };
-            let ev = format!(
-                r#"{{"id":"{id}","object":"{object}{}","created":{created},"model":{},"choices":[{choice}],"x_ringperf_sent_ns":{}}}"#,
-                if gen.chat { ".chunk" } else { "" },
-                ctx.model_json,
-                now_ns()
-            );
-            push_event(out, ev.as_bytes());
+            if gen.api == Api::Responses {
+                let ev = format!(
+                    r#"{{"type":"response.output_text.delta","item_id":"msg-{id}","output_index":0,"content_index":0,"delta":"{piece}","x_ringperf_sent_ns":{}}}"#,
+                    now_ns()
+                );
+                push_named_event(out, "response.output_text.delta", ev.as_bytes());
+            } else {
+                let ev = format!(
+                    r#"{{"id":"{id}","object":"{object}{}","created":{created},"model":{},"choices":[{choice}],"x_ringperf_sent_ns":{}}}"#,
+                    if gen.api == Api::Chat { ".chunk" } else { "" },
+                    ctx.model_json,
+                    now_ns()
+                );
+                push_event(out, ev.as_bytes());
+            }
             if !send(stream, out).await {
                 return false;
             }
@@ -695,32 +748,86 @@ async fn generate(
         gen.prompt_tokens,
         gen.prompt_tokens + u64::from(n_out)
     );
+    let responses_usage = format!(
+        r#"{{"input_tokens":{},"output_tokens":{n_out},"total_tokens":{}}}"#,
+        gen.prompt_tokens,
+        gen.prompt_tokens + u64::from(n_out)
+    );
     if gen.stream {
-        if gen.usage {
+        if gen.api == Api::Responses {
             let ev = format!(
-                r#"{{"id":"{id}","object":"{object}{}","created":{created},"model":{},"choices":[],"usage":{usage}}}"#,
-                if gen.chat { ".chunk" } else { "" },
+                r#"{{"type":"response.completed","response":{{"id":"{id}","object":"response","created_at":{created},"status":"completed","model":{},"usage":{responses_usage}}}}}"#,
                 ctx.model_json
             );
-            push_event(out, ev.as_bytes());
+            push_named_event(out, "response.completed", ev.as_bytes());
+        } else {
+            if gen.usage {
+                let ev = format!(
+                    r#"{{"id":"{id}","object":"{object}{}","created":{created},"model":{},"choices":[],"usage":{usage}}}"#,
+                    if gen.api == Api::Chat { ".chunk" } else { "" },
+                    ctx.model_json
+                );
+                push_event(out, ev.as_bytes());
+            }
+            push_event(out, b"[DONE]");
         }
-        push_event(out, b"[DONE]");
         out.extend_from_slice(b"0\r\n\r\n");
         send(stream, out).await && !close
     } else {
-        let choice = if gen.chat {
-            format!(
-                r#"{{"index":0,"message":{{"role":"assistant","content":"{text}"}},"finish_reason":"{finish}"}}"#
-            )
-        } else {
-            format!(r#"{{"index":0,"text":"{text}","finish_reason":"{finish}"}}"#)
+        let b = match gen.api {
+            Api::Chat => format!(
+                r#"{{"id":"{id}","object":"{object}","created":{created},"model":{},"choices":[{{"index":0,"message":{{"role":"assistant","content":"{text}"}},"finish_reason":"{finish}"}}],"usage":{usage}}}"#,
+                ctx.model_json
+            ),
+            Api::Completions => format!(
+                r#"{{"id":"{id}","object":"{object}","created":{created},"model":{},"choices":[{{"index":0,"text":"{text}","finish_reason":"{finish}"}}],"usage":{usage}}}"#,
+                ctx.model_json
+            ),
+            Api::Responses => format!(
+                r#"{{"id":"{id}","object":"response","created_at":{created},"status":"completed","model":{},"output":[{{"type":"message","role":"assistant","content":[{{"type":"output_text","text":"{text}"}}]}}],"usage":{responses_usage}}}"#,
+                ctx.model_json
+            ),
         };
-        let b = format!(
-            r#"{{"id":"{id}","object":"{object}","created":{created},"model":{},"choices":[{choice}],"usage":{usage}}}"#,
-            ctx.model_json
-        );
         respond(stream, out, 200, "application/json", b.as_bytes(), close).await
     }
+}
+
+/// `/v1/embeddings`: a small fixed vector after the TTFT (the compute time).
+async fn embed(
+    ctx: &Rc<Ctx>,
+    stream: &mut Conn,
+    out: &mut Vec<u8>,
+    r: &GenRequest<'_>,
+    close: bool,
+    arrived: u64,
+) -> bool {
+    let ttft = ctx.args.ttft.sample(&mut *ctx.rng.borrow_mut());
+    let tokens = r.input.map_or(0, |i| i.get().len()).div_ceil(4);
+    {
+        let _waiting = Gauge::up(&ctx.counters.waiting);
+        let permit = ctx.batch.admit().await;
+        let start = if permit.queued { now_ns() } else { arrived };
+        drop(_waiting);
+        let _running = Gauge::up(&ctx.counters.running);
+        ctx.timer.sleep_until(start + ttft).await;
+    }
+    ctx.counters.finished.fetch_add(1, Ordering::Relaxed);
+    let b = format!(
+        r#"{{"object":"list","data":[{{"object":"embedding","index":0,"embedding":[0.125,-0.25,0.5,0.0625,-0.5,0.25,0.375,-0.125]}}],"model":{},"usage":{{"prompt_tokens":{tokens},"total_tokens":{tokens}}}}}"#,
+        ctx.model_json
+    );
+    respond(stream, out, 200, "application/json", b.as_bytes(), close).await
+}
+
+/// Appends one named SSE event (`event:` then `data:`) as one HTTP chunk.
+fn push_named_event(out: &mut Vec<u8>, name: &str, data: &[u8]) {
+    let _ = write!(
+        out,
+        "{:x}\r\nevent: {name}\ndata: ",
+        data.len() + name.len() + 16
+    );
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\n\n\r\n");
 }
 
 /// Appends one SSE event as one HTTP chunk.

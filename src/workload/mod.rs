@@ -30,6 +30,9 @@ pub enum WorkloadError {
     /// A dataset file is unreadable or malformed (the text names the file and line).
     #[error("--input-file {0}")]
     Dataset(String),
+    /// The request template is unusable.
+    #[error("--request-template {0}")]
+    Template(String),
 }
 
 /// What every request body is built from.
@@ -51,6 +54,8 @@ pub struct BodySpec {
     pub osl_deterministic: bool,
     /// Extra body fields from `--extra-inputs`.
     pub extra: Map<String, Value>,
+    /// `--endpoint-type template`: the body template.
+    pub template: Option<String>,
     /// Distinct prompts to make.
     pub entries: usize,
     /// Shared system-prompt-like prefixes: how many, and their length in tokens.
@@ -238,10 +243,77 @@ impl Dataset {
 }
 
 /// The JSON body of one request.
+fn prompt_text(prompt: &files::Prompt) -> String {
+    match prompt {
+        files::Prompt::Text(t) => t.clone(),
+        // An endpoint that takes one text gets the messages' contents, in order.
+        files::Prompt::Messages(msgs) => msgs
+            .iter()
+            .filter_map(|x| x.get("content").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    }
+}
+
+/// Checks a request template: it needs `{{prompt}}`, and must be JSON once filled in.
+pub fn check_template(template: &str) -> Result<(), WorkloadError> {
+    if !template.contains("{{prompt}}") {
+        return Err(WorkloadError::Template(
+            "has no {{prompt}} placeholder: ringperf would send the same body every time".into(),
+        ));
+    }
+    let filled = fill_template(template, "x", Some(1), "m");
+    serde_json::from_slice::<Value>(&filled)
+        .map(|_| ())
+        .map_err(|e| WorkloadError::Template(format!("is not JSON once filled in: {e}")))
+}
+
+fn fill_template(template: &str, prompt: &str, osl: Option<u32>, model: &str) -> Vec<u8> {
+    let q = |s: &str| serde_json::to_string(s).expect("string");
+    template
+        .replace("{{prompt}}", &q(prompt))
+        .replace("{{model}}", &q(model))
+        .replace(
+            "{{max_tokens}}",
+            &osl.map_or("null".to_string(), |n| n.to_string()),
+        )
+        .into_bytes()
+}
+
+/// The JSON body of one request.
 pub fn request_body(spec: &BodySpec, prompt: &files::Prompt, osl: Option<u32>) -> Vec<u8> {
     use files::Prompt;
     let mut m = Map::new();
     m.insert("model".into(), Value::String(spec.model.clone()));
+    match spec.endpoint_type {
+        EndpointType::Template => {
+            let t = spec.template.as_deref().unwrap_or("{}");
+            return fill_template(t, &prompt_text(prompt), osl, &spec.model);
+        }
+        EndpointType::Embeddings => {
+            m.insert("input".into(), Value::String(prompt_text(prompt)));
+            for (k, v) in &spec.extra {
+                m.insert(k.clone(), v.clone());
+            }
+            return serde_json::to_vec(&Value::Object(m)).expect("serializable");
+        }
+        EndpointType::Responses => {
+            let input = match prompt {
+                Prompt::Text(t) => Value::String(t.clone()),
+                Prompt::Messages(msgs) => Value::Array(msgs.clone()),
+            };
+            m.insert("input".into(), input);
+            m.insert("stream".into(), Value::Bool(spec.streaming));
+            if let Some(n) = osl {
+                m.insert("max_output_tokens".into(), Value::from(n));
+            }
+            for (k, v) in &spec.extra {
+                m.insert(k.clone(), v.clone());
+            }
+            return serde_json::to_vec(&Value::Object(m)).expect("serializable");
+        }
+        EndpointType::Chat | EndpointType::Completions => {}
+    }
     match (spec.endpoint_type, prompt) {
         (EndpointType::Chat, Prompt::Text(t)) => {
             m.insert(
@@ -252,16 +324,8 @@ pub fn request_body(spec: &BodySpec, prompt: &files::Prompt, osl: Option<u32>) -
         (EndpointType::Chat, Prompt::Messages(msgs)) => {
             m.insert("messages".into(), Value::Array(msgs.clone()));
         }
-        (EndpointType::Completions, Prompt::Text(t)) => {
-            m.insert("prompt".into(), Value::String(t.clone()));
-        }
-        (EndpointType::Completions, Prompt::Messages(msgs)) => {
-            // A completions endpoint takes one text: the messages' contents, in order.
-            let text: Vec<&str> = msgs
-                .iter()
-                .filter_map(|x| x.get("content").and_then(Value::as_str))
-                .collect();
-            m.insert("prompt".into(), Value::String(text.join("\n")));
+        (_, p) => {
+            m.insert("prompt".into(), Value::String(prompt_text(p)));
         }
     }
     m.insert("stream".into(), Value::Bool(spec.streaming));
