@@ -131,7 +131,10 @@ pub fn profile(
         &report,
         &plan.artifact_dir,
         &plan.input_config,
-        &plan.dataset.inputs_json(),
+        &match &plan.sessions {
+            Some(s) => s.inputs_json(),
+            None => plan.dataset.inputs_json(),
+        },
         &times,
     )
     .map_err(|e| {

@@ -225,6 +225,16 @@ pub struct WorkloadArgs {
     /// Length of each shared prefix in tokens.
     #[arg(long, default_value_t = 100)]
     pub prefix_prompt_length: u32,
+    /// Multi-turn sessions: mean turns per session (each turn sends the history with the
+    /// real answers). --request-count and --concurrency then count sessions.
+    #[arg(long)]
+    pub session_turns_mean: Option<f64>,
+    /// Standard deviation of the turns per session.
+    #[arg(long, default_value_t = 0.0)]
+    pub session_turns_stddev: f64,
+    /// Pause between an answer and the session's next turn (a user reading and typing).
+    #[arg(long, value_parser = parse_duration_ns, default_value = "0s", value_name = "DURATION")]
+    pub session_turn_delay: u64,
 }
 
 /// Artifacts and console.

@@ -199,7 +199,7 @@ impl Exchange {
             return;
         }
         rec.outcome = Outcome::Ok;
-        if rec.osl.is_some() && rec.id % TOKENIZER_CHECK_EVERY != 0 {
+        if rec.osl.is_some() && rec.id % TOKENIZER_CHECK_EVERY != 0 && !rec.keep_text {
             rec.text = String::new();
         }
     }

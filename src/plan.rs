@@ -152,6 +152,8 @@ pub struct RunPlan {
     pub slos: Vec<crate::report::goodput::Slo>,
     /// JSON pointers for `--endpoint-type template`.
     pub pointers: Option<crate::openai::Pointers>,
+    /// Multi-turn sessions, when asked for.
+    pub sessions: Option<Arc<crate::workload::Sessions>>,
     /// Measured requests, when stopping by count.
     pub request_count: Option<u64>,
     /// Measurement duration (ns), when stopping by time.
@@ -455,6 +457,37 @@ impl RunPlan {
             }
         };
 
+        let sessions = match w.session_turns_mean {
+            None => None,
+            Some(m) => {
+                if !(m >= 1.0 && m <= crate::workload::MAX_TURNS as f64)
+                    || w.session_turns_stddev < 0.0
+                {
+                    return Err(flag(
+                        "--session-turns-mean must be from 1 to 1024, and -stddev not negative",
+                    ));
+                }
+                if t.endpoint_type != EndpointType::Chat {
+                    return Err(flag("multi-turn sessions need --endpoint-type chat"));
+                }
+                if open_loop || w.input_file.is_some() {
+                    return Err(flag("multi-turn sessions are closed loop with synthetic prompts: drop --request-rate, --fixed-schedule and --input-file"));
+                }
+                let list = crate::workload::Sessions::synthetic(
+                    &spec,
+                    &tokenizer,
+                    (m, w.session_turns_stddev),
+                )?;
+                Some(Arc::new(crate::workload::Sessions {
+                    spec: spec.clone(),
+                    host: authority.clone(),
+                    path: path.clone(),
+                    headers: headers.clone(),
+                    list,
+                    delay_ns: w.session_turn_delay,
+                }))
+            }
+        };
         let request_count = match l.benchmark_duration {
             Some(_) => None,
             None => Some(l.request_count.unwrap_or(10)),
@@ -528,6 +561,9 @@ impl RunPlan {
             "fixed_schedule": w.fixed_schedule,
             "num_prefix_prompts": w.num_prefix_prompts,
             "prefix_prompt_length": w.num_prefix_prompts.map(|_| w.prefix_prompt_length),
+            "session_turns_mean": w.session_turns_mean,
+            "session_turns_stddev": w.session_turns_mean.map(|_| w.session_turns_stddev),
+            "session_turn_delay_s": w.session_turns_mean.map(|_| w.session_turn_delay as f64 / 1e9),
             "tokenizer": tokenizer.source,
             "shards": shards,
             "driver": args.engine.driver,
@@ -550,6 +586,7 @@ impl RunPlan {
             include_ramp: l.include_ramp_up,
             slos: l.goodput.clone(),
             pointers,
+            sessions,
             request_count,
             duration_ns: l.benchmark_duration,
             grace_ns: l.grace_period,

@@ -134,9 +134,14 @@ pub struct Record {
     pub error: Option<String>,
     /// True if it ran on a fresh connection after a reused one turned out dead.
     pub reconnected: bool,
+    /// Multi-turn sessions: the session's number and this turn's index.
+    pub session: Option<(u64, u32)>,
     /// Response text kept for re-tokenizing when the server sent no usage; emptied after.
     #[serde(skip)]
     pub text: String,
+    /// Keep `text` even when the server reports usage (a session needs the real answer).
+    #[serde(skip)]
+    pub keep_text: bool,
 }
 
 impl Record {
@@ -165,7 +170,9 @@ impl Record {
             outcome: Outcome::Ok,
             error: None,
             reconnected: false,
+            session: None,
             text: String::new(),
+            keep_text: false,
         }
     }
 

@@ -81,7 +81,7 @@ fn tgi_stream() -> Vec<u8> {
 
 #[test]
 fn template_endpoint_for_a_tgi_shaped_server() {
-    let server = fake_server(|_| (tgi_stream(), false));
+    let server = fake_server(|_, _| (tgi_stream(), false));
     let dir = artifact_dir("ep-template");
     std::fs::create_dir_all(&dir).unwrap();
     let template = dir.join("tgi.json");

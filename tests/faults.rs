@@ -11,7 +11,7 @@ use support::{artifact_dir, capture, fake_server, profile, sim};
 fn llamacpp_closing_after_every_stream_is_a_reconnect_not_an_error() {
     // llama.cpp advertises keep-alive but closes after each streamed response.
     let body = capture("llamacpp/chat-stream.http");
-    let server = fake_server(move |_| (body.clone(), true));
+    let server = fake_server(move |_, _| (body.clone(), true));
     let url = format!("http://{}", server.addr);
     let dir = artifact_dir("faults-llamacpp");
     let res = profile(
@@ -37,7 +37,7 @@ fn http_errors_and_cut_streams_are_counted_by_kind_and_the_run_completes() {
     let ok = capture("vllm/chat-stream.http");
     let err500 = capture("llamacpp/error-bad-json.http");
     let cut = ok[..ok.len() / 2].to_vec();
-    let server = fake_server(move |n| match n % 5 {
+    let server = fake_server(move |n, _| match n % 5 {
         1 => (err500.clone(), true),
         3 => (cut.clone(), true),
         _ => (ok.clone(), false),
@@ -71,7 +71,7 @@ fn http_errors_and_cut_streams_are_counted_by_kind_and_the_run_completes() {
 
 #[test]
 fn a_silent_server_hits_the_request_timeout_without_hanging() {
-    let server = fake_server(|_| {
+    let server = fake_server(|_, _| {
         std::thread::sleep(Duration::from_secs(3));
         (Vec::new(), true)
     });

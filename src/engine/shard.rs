@@ -20,11 +20,11 @@ use super::conn::{self, Conn, FdSet};
 use super::schedule::{Schedule, Ticket};
 use crate::clock::now_ns;
 use crate::exchange::{Exchange, Scratch};
+use crate::http::request::Template;
 use crate::plan::RunPlan;
 use crate::record::{Outcome, Record};
 use crate::stats::Dist;
 use crate::timer::FineTimer;
-use crate::workload::Entry;
 
 /// Initial read buffer per connection. Only the pages the kernel writes become resident.
 const READ_BUF: usize = 16 * 1024;
@@ -173,7 +173,11 @@ impl Shard {
             self.in_flight.set(n);
             self.peak_in_flight.set(self.peak_in_flight.get().max(n));
             self.progress.in_flight.store(n as u64, Ordering::Relaxed);
-            monoio::spawn(request(self.clone(), ticket));
+            if self.plan.sessions.is_some() {
+                monoio::spawn(session(self.clone(), ticket));
+            } else {
+                monoio::spawn(request(self.clone(), ticket));
+            }
         }
         WaitFor {
             shard: self,
@@ -197,10 +201,16 @@ impl Shard {
         self.timer.close().await;
     }
 
-    fn complete(&self, rec: Record) {
+    /// Gives back a place under the concurrency cap.
+    fn release(&self) {
         let n = self.in_flight.get() - 1;
         self.in_flight.set(n);
         self.progress.in_flight.store(n as u64, Ordering::Relaxed);
+        self.wake();
+    }
+
+    /// Keeps a finished request's record.
+    fn record(&self, rec: Record) {
         if rec.phase == crate::record::Phase::Profiling {
             self.progress.done.fetch_add(1, Ordering::Relaxed);
             if rec.outcome != Outcome::Ok {
@@ -208,7 +218,6 @@ impl Shard {
             }
         }
         self.records.borrow_mut().push(rec);
-        self.wake();
     }
 }
 
@@ -296,7 +305,6 @@ async fn watch(shard: std::rc::Weak<Shard>) {
 async fn request(shard: Rc<Shard>, ticket: Ticket) {
     let plan = shard.plan.clone();
     let entry = &plan.dataset.entries[ticket.entry as usize];
-    let mut slot = shard.pool.borrow_mut().pop().unwrap_or_default();
     let mut rec = Record::new(
         ticket.id,
         shard.index,
@@ -306,13 +314,74 @@ async fn request(shard: Rc<Shard>, ticket: Ticket) {
     );
     rec.intended_ns = ticket.intended_ns;
     rec.requested_osl = entry.requested_osl;
+    exchange_once(&shard, &entry.template, &mut rec).await;
+    shard.record(rec);
+    shard.release();
+}
+
+/// A multi-turn session: each turn sends the whole history, the real answers included, and
+/// waits `--session-turn-delay` after the previous answer. Occupies one place under the
+/// concurrency cap for the whole session.
+async fn session(shard: Rc<Shard>, ticket: Ticket) {
+    use crate::workload::files::Prompt;
+    let plan = shard.plan.clone();
+    let sessions = plan.sessions.as_ref().expect("session mode");
+    let s = &sessions.list[ticket.entry as usize % sessions.list.len()];
+    let mut history: Vec<serde_json::Value> = Vec::new();
+    let mut context_tokens = 0u32;
+    for (k, turn) in s.turns.iter().enumerate() {
+        if k > 0 {
+            if sessions.delay_ns > 0 {
+                monoio::time::sleep(Duration::from_nanos(sessions.delay_ns)).await;
+            }
+            if shard.cancelled.get() {
+                break;
+            }
+        }
+        history.push(serde_json::json!({"role": "user", "content": turn.prompt}));
+        let body = crate::workload::request_body(
+            &sessions.spec,
+            &Prompt::Messages(history.clone()),
+            turn.osl,
+        );
+        let template = crate::http::request::Template::post_json(&sessions.target(), &body);
+        let isl = context_tokens + turn.isl;
+        let mut rec = Record::new(
+            ticket.id * crate::workload::MAX_TURNS + k as u64,
+            shard.index,
+            ticket.phase,
+            ticket.entry,
+            isl,
+        );
+        rec.requested_osl = turn.osl;
+        rec.session = Some((ticket.id, k as u32));
+        rec.keep_text = true;
+        exchange_once(&shard, &template, &mut rec).await;
+        let ok = rec.outcome == Outcome::Ok;
+        let answer = rec.text.clone();
+        context_tokens = isl + rec.osl.unwrap_or(0) as u32;
+        if rec.osl.is_some() {
+            rec.text = String::new();
+        }
+        shard.record(rec);
+        if !ok {
+            break;
+        }
+        history.push(serde_json::json!({"role": "assistant", "content": answer}));
+    }
+    shard.release();
+}
+
+/// Sends `template` as request `rec` on a pooled connection, within the request timeout.
+async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record) {
+    let plan = &shard.plan;
+    let mut slot = shard.pool.borrow_mut().pop().unwrap_or_default();
     // One allocation of the right size instead of repeated growth while tokens stream in.
     rec.chunk_gaps_ns
-        .reserve_exact(entry.requested_osl.map_or(0, |n| n as usize));
+        .reserve_exact(rec.requested_osl.map_or(0, |n| n as usize));
     let fd_slot = shard.fds.borrow_mut().insert();
     let limit = Duration::from_nanos(plan.request_timeout_ns);
-    let timed =
-        monoio::time::timeout(limit, drive(&shard, &mut slot, entry, &mut rec, fd_slot)).await;
+    let timed = monoio::time::timeout(limit, drive(shard, &mut slot, template, rec, fd_slot)).await;
     if timed.is_err() {
         if let Some(c) = slot.conn.take() {
             conn::shutdown(c.fd());
@@ -333,13 +402,18 @@ async fn request(shard: Rc<Shard>, ticket: Ticket) {
         slot.conn = None;
     }
     shard.pool.borrow_mut().push(slot);
-    shard.complete(rec);
 }
 
 /// Sends one request and reads its response, retrying once on a fresh connection when a
 /// reused keep-alive connection turns out to be dead before any response byte (llama.cpp
 /// closes after every stream while advertising keep-alive).
-async fn drive(shard: &Shard, slot: &mut Slot, entry: &Entry, rec: &mut Record, fd_slot: usize) {
+async fn drive(
+    shard: &Shard,
+    slot: &mut Slot,
+    template: &Template,
+    rec: &mut Record,
+    fd_slot: usize,
+) {
     let plan = &shard.plan;
     for attempt in 0..2 {
         if shard.cancelled.get() {
@@ -373,7 +447,7 @@ async fn drive(shard: &Shard, slot: &mut Slot, entry: &Entry, rec: &mut Record, 
         let may_retry = reused && attempt == 0;
 
         let mut wbuf = std::mem::take(&mut slot.write_buf);
-        entry.template.write_into(&mut wbuf, rec.id);
+        template.write_into(&mut wbuf, rec.id);
         rec.start_ns = now_ns();
         let (res, wbuf) = conn.send(wbuf).await;
         slot.write_buf = wbuf;

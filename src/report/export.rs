@@ -274,6 +274,7 @@ pub fn write_records(r: &Report, path: &Path) -> std::io::Result<()> {
                 "server_input_sequence_length": rec.server_isl,
                 "requested_output_sequence_length": rec.requested_osl,
                 "reconnected": rec.reconnected,
+                "session": rec.session.map(|(s, t)| json!({"session_id": s, "turn": t})),
             },
             "metrics": metrics,
         });

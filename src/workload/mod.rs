@@ -64,6 +64,118 @@ pub struct BodySpec {
     pub seed: u64,
 }
 
+/// Turns per session at most; a turn's request id is `session × MAX_TURNS + turn`.
+pub const MAX_TURNS: u64 = 1024;
+
+/// One user turn of a session, prepared in advance (the answers come from the server).
+#[derive(Debug, Clone)]
+pub struct Turn {
+    /// The user's message.
+    pub prompt: String,
+    /// Its tokens.
+    pub isl: u32,
+    /// `max_tokens` for the answer.
+    pub osl: Option<u32>,
+}
+
+/// A multi-turn session.
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// Its user turns, in order.
+    pub turns: Vec<Turn>,
+}
+
+/// Multi-turn sessions and what building their requests at run time needs.
+#[derive(Debug, Clone)]
+pub struct Sessions {
+    /// Body settings.
+    pub spec: BodySpec,
+    /// `Host` header value.
+    pub host: String,
+    /// Request path.
+    pub path: String,
+    /// Extra headers (with the API key): kept in memory only.
+    pub headers: Vec<(String, String)>,
+    /// The sessions that runs cycle through.
+    pub list: Vec<Session>,
+    /// Pause between an answer and the next turn (ns).
+    pub delay_ns: u64,
+}
+
+impl Sessions {
+    /// The request target for turn requests.
+    pub fn target(&self) -> Target<'_> {
+        Target {
+            host: &self.host,
+            path: &self.path,
+            headers: &self.headers,
+            streaming: self.spec.streaming,
+        }
+    }
+
+    /// `inputs.json` for sessions: one entry per session, a payload per turn with that turn's
+    /// user message (the history and the answers are only known while the run goes on).
+    pub fn inputs_json(&self) -> Vec<u8> {
+        let data: Vec<Value> = self
+            .list
+            .iter()
+            .map(|s| {
+                let payload: Vec<Value> = s
+                    .turns
+                    .iter()
+                    .map(|t| {
+                        let user = serde_json::json!([{ "role": "user", "content": t.prompt }]);
+                        let body = request_body(
+                            &self.spec,
+                            &files::Prompt::Messages(user.as_array().cloned().unwrap_or_default()),
+                            t.osl,
+                        );
+                        serde_json::from_slice(&body).unwrap_or(Value::Null)
+                    })
+                    .collect();
+                serde_json::json!({ "payload": payload })
+            })
+            .collect();
+        let mut out =
+            serde_json::to_vec_pretty(&serde_json::json!({ "data": data })).expect("serializable");
+        out.push(b'\n');
+        out
+    }
+
+    /// Makes `spec.entries` sessions of about `turns` (mean, std) turns each.
+    pub fn synthetic(
+        spec: &BodySpec,
+        tokenizer: &Tokenizer,
+        turns: (f64, f64),
+    ) -> Result<Vec<Session>, WorkloadError> {
+        let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x5e55);
+        let maker = PromptMaker::new(tokenizer)?;
+        let mut out = Vec::with_capacity(spec.entries);
+        for _ in 0..spec.entries.max(1) {
+            let n = if turns.1 > 0.0 {
+                use rand_distr::Distribution;
+                rand_distr::Normal::new(turns.0, turns.1)
+                    .expect("finite")
+                    .sample(&mut rng)
+                    .round()
+            } else {
+                turns.0.round()
+            }
+            .clamp(1.0, MAX_TURNS as f64) as usize;
+            let mut list = Vec::with_capacity(n);
+            for _ in 0..n {
+                let want = sample_len(&mut rng, spec.isl.0, spec.isl.1);
+                let prompt = maker.prompt(want as usize, &mut rng)?;
+                let isl = tokenizer.count(&prompt)? as u32;
+                let osl = spec.osl.map(|(m, s)| sample_len(&mut rng, m, s));
+                list.push(Turn { prompt, isl, osl });
+            }
+            out.push(Session { turns: list });
+        }
+        Ok(out)
+    }
+}
+
 /// One prepared request: its bytes and what it asked for.
 #[derive(Debug, Clone)]
 pub struct Entry {

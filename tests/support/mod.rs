@@ -49,7 +49,7 @@ pub fn profile(
     )
 }
 
-/// A blocking fake server on loopback: `respond(request_number, request_bytes)` gives the
+/// A blocking fake server on loopback: `respond(request_number, request_body)` gives the
 /// bytes to send and whether to close afterwards. Serves until dropped.
 pub struct FakeServer {
     pub addr: SocketAddr,
@@ -67,7 +67,7 @@ impl Drop for FakeServer {
 
 pub fn fake_server<F>(respond: F) -> FakeServer
 where
-    F: Fn(usize) -> (Vec<u8>, bool) + Send + Sync + 'static,
+    F: Fn(usize, &[u8]) -> (Vec<u8>, bool) + Send + Sync + 'static,
 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
@@ -106,9 +106,9 @@ where
                             Ok(n) => buf.extend_from_slice(&tmp[..n]),
                         }
                     };
-                    buf.drain(..head_end + len);
+                    let body: Vec<u8> = buf.drain(..head_end + len).skip(head_end).collect();
                     let n = r.fetch_add(1, Ordering::Relaxed);
-                    let (bytes, close) = respond(n);
+                    let (bytes, close) = respond(n, &body);
                     if conn.write_all(&bytes).is_err() || close {
                         return;
                     }
