@@ -226,6 +226,59 @@ fn run_ringperf(streams: usize, rate: u64, driver: &str, secs: u64) -> Figures {
     }
 }
 
+/// Dispatch delay p50/p99 (µs) and achieved/scheduled rate of an open-loop run.
+fn dispatch_lateness(rate: u64, driver: &str, secs: u64) -> (f64, f64, f64) {
+    let sim = spawn_sim("--ttft 5ms --itl 2ms --shards 1");
+    let url = format!("http://127.0.0.1:{}", sim.port);
+    let (r, dur) = (rate.to_string(), format!("{secs}s"));
+    let warm = (rate / 5).to_string();
+    let dir = std::env::temp_dir().join("ringperf-bench-dispatch");
+    let argv = [
+        "ringperf",
+        "profile",
+        "--url",
+        &url,
+        "--streaming",
+        "--request-rate",
+        &r,
+        "--benchmark-duration",
+        &dur,
+        "--warmup-request-count",
+        &warm,
+        "--output-tokens-mean",
+        "4",
+        "--synthetic-input-tokens-mean",
+        "16",
+        "--num-dataset-entries",
+        "16",
+        "--shards",
+        "1",
+        "--cpus",
+        "1",
+        "--driver",
+        driver,
+        "--no-progress",
+        "--artifact-dir",
+        dir.to_str().unwrap(),
+    ];
+    let Sub::Profile(args) = Cli::try_parse_from(argv).unwrap().command else {
+        unreachable!()
+    };
+    let plan = Arc::new(ringperf::plan::RunPlan::build(&args).unwrap());
+    let settings = ringperf::report::Settings {
+        rate: plan.rate,
+        slos: Vec::new(),
+    };
+    let out = ringperf::engine::run(plan, Arc::new(AtomicBool::new(false))).unwrap();
+    let r = ringperf::report::build(out, &settings);
+    let d = &r.metrics.dispatch_delay;
+    (
+        d.percentile(50.0) as f64 / 1e3,
+        d.percentile(99.0) as f64 / 1e3,
+        r.achieved_rate / r.scheduled_rate.max(1e-9),
+    )
+}
+
 /// The raw drain: same connections and bytes; reads each response until the chunked body's
 /// last chunk and throws it away. No parsing, no timestamps, no records.
 fn run_raw(streams: usize, rate: u64, driver: Driver, secs: u64) -> Figures {
@@ -341,6 +394,9 @@ struct Opts {
     /// Measured seconds per run.
     #[arg(long, default_value_t = 5)]
     secs: u64,
+    /// Open-loop dispatch lateness at these rates (requests/s) instead of the stream table.
+    #[arg(long, value_delimiter = ',')]
+    dispatch: Vec<u64>,
     /// I/O driver for both clients.
     #[arg(long, value_enum, default_value_t = Driver::Auto)]
     driver: Driver,
@@ -390,6 +446,22 @@ fn main() {
                 .unwrap_or(""),
         )
     };
+    if !opts.dispatch.is_empty() {
+        println!("dispatch lateness: Poisson arrivals, simulator on CPU 0, client (1 shard) on CPU 1, driver {driver}, {} s, median of {} runs", opts.secs, opts.runs);
+        for &rate in &opts.dispatch {
+            let runs: Vec<(f64, f64, f64)> = (0..opts.runs)
+                .map(|_| dispatch_lateness(rate, driver, opts.secs))
+                .collect();
+            let m = |f: fn(&(f64, f64, f64)) -> f64| median(runs.iter().map(f).collect());
+            println!(
+                "{rate:>6} req/s: dispatch delay p50 {:>6.1} µs  p99 {:>7.1} µs  (target p99 ≤ 200 µs); achieved {:.1}% of the schedule",
+                m(|x| x.0),
+                m(|x| x.1),
+                m(|x| x.2) * 100.0
+            );
+        }
+        return;
+    }
     println!("load benchmark: simulator on CPU 0, client (1 shard) on CPU 1, driver {driver}, {} run(s) of {} s, OSL {OSL}, {} events/s in all", opts.runs, opts.secs, opts.rate);
     println!(
         "{:>8} {:>10} | {:>12} {:>10} {:>10} {:>12} {:>10} {:>9} {:>9}",

@@ -45,7 +45,7 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<(), Fatal> {
 fn serve_sim(args: &SimArgs, stop: Arc<AtomicBool>) -> Result<(), Fatal> {
     let handle = crate::sim::start(args).map_err(Fatal::from)?;
     eprintln!(
-        "ringperf sim: serving model {:?} on http://{} ({} driver, {} shard(s); ttft {:?}, itl {:?}); Ctrl-C stops",
+        "ringperf sim: serving model {:?} on http://{} ({} driver, {} shard(s); ttft {}, itl {}); Ctrl-C stops",
         args.model, handle.addr, handle.driver, args.shards, args.ttft, args.itl
     );
     // The chosen port on stdout alone, for scripts that start the simulator on port 0.
@@ -78,13 +78,33 @@ pub fn profile(
             })?;
             sim_args.bind = "127.0.0.1:0".into();
             sim_args.model = args.target.model.clone();
+            // Same host, same cores: unless told otherwise, the simulator gets the first CPUs
+            // and the client's shards the rest, so neither preempts the other.
+            let cpus = crate::plan::usable_cpus();
+            if sim_args.cpus.is_none()
+                && args.engine.cpus.is_none()
+                && args.engine.shards.is_none()
+                && !args.engine.no_pin
+                && cpus.len() > sim_args.shards
+            {
+                let (sim_cpus, client_cpus) = cpus.split_at(sim_args.shards);
+                let list =
+                    |c: &[usize]| c.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+                sim_args.cpus = Some(list(sim_cpus));
+                args.engine.cpus = Some(list(client_cpus));
+            }
             let h = crate::sim::start(&sim_args).map_err(Fatal::from)?;
             eprintln!(
-                "ringperf: benchmarking the built-in simulator on http://{} (ttft {:?}, itl {:?}, max batch {})",
+                "ringperf: benchmarking the built-in simulator on http://{} (ttft {}, itl {}, max batch {}, CPUs {})",
                 h.addr,
                 sim_args.ttft,
                 sim_args.itl,
-                if sim_args.max_batch == 0 { "unlimited".to_string() } else { sim_args.max_batch.to_string() }
+                if sim_args.max_batch == 0 {
+                    "unlimited".to_string()
+                } else {
+                    sim_args.max_batch.to_string()
+                },
+                sim_args.cpus.as_deref().unwrap_or("any"),
             );
             args.target.url = format!("http://{}", h.addr);
             Some(h)

@@ -27,7 +27,7 @@ pub enum Command {
     /// Benchmark a server (or, with --sim, the built-in simulator).
     Profile(Box<ProfileArgs>),
     /// Run the built-in OpenAI-compatible simulator.
-    Sim(SimArgs),
+    Sim(Box<SimArgs>),
 }
 
 /// Everything `ringperf profile` takes.
@@ -326,6 +326,9 @@ pub struct SimArgs {
     /// Simulator threads.
     #[arg(long, default_value_t = 1)]
     pub shards: usize,
+    /// CPUs to pin the simulator's threads to, e.g. 0 or 0-1 (default: not pinned).
+    #[arg(long)]
+    pub cpus: Option<String>,
     /// I/O driver. epoll by default: it writes each event when the event is stamped, where
     /// io_uring would hold the write until the next submission and so add the simulator's own
     /// batching to the client-added delay it reports.

@@ -203,7 +203,8 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
     Ok(out)
 }
 
-fn usable_cpus() -> Vec<usize> {
+/// The CPUs this process may run on.
+pub fn usable_cpus() -> Vec<usize> {
     // Read before any thread is pinned: once pinned, the list shrinks to that core.
     core_affinity::get_core_ids()
         .map(|ids| ids.into_iter().map(|c| c.id).collect())

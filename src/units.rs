@@ -80,6 +80,30 @@ pub enum TimeDist {
     },
 }
 
+fn human(ns: u64) -> String {
+    if ns % 1_000_000_000 == 0 {
+        format!("{}s", ns / 1_000_000_000)
+    } else if ns % 1_000_000 == 0 {
+        format!("{}ms", ns / 1_000_000)
+    } else if ns % 1_000 == 0 {
+        format!("{}us", ns / 1_000)
+    } else {
+        format!("{ns}ns")
+    }
+}
+
+impl std::fmt::Display for TimeDist {
+    /// The same syntax [`TimeDist::parse`] reads.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            TimeDist::Fixed { ns } => write!(f, "{}", human(ns)),
+            TimeDist::Normal { mean, std } => write!(f, "normal:{},{}", human(mean), human(std)),
+            TimeDist::Uniform { lo, hi } => write!(f, "uniform:{},{}", human(lo), human(hi)),
+            TimeDist::Exp { mean } => write!(f, "exp:{}", human(mean)),
+        }
+    }
+}
+
 impl TimeDist {
     /// Parses `50ms`, `normal:10ms,2ms`, `uniform:5ms,15ms` or `exp:10ms`.
     pub fn parse(s: &str) -> Result<TimeDist, String> {
@@ -189,6 +213,9 @@ mod tests {
         );
         assert!(TimeDist::parse("uniform:5ms,1ms").is_err());
         assert!(TimeDist::parse("cauchy:1ms").is_err());
+        for text in ["50ms", "normal:10ms,2ms", "uniform:250us,3ms", "exp:1s"] {
+            assert_eq!(TimeDist::parse(text).unwrap().to_string(), text);
+        }
         let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(1);
         let d = TimeDist::parse("uniform:1ms,3ms").unwrap();
         let mean: f64 = (0..20_000).map(|_| d.sample(&mut rng) as f64).sum::<f64>() / 20_000.0;

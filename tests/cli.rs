@@ -276,5 +276,11 @@ fn secrets_never_reach_artifacts_or_output() {
         all.push_str(&std::fs::read_to_string(f.unwrap().path()).unwrap());
     }
     assert!(!all.contains("sk-very-secret") && !all.contains("hunter2"));
+    // Without an NVIDIA driver the run says so in one line and completes; with one, it
+    // reports the GPUs.
+    assert!(
+        all.contains("GPU telemetry unavailable: ") || all.contains("GPU 0 ("),
+        "{all}"
+    );
     assert!(all.contains("<redacted>"));
 }

@@ -292,10 +292,8 @@ pub fn health(r: &Report) -> String {
 
 /// The GPU and server-metrics lines.
 pub fn telemetry(t: &crate::telemetry::TelemetryReport) -> String {
+    // "GPU telemetry unavailable" was said once, on stderr, when the run started.
     let mut out = String::new();
-    if let Some(why) = &t.gpu_unavailable {
-        let _ = writeln!(out, "GPU telemetry unavailable: {why}");
-    }
     for g in &t.gpus {
         let p = g.power_w.unwrap_or_default();
         let _ = writeln!(

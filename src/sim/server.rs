@@ -138,6 +138,10 @@ pub fn start(args: &SimArgs) -> anyhow::Result<SimHandle> {
         (Some(c), Some(k)) => Some(crate::tls::server_config(c, k)?),
         _ => None,
     };
+    let cpus = match &args.cpus {
+        Some(list) => crate::plan::parse_cpu_list(list).map_err(|e| anyhow::anyhow!("sim {e}"))?,
+        None => Vec::new(),
+    };
     let bind: SocketAddr = args.bind.parse().map_err(|_| {
         anyhow::anyhow!(
             "sim --bind {:?}: expected IP:PORT, e.g. 127.0.0.1:8000",
@@ -156,9 +160,15 @@ pub fn start(args: &SimArgs) -> anyhow::Result<SimHandle> {
         let tls = tls.clone();
         let shard_stop = stop.clone();
         let counters = counters.clone();
+        let cpu = (!cpus.is_empty()).then(|| cpus[shard % cpus.len()]);
         let t = std::thread::Builder::new()
             .name(format!("ringperf-sim-{shard}"))
-            .spawn(move || shard_main(shard, args, tls, addr, shard_stop, counters, tx))?;
+            .spawn(move || {
+                if let Some(id) = cpu {
+                    core_affinity::set_for_current(core_affinity::CoreId { id });
+                }
+                shard_main(shard, args, tls, addr, shard_stop, counters, tx)
+            })?;
         threads.push(t);
         match rx.recv() {
             Ok(Ok((a, d))) => {
