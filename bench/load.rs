@@ -170,42 +170,23 @@ fn run_ringperf(streams: usize, rate: u64, driver: &str, secs: u64) -> Figures {
         "--ttft 5ms --itl {} --shards 1",
         itl_for(streams, rate)
     ));
-    let url = format!("http://127.0.0.1:{}", sim.port);
     let n = streams.to_string();
     let dur = format!("{secs}s");
-    let dir = std::env::temp_dir().join("ringperf-bench-load");
     let osl = OSL.to_string();
-    let argv = [
-        "ringperf",
-        "profile",
-        "--url",
-        &url,
-        "--streaming",
-        "--concurrency",
-        &n,
-        "--warmup-request-count",
-        &n,
-        "--benchmark-duration",
-        &dur,
-        "--output-tokens-mean",
-        &osl,
-        "--synthetic-input-tokens-mean",
-        "16",
-        "--num-dataset-entries",
-        "16",
-        "--shards",
-        "1",
-        "--cpus",
-        "1",
-        "--driver",
+    let args = client_args(
+        sim.port,
         driver,
-        "--no-progress",
-        "--artifact-dir",
-        dir.to_str().unwrap(),
-    ];
-    let Sub::Profile(args) = Cli::try_parse_from(argv).unwrap().command else {
-        unreachable!()
-    };
+        &[
+            "--concurrency",
+            &n,
+            "--warmup-request-count",
+            &n,
+            "--benchmark-duration",
+            &dur,
+            "--output-tokens-mean",
+            &osl,
+        ],
+    );
     let plan = Arc::new(ringperf::plan::RunPlan::build(&args).unwrap());
     let base = rss_kib();
     let stop = Arc::new(AtomicBool::new(false));
@@ -226,27 +207,16 @@ fn run_ringperf(streams: usize, rate: u64, driver: &str, secs: u64) -> Figures {
     }
 }
 
-/// Dispatch delay p50/p99 (µs) and achieved/scheduled rate of an open-loop run.
-fn dispatch_lateness(rate: u64, driver: &str, secs: u64) -> (f64, f64, f64) {
-    let sim = spawn_sim("--ttft 5ms --itl 2ms --shards 1");
-    let url = format!("http://127.0.0.1:{}", sim.port);
-    let (r, dur) = (rate.to_string(), format!("{secs}s"));
-    let warm = (rate / 5).to_string();
-    let dir = std::env::temp_dir().join("ringperf-bench-dispatch");
-    let argv = [
+/// `ringperf profile` flags for a streaming client of one shard on CPU 1, plus `load`.
+fn client_args(port: u16, driver: &str, load: &[&str]) -> ringperf::cli::ProfileArgs {
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = std::env::temp_dir().join("ringperf-bench-load");
+    let mut argv = vec![
         "ringperf",
         "profile",
         "--url",
         &url,
         "--streaming",
-        "--request-rate",
-        &r,
-        "--benchmark-duration",
-        &dur,
-        "--warmup-request-count",
-        &warm,
-        "--output-tokens-mean",
-        "4",
         "--synthetic-input-tokens-mean",
         "16",
         "--num-dataset-entries",
@@ -258,12 +228,36 @@ fn dispatch_lateness(rate: u64, driver: &str, secs: u64) -> (f64, f64, f64) {
         "--driver",
         driver,
         "--no-progress",
+        "--no-gpu-telemetry",
         "--artifact-dir",
         dir.to_str().unwrap(),
     ];
+    argv.extend_from_slice(load);
     let Sub::Profile(args) = Cli::try_parse_from(argv).unwrap().command else {
         unreachable!()
     };
+    *args
+}
+
+/// Dispatch delay p50/p99 (µs) and achieved/scheduled rate of an open-loop run.
+fn dispatch_lateness(rate: u64, driver: &str, secs: u64) -> (f64, f64, f64) {
+    let sim = spawn_sim("--ttft 5ms --itl 2ms --shards 1");
+    let (r, dur) = (rate.to_string(), format!("{secs}s"));
+    let warm = (rate / 5).to_string();
+    let args = client_args(
+        sim.port,
+        driver,
+        &[
+            "--request-rate",
+            &r,
+            "--benchmark-duration",
+            &dur,
+            "--warmup-request-count",
+            &warm,
+            "--output-tokens-mean",
+            "4",
+        ],
+    );
     let plan = Arc::new(ringperf::plan::RunPlan::build(&args).unwrap());
     let settings = ringperf::report::Settings {
         rate: plan.rate,

@@ -174,7 +174,8 @@ fn mooncake_replay_keeps_dispatch_delay_p99_under_1ms() {
         })
         .collect();
     let f = write("replay.jsonl", &lines.join("\n"));
-    let s = support::sim("--ttft 5ms --itl 2ms");
+    // The simulator on CPU 0, the client's one shard on CPU 1: neither preempts the other.
+    let s = support::sim("--ttft 5ms --itl 2ms --cpus 0");
     let url = format!("http://{}", s.addr);
     let dir = support::artifact_dir("replay-run");
     let res = support::profile(

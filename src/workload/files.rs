@@ -82,21 +82,53 @@ fn open(path: &Path) -> Result<BufReader<std::fs::File>, WorkloadError> {
         .map_err(|e| err(path, 0, e))
 }
 
+/// The file's non-empty lines, parsed, with their 1-based numbers.
+fn json_lines(
+    path: &Path,
+) -> Result<impl Iterator<Item = Result<(usize, Value), WorkloadError>> + '_, WorkloadError> {
+    Ok(open(path)?
+        .lines()
+        .enumerate()
+        .filter_map(move |(i, line)| {
+            let n = i + 1;
+            match line {
+                Err(e) => Some(Err(err(path, n, e))),
+                Ok(l) if l.trim().is_empty() => None,
+                Ok(l) => Some(
+                    serde_json::from_str(&l)
+                        .map(|v| (n, v))
+                        .map_err(|e| err(path, n, format!("invalid JSON: {e}"))),
+                ),
+            }
+        }))
+}
+
+/// Refuses timestamps that go backwards.
+struct Clock(f64);
+
+impl Clock {
+    fn check(&mut self, t: f64, path: &Path, n: usize) -> Result<(), WorkloadError> {
+        if t < self.0 {
+            return Err(err(
+                path,
+                n,
+                format!("timestamp {t} goes backwards (previous {})", self.0),
+            ));
+        }
+        self.0 = t;
+        Ok(())
+    }
+}
+
 /// Reads up to `limit` items of a custom JSONL file.
 pub fn read_jsonl(path: &Path, limit: usize) -> Result<Vec<Item>, WorkloadError> {
     let mut out = Vec::new();
-    let mut last_ts = f64::NEG_INFINITY;
-    for (i, line) in open(path)?.lines().enumerate() {
-        let n = i + 1;
-        let line = line.map_err(|e| err(path, n, e))?;
-        if line.trim().is_empty() {
-            continue;
-        }
+    let mut clock = Clock(f64::NEG_INFINITY);
+    for line in json_lines(path)? {
         if out.len() >= limit {
             break;
         }
-        let v: Value =
-            serde_json::from_str(&line).map_err(|e| err(path, n, format!("invalid JSON: {e}")))?;
+        let (n, v) = line?;
         let prompt = if let Some(t) = v.get("text").and_then(Value::as_str) {
             Prompt::Text(t.to_string())
         } else if let Some(m) = v.get("messages").and_then(Value::as_array) {
@@ -113,14 +145,7 @@ pub fn read_jsonl(path: &Path, limit: usize) -> Result<Vec<Item>, WorkloadError>
         };
         let timestamp_ms = v.get("timestamp").and_then(Value::as_f64);
         if let Some(t) = timestamp_ms {
-            if t < last_ts {
-                return Err(err(
-                    path,
-                    n,
-                    format!("timestamp {t} goes backwards (previous {last_ts})"),
-                ));
-            }
-            last_ts = t;
+            clock.check(t, path, n)?;
         }
         out.push(Item {
             prompt,
@@ -222,31 +247,18 @@ pub fn read_mooncake(
     let maker = PromptMaker::new(tokenizer)?;
     let mut blocks: std::collections::HashMap<u64, Vec<u32>> = std::collections::HashMap::new();
     let mut out = Vec::new();
-    let mut last_ts = f64::NEG_INFINITY;
-    for (i, line) in open(path)?.lines().enumerate() {
-        let n = i + 1;
-        let line = line.map_err(|e| err(path, n, e))?;
-        if line.trim().is_empty() {
-            continue;
-        }
+    let mut clock = Clock(f64::NEG_INFINITY);
+    for line in json_lines(path)? {
         if out.len() >= limit {
             break;
         }
-        let v: Value =
-            serde_json::from_str(&line).map_err(|e| err(path, n, format!("invalid JSON: {e}")))?;
+        let (n, v) = line?;
         let num = |k: &str| v.get(k).and_then(Value::as_u64);
         let ts = v
             .get("timestamp")
             .and_then(Value::as_f64)
             .ok_or_else(|| err(path, n, "missing \"timestamp\" (ms)"))?;
-        if ts < last_ts {
-            return Err(err(
-                path,
-                n,
-                format!("timestamp {ts} goes backwards (previous {last_ts})"),
-            ));
-        }
-        last_ts = ts;
+        clock.check(ts, path, n)?;
         let input =
             num("input_length").ok_or_else(|| err(path, n, "missing \"input_length\""))? as usize;
         let output =
