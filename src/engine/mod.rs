@@ -50,8 +50,6 @@ pub struct ShardReport {
     pub peak_in_flight: usize,
     /// Content events received in the measured phase.
     pub events: u64,
-    /// Times the fine timer fired.
-    pub timer_wakeups: u64,
 }
 
 /// Everything the shards measured.
@@ -295,10 +293,9 @@ fn shard_thread(
             cpu_ns,
             wall_ns,
             shard.peak_in_flight.get(),
-            shard.timer.wakeups(),
         ))
     });
-    let (mut records, client_delay, read_delay, cpu_ns, wall_ns, peak, wakeups) = outcome?;
+    let (mut records, client_delay, read_delay, cpu_ns, wall_ns, peak) = outcome?;
     drop(rt);
     // After the measured window: count output tokens the server did not report.
     retokenize(&mut records, &plan);
@@ -321,7 +318,6 @@ fn shard_thread(
         wall_ns,
         peak_in_flight: peak,
         events,
-        timer_wakeups: wakeups,
     })
 }
 

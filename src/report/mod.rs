@@ -191,7 +191,6 @@ pub fn build(out: RunOutput, settings: &Settings) -> Report {
             wall_ns,
             peak_in_flight,
             events,
-            ..
         } = s;
         metrics.merge(&m);
         client_delay.merge(&cd);
