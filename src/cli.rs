@@ -266,6 +266,10 @@ pub struct EngineArgs {
     /// io_uring submission queue entries per shard.
     #[arg(long, default_value_t = 4096)]
     pub ring_entries: u32,
+    /// Stamp events when the client read them, not when the kernel received them
+    /// (`SO_TIMESTAMPNS`; on by default for plain http).
+    #[arg(long)]
+    pub no_kernel_timestamps: bool,
 }
 
 /// GPU telemetry flags.

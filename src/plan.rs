@@ -168,6 +168,8 @@ pub struct RunPlan {
     pub driver: Driver,
     /// io_uring entries.
     pub ring_entries: u32,
+    /// Stamp events with the kernel's receive time (plain http).
+    pub kernel_timestamps: bool,
     /// Prepared requests.
     pub dataset: Arc<Dataset>,
     /// The tokenizer (for re-tokenizing outputs after the run).
@@ -595,6 +597,7 @@ impl RunPlan {
             shard_cpus,
             driver: args.engine.driver,
             ring_entries: args.engine.ring_entries,
+            kernel_timestamps: !args.engine.no_kernel_timestamps,
             dataset: Arc::new(dataset),
             tokenizer: Arc::new(tokenizer),
             artifact_dir,

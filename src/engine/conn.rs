@@ -32,6 +32,8 @@ pub struct Conn {
     /// True once it has carried a request (a later failure before any byte may be a stale
     /// keep-alive connection and is retried once on a fresh one).
     pub used: bool,
+    /// Kernel receive timestamps are on (see [`Conn::enable_rx_timestamps`]).
+    stamped: bool,
 }
 
 /// Why a connection could not be opened.
@@ -60,6 +62,7 @@ impl Conn {
             tcp,
             tls: None,
             used: false,
+            stamped: false,
         };
         if let Some((config, name)) = tls {
             let c = rustls::ClientConnection::new(config.clone(), name.clone()).map_err(|e| {
@@ -86,6 +89,7 @@ impl Conn {
             tcp,
             tls: None,
             used: false,
+            stamped: false,
         };
         if let Some(config) = tls {
             let c = rustls::ServerConnection::new(config.clone())
@@ -237,7 +241,12 @@ impl Conn {
 
 impl Conn {
     /// Asks the kernel to stamp received data (`SO_TIMESTAMPNS`), for [`Conn::recv_stamped`].
-    pub fn enable_rx_timestamps(&self) {
+    /// Plain connections only: under TLS the stamps would not line up with decrypted bytes.
+    pub fn enable_rx_timestamps(&mut self) {
+        if self.tls.is_some() {
+            return;
+        }
+        self.stamped = true;
         let one: libc::c_int = 1;
         // SAFETY: setsockopt on an open socket with a valid int option.
         unsafe {
@@ -370,5 +379,42 @@ impl FdSet {
         for &fd in self.fds.iter().filter(|&&fd| fd >= 0) {
             shutdown(fd);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_receive_stamps_predate_the_read() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        let one: libc::c_int = 1;
+        // SAFETY: setsockopt on an open socket with a valid int option.
+        unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_TIMESTAMPNS,
+                (&one as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        // The kernel turns packet stamping on a moment after the first socket asks for it.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        c.write_all(b"hello").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let mut buf = Vec::with_capacity(64);
+        let (n, stamp) = recvmsg_stamped(s.as_raw_fd(), &mut buf).unwrap();
+        let now = crate::clock::now_ns();
+        assert_eq!((n, &buf[..]), (5, &b"hello"[..]));
+        let stamp = stamp.expect("a receive stamp");
+        let age = now - stamp;
+        assert!(
+            (25_000_000..1_000_000_000).contains(&age),
+            "stamped {age} ns before the read"
+        );
     }
 }

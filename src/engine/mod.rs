@@ -40,8 +40,8 @@ pub struct ShardReport {
     pub metrics: Metrics,
     /// `seen − sent` of simulator-stamped events (ns).
     pub client_delay: Dist,
-    /// Time from a read completing to its events being recorded (ns).
-    pub read_delay: Dist,
+    /// Time from each read's arrival (kernel stamp, else read completion) to its events being recorded (ns).
+    pub record_lag: Dist,
     /// Thread CPU time during the measured phase (ns).
     pub cpu_ns: u64,
     /// Wall time of the measured phase (ns).
@@ -285,17 +285,17 @@ fn shard_thread(
         shard.close().await;
         let records = std::mem::take(&mut *shard.records.borrow_mut());
         let scratch = std::mem::take(&mut *shard.scratch.borrow_mut());
-        let read_delay = std::mem::take(&mut *shard.read_delay.borrow_mut());
+        let record_lag = std::mem::take(&mut *shard.record_lag.borrow_mut());
         Ok::<_, std::io::Error>((
             records,
             scratch.client_delay,
-            read_delay,
+            record_lag,
             cpu_ns,
             wall_ns,
             shard.peak_in_flight.get(),
         ))
     });
-    let (mut records, client_delay, read_delay, cpu_ns, wall_ns, peak) = outcome?;
+    let (mut records, client_delay, record_lag, cpu_ns, wall_ns, peak) = outcome?;
     drop(rt);
     // After the measured window: count output tokens the server did not report.
     retokenize(&mut records, &plan);
@@ -313,7 +313,7 @@ fn shard_thread(
         records,
         metrics,
         client_delay,
-        read_delay,
+        record_lag,
         cpu_ns,
         wall_ns,
         peak_in_flight: peak,

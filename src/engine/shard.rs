@@ -69,7 +69,7 @@ pub(crate) struct Shard {
     ramping: Cell<bool>,
     fds: RefCell<FdSet>,
     pub scratch: RefCell<Scratch>,
-    pub read_delay: RefCell<Dist>,
+    pub record_lag: RefCell<Dist>,
     pub records: RefCell<Vec<Record>>,
     pub timer: FineTimer,
     progress: Arc<Progress>,
@@ -111,7 +111,7 @@ impl Shard {
                 pointers: pointers.clone(),
                 ..Scratch::default()
             }),
-            read_delay: RefCell::new(Dist::new()),
+            record_lag: RefCell::new(Dist::new()),
             records: RefCell::new(Vec::new()),
             timer: FineTimer::start()?,
             progress,
@@ -425,7 +425,12 @@ async fn drive(
             let tls = plan.tls.as_ref().zip(shard.server_name.as_ref());
             let limit = Duration::from_nanos(plan.connect_timeout_ns);
             match monoio::time::timeout(limit, Conn::open(plan.endpoint.addr, tls)).await {
-                Ok(Ok(c)) => slot.conn = Some(c),
+                Ok(Ok(mut c)) => {
+                    if plan.kernel_timestamps {
+                        c.enable_rx_timestamps();
+                    }
+                    slot.conn = Some(c)
+                }
                 Ok(Err(e)) => {
                     rec.outcome = e.outcome;
                     rec.error = Some(e.message);
@@ -470,9 +475,15 @@ async fn drive(
             rbuf.reserve(READ_BUF);
         }
         let retry = loop {
-            let (res, buf) = conn.recv(rbuf).await;
+            let (res, buf) = conn.recv_stamped(rbuf).await;
             rbuf = buf;
-            let t = now_ns();
+            // The kernel's receive time when stamps are on (the kernel starts stamping a moment
+            // after the first socket asks), else now: every event in this read gets it, and its
+            // lag behind now is the shard's own delay.
+            let (res, t) = match res {
+                Ok((n, stamp)) => (Ok(n), stamp.unwrap_or_else(now_ns)),
+                Err(e) => (Err(e), now_ns()),
+            };
             match res {
                 Ok(0) => {
                     if may_retry && !slot.exchange.saw_bytes() && !shard.cancelled.get() {
@@ -491,7 +502,7 @@ async fn drive(
                         rbuf.drain(..used);
                     }
                     if rec.phase == crate::record::Phase::Profiling {
-                        shard.read_delay.borrow_mut().record(now_ns() - t);
+                        shard.record_lag.borrow_mut().record(now_ns() - t);
                     }
                     if slot.exchange.is_done() {
                         break false;

@@ -257,14 +257,14 @@ pub fn health(r: &Report) -> String {
     for s in &r.shards {
         let _ = writeln!(
             out,
-            "  shard {}{}: CPU {:.1}%  peak in flight {}  {:.0} events/s  {:.2} µs CPU/event  read→record p99 {:.1} µs",
+            "  shard {}{}: CPU {:.1}%  peak in flight {}  {:.0} events/s  {:.2} µs CPU/event  arrival→record p99 {:.1} µs",
             s.shard,
             s.cpu.map(|c| format!(" (cpu {c})")).unwrap_or_default(),
             s.cpu_utilization * 100.0,
             s.peak_in_flight,
             s.events_per_sec,
             s.cpu_us_per_event,
-            s.read_to_record_p99_us
+            s.arrival_to_record_p99_us
         );
     }
     if r.client_delay.count() > 0 {

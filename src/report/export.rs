@@ -150,7 +150,7 @@ pub fn profile_json(r: &Report, input_config: &Value, times: &Times) -> Value {
             "driver": r.driver,
             "shards": r.shards,
             "client_added_delay": delay(&r.client_delay),
-            "read_to_record_delay": delay(&r.read_delay),
+            "arrival_to_record_delay": delay(&r.record_lag),
             "verdict": r.verdict,
             "warnings": r.warnings,
         }),

@@ -44,8 +44,8 @@ pub struct ShardHealth {
     pub events_per_sec: f64,
     /// Client CPU per content event (µs).
     pub cpu_us_per_event: f64,
-    /// Read-to-record delay p99 (µs).
-    pub read_to_record_p99_us: f64,
+    /// p99 of the time from an event's arrival (kernel stamp) to its being recorded (µs).
+    pub arrival_to_record_p99_us: f64,
 }
 
 /// The whole run, merged.
@@ -54,8 +54,8 @@ pub struct Report {
     pub metrics: Metrics,
     /// Client-added delay of simulator-stamped events (ns).
     pub client_delay: Dist,
-    /// Read-to-record delay (ns).
-    pub read_delay: Dist,
+    /// Time from each read's arrival (kernel stamp, else read completion) to its events being recorded (ns).
+    pub record_lag: Dist,
     /// Measured window (ns): `ty_ns − tx_ns`.
     pub window_ns: u64,
     /// First measured request's start (`CLOCK_MONOTONIC` ns).
@@ -173,7 +173,7 @@ const DISPATCH_LIMIT_NS: u64 = 1_000_000;
 pub fn build(out: RunOutput, settings: &Settings) -> Report {
     let mut metrics = Metrics::default();
     let mut client_delay = Dist::new();
-    let mut read_delay = Dist::new();
+    let mut record_lag = Dist::new();
     let mut shards = Vec::new();
     let mut records = Vec::new();
     let mut driver = String::new();
@@ -186,7 +186,7 @@ pub fn build(out: RunOutput, settings: &Settings) -> Report {
             records: recs,
             metrics: m,
             client_delay: cd,
-            read_delay: rd,
+            record_lag: rd,
             cpu_ns,
             wall_ns,
             peak_in_flight,
@@ -194,7 +194,7 @@ pub fn build(out: RunOutput, settings: &Settings) -> Report {
         } = s;
         metrics.merge(&m);
         client_delay.merge(&cd);
-        read_delay.merge(&rd);
+        record_lag.merge(&rd);
         driver = d.to_string();
         shards.push(ShardHealth {
             shard: index,
@@ -211,7 +211,7 @@ pub fn build(out: RunOutput, settings: &Settings) -> Report {
             } else {
                 0.0
             },
-            read_to_record_p99_us: rd.percentile(99.0) as f64 / 1e3,
+            arrival_to_record_p99_us: rd.percentile(99.0) as f64 / 1e3,
         });
         records.extend(recs);
     }
@@ -334,11 +334,11 @@ pub fn build(out: RunOutput, settings: &Settings) -> Report {
     } else {
         Vec::new()
     };
-    let verdict = verdict(&shards, &client_delay, &mut warnings);
+    let verdict = verdict(&shards, &client_delay, &record_lag, &mut warnings);
     Report {
         metrics,
         client_delay,
-        read_delay,
+        record_lag,
         window_ns,
         tx_ns: tx,
         ty_ns: ty,
@@ -379,7 +379,10 @@ const CPU_LIMIT: f64 = 0.90;
 /// Client-added delay p99 above this is reported.
 const DELAY_LIMIT_NS: u64 = 1_000_000;
 
-fn verdict(shards: &[ShardHealth], delay: &Dist, warnings: &mut Vec<String>) -> String {
+/// A shard that records events this long after they arrived has fallen behind.
+const LAG_LIMIT_NS: u64 = 10_000_000;
+
+fn verdict(shards: &[ShardHealth], delay: &Dist, lag: &Dist, warnings: &mut Vec<String>) -> String {
     let busiest = shards
         .iter()
         .max_by(|a, b| a.cpu_utilization.total_cmp(&b.cpu_utilization));
@@ -389,6 +392,12 @@ fn verdict(shards: &[ShardHealth], delay: &Dist, warnings: &mut Vec<String>) -> 
             "shard {} was at {:.0}% CPU",
             b.shard,
             b.cpu_utilization * 100.0
+        ));
+    }
+    if lag.count() > 0 && lag.percentile(99.0) > LAG_LIMIT_NS {
+        limits.push(format!(
+            "events waited up to {:.1} ms (p99) for the client to read them; timings use the kernel's arrival stamps, but a server whose socket buffers fill up slows down",
+            lag.percentile(99.0) as f64 / 1e6
         ));
     }
     if delay.count() > 0 && delay.percentile(99.0) > DELAY_LIMIT_NS {
