@@ -132,15 +132,13 @@ pub fn profile(
         args.telemetry.gpu_price_eur_hour,
     ));
     drop(sim);
-    let title = match plan.rate {
-        Some(r) => format!(
+    let title = match (plan.rate, &plan.offsets, plan.concurrency) {
+        (Some(r), _, _) => format!(
             "ringperf | LLM Metrics | {} | request rate {r}/s",
             plan.model
         ),
-        None => format!(
-            "ringperf | LLM Metrics | {} | concurrency {}",
-            plan.model, plan.concurrency
-        ),
+        (None, Some(_), _) => format!("ringperf | LLM Metrics | {} | trace replay", plan.model),
+        (None, None, c) => format!("ringperf | LLM Metrics | {} | concurrency {c}", plan.model),
     };
     let console = report::console::render(&report, &title);
     if print {

@@ -178,23 +178,29 @@ fn mooncake_replay_keeps_dispatch_delay_p99_under_1ms() {
     let s = support::sim("--ttft 5ms --itl 2ms --cpus 0");
     let url = format!("http://{}", s.addr);
     let dir = support::artifact_dir("replay-run");
-    let res = support::profile(
-        &format!(
-            "--url {url} --streaming --input-file {} --fixed-schedule --warmup-request-count 200 \
-             --shards 1 --cpus 1",
-            f.display()
-        ),
-        &dir,
-    )
-    .unwrap();
-    let r = &res.report;
-    assert_eq!(r.completed, 1300, "{}", res.console);
-    let p99 = r.metrics.dispatch_delay.percentile(99.0);
-    eprintln!("replay dispatch delay p99 {} µs", p99 / 1000);
+    // A shared 2-vCPU machine stalls now and then: the median of three runs is the figure.
+    let mut p99s: Vec<u64> = (0..3)
+        .map(|_| {
+            let res = support::profile(
+                &format!(
+                    "--url {url} --streaming --input-file {} --fixed-schedule --warmup-request-count 200 \
+                     --shards 1 --cpus 1",
+                    f.display()
+                ),
+                &dir,
+            )
+            .unwrap();
+            let r = &res.report;
+            assert_eq!(r.completed, 1300, "{}", res.console);
+            r.metrics.dispatch_delay.percentile(99.0)
+        })
+        .collect();
+    eprintln!("replay dispatch delay p99 of three runs: {p99s:?} ns");
+    p99s.sort_unstable();
     assert!(
-        p99 < 1_000_000,
-        "dispatch delay p99 {p99} ns\n{}",
-        res.console
+        p99s[1] < 1_000_000,
+        "median dispatch delay p99 {} ns",
+        p99s[1]
     );
 }
 
