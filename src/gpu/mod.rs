@@ -350,7 +350,8 @@ mod tests {
         let (series, cpu_ns) = s.finish();
         assert_eq!(series.len(), 2);
         let n = series[0].samples.len();
-        assert!((9..=14).contains(&n), "{n} samples in 210 ms at 20 ms");
+        // About 11; a loaded machine may delay the thread, and the schedule then moves on.
+        assert!((5..=14).contains(&n), "{n} samples in 210 ms at 20 ms");
         assert!(series[0].samples.windows(2).all(|w| w[0].t_ns < w[1].t_ns));
         assert_eq!(series[1].samples.len(), 3);
         assert!(series[1].dropped_out.as_ref().unwrap().1.contains("lost"));
