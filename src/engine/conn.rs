@@ -247,17 +247,7 @@ impl Conn {
             return;
         }
         self.stamped = true;
-        let one: libc::c_int = 1;
-        // SAFETY: setsockopt on an open socket with a valid int option.
-        unsafe {
-            libc::setsockopt(
-                self.fd(),
-                libc::SOL_SOCKET,
-                libc::SO_TIMESTAMPNS,
-                (&one as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
+        set_rx_timestamps(self.fd());
     }
 
     /// Like [`Conn::recv`], and also returns when the kernel received the newest of the bytes
@@ -285,6 +275,21 @@ impl Conn {
             }
         }
     }
+}
+
+/// Turns `SO_TIMESTAMPNS` on for a socket.
+fn set_rx_timestamps(fd: RawFd) {
+    let one: libc::c_int = 1;
+    // SAFETY: setsockopt on an open socket with a valid int option.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
 }
 
 /// One non-blocking `recvmsg` into `buf`'s spare capacity, with the `SCM_TIMESTAMPNS` stamp
@@ -391,17 +396,7 @@ mod tests {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (s, _) = l.accept().unwrap();
-        let one: libc::c_int = 1;
-        // SAFETY: setsockopt on an open socket with a valid int option.
-        unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_TIMESTAMPNS,
-                (&one as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
+        set_rx_timestamps(s.as_raw_fd());
         // The kernel turns packet stamping on a moment after the first socket asks for it.
         std::thread::sleep(std::time::Duration::from_millis(200));
         c.write_all(b"hello").unwrap();
