@@ -339,13 +339,8 @@ impl RunPlan {
             (Some(path), EndpointType::Template) => {
                 let text = std::fs::read_to_string(path)
                     .map_err(|e| WorkloadError::Template(format!("{}: {e}", path.display())))?;
-                crate::workload::check_template(&text).map_err(|e| {
-                    WorkloadError::Template(format!(
-                        "{}: {}",
-                        path.display(),
-                        e.to_string().trim_start_matches("--request-template ")
-                    ))
-                })?;
+                crate::workload::check_template(&text)
+                    .map_err(|e| WorkloadError::Template(format!("{}: {e}", path.display())))?;
                 Some(text)
             }
             (None, EndpointType::Template) => {

@@ -57,13 +57,7 @@ impl Conn {
                 outcome: Outcome::ConnectFailed,
                 message: format!("connect to {addr}: {e}"),
             })?;
-        let _ = tcp.set_nodelay(true);
-        let mut conn = Conn {
-            tcp,
-            tls: None,
-            used: false,
-            stamped: false,
-        };
+        let mut conn = Conn::plain(tcp);
         if let Some((config, name)) = tls {
             let c = rustls::ClientConnection::new(config.clone(), name.clone()).map_err(|e| {
                 ConnectError {
@@ -79,18 +73,23 @@ impl Conn {
         Ok(conn)
     }
 
+    /// A fresh plain connection over `tcp` (Nagle off: events must not wait for more bytes).
+    fn plain(tcp: TcpStream) -> Conn {
+        let _ = tcp.set_nodelay(true);
+        Conn {
+            tcp,
+            tls: None,
+            used: false,
+            stamped: false,
+        }
+    }
+
     /// Wraps an accepted connection, completing the TLS handshake when `tls` is given.
     pub async fn accept(
         tcp: TcpStream,
         tls: Option<&Arc<rustls::ServerConfig>>,
     ) -> io::Result<Conn> {
-        let _ = tcp.set_nodelay(true);
-        let mut conn = Conn {
-            tcp,
-            tls: None,
-            used: false,
-            stamped: false,
-        };
+        let mut conn = Conn::plain(tcp);
         if let Some(config) = tls {
             let c = rustls::ServerConnection::new(config.clone())
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;

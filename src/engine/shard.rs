@@ -327,7 +327,7 @@ async fn session(shard: Rc<Shard>, ticket: Ticket) {
     let plan = shard.plan.clone();
     let sessions = plan.sessions.as_ref().expect("session mode");
     let s = &sessions.list[ticket.entry as usize % sessions.list.len()];
-    let mut history: Vec<serde_json::Value> = Vec::new();
+    let mut history = Prompt::Messages(Vec::new());
     let mut context_tokens = 0u32;
     for (k, turn) in s.turns.iter().enumerate() {
         if k > 0 {
@@ -338,12 +338,10 @@ async fn session(shard: Rc<Shard>, ticket: Ticket) {
                 break;
             }
         }
-        history.push(serde_json::json!({"role": "user", "content": turn.prompt}));
-        let body = crate::workload::request_body(
-            &sessions.spec,
-            &Prompt::Messages(history.clone()),
-            turn.osl,
-        );
+        if let Prompt::Messages(h) = &mut history {
+            h.push(serde_json::json!({"role": "user", "content": turn.prompt}));
+        }
+        let body = crate::workload::request_body(&sessions.spec, &history, turn.osl);
         let template = crate::http::request::Template::post_json(&sessions.target(), &body);
         let isl = context_tokens + turn.isl;
         let mut rec = Record::new(
@@ -358,16 +356,20 @@ async fn session(shard: Rc<Shard>, ticket: Ticket) {
         rec.keep_text = true;
         exchange_once(&shard, &template, &mut rec).await;
         let ok = rec.outcome == Outcome::Ok;
-        let answer = rec.text.clone();
         context_tokens = isl + rec.osl.unwrap_or(0) as u32;
-        if rec.osl.is_some() {
-            rec.text = String::new();
-        }
+        // The record keeps the text only when its tokens still have to be counted.
+        let answer = if rec.osl.is_some() {
+            std::mem::take(&mut rec.text)
+        } else {
+            rec.text.clone()
+        };
         shard.record(rec);
         if !ok {
             break;
         }
-        history.push(serde_json::json!({"role": "assistant", "content": answer}));
+        if let Prompt::Messages(h) = &mut history {
+            h.push(serde_json::json!({"role": "assistant", "content": answer}));
+        }
     }
     shard.release();
 }

@@ -368,16 +368,16 @@ fn prompt_text(prompt: &files::Prompt) -> String {
 }
 
 /// Checks a request template: it needs `{{prompt}}`, and must be JSON once filled in.
-pub fn check_template(template: &str) -> Result<(), WorkloadError> {
+pub fn check_template(template: &str) -> Result<(), String> {
     if !template.contains("{{prompt}}") {
-        return Err(WorkloadError::Template(
+        return Err(
             "has no {{prompt}} placeholder: ringperf would send the same body every time".into(),
-        ));
+        );
     }
     let filled = fill_template(template, "x", Some(1), "m");
     serde_json::from_slice::<Value>(&filled)
         .map(|_| ())
-        .map_err(|e| WorkloadError::Template(format!("is not JSON once filled in: {e}")))
+        .map_err(|e| format!("is not JSON once filled in: {e}"))
 }
 
 fn fill_template(template: &str, prompt: &str, osl: Option<u32>, model: &str) -> Vec<u8> {
