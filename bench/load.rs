@@ -8,7 +8,19 @@
 //! CPU 1 (on a 2-core machine that is all there is). Printed per stream count: client CPU µs
 //! per content event, client-added delay p50/p99 (simulator stamp → client read), RSS per
 //! stream, for ringperf and for the raw drain, as medians over the runs.
+//!
+//!     cargo bench --bench load -- --colocated [--sim-nice -10] [--background] \
+//!         [--streams 256,1000] [--itl 10ms] [--osl 64] [--client-flags "--shards 2 --cpus 0,1"]
+//!
+//! Co-located: the simulator in its own process, not pinned, at a better priority than the
+//! client (as an inference server on a GPU host usually is), on the same CPUs as ringperf, which
+//! runs at its defaults (its own placement). `--background` adds a CPU hog at nice 19 on every
+//! CPU, as a compiler in the background. Printed per stream count: the per-request
+//! client-added delay against the simulator's own stamps (send + receive side), the requests in
+//! flight the simulator saw against the asked concurrency, the send lateness, client CPU per
+//! event, and the verdict ringperf printed.
 
+use std::cell::RefCell;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::rc::Rc;
@@ -52,23 +64,49 @@ fn rss_sampler(stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
 struct SimChild {
     child: Child,
     port: u16,
-    stdout: BufReader<std::process::ChildStdout>,
+    io: Rc<RefCell<SimIo>>,
     started_ns: u64,
+}
+
+/// The simulator child's pipes: a line asked, a line answered.
+struct SimIo {
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl SimIo {
+    fn ask(&mut self, question: &str) -> Vec<u128> {
+        let _ = writeln!(self.stdin, "{question}");
+        let _ = self.stdin.flush();
+        let mut line = String::new();
+        let _ = self.stdout.read_line(&mut line);
+        line.split_whitespace()
+            .map(|v| v.parse().unwrap_or(0))
+            .collect()
+    }
 }
 
 impl SimChild {
     /// The simulator's CPU share since it started.
-    fn cpu_share(mut self) -> f64 {
-        let stdin = self.child.stdin.as_mut().unwrap();
-        let _ = stdin.write_all(b"report\n");
-        let _ = stdin.flush();
-        let mut line = String::new();
-        let _ = self.stdout.read_line(&mut line);
-        let mut it = line
-            .split_whitespace()
-            .map(|v| v.parse::<u64>().unwrap_or(0));
-        let (cpu, at) = (it.next().unwrap_or(0), it.next().unwrap_or(0));
-        cpu as f64 / at.saturating_sub(self.started_ns).max(1) as f64
+    fn cpu_share(self) -> f64 {
+        let v = self.io.borrow_mut().ask("report");
+        let (cpu, at) = (
+            v.first().copied().unwrap_or(0),
+            v.get(1).copied().unwrap_or(0),
+        );
+        cpu as f64 / (at as u64).saturating_sub(self.started_ns).max(1) as f64
+    }
+
+    /// A probe of the simulator's in-flight integral, over the pipe.
+    fn probe(&self) -> ringperf::engine::InFlightProbe {
+        let io = self.io.clone();
+        Box::new(move || {
+            let v = io.borrow_mut().ask("inflight");
+            ringperf::engine::InFlightSample {
+                t_ns: v.first().copied().unwrap_or(0) as u64,
+                integral: v.get(1).copied().unwrap_or(0),
+            }
+        })
     }
 }
 
@@ -79,45 +117,106 @@ impl Drop for SimChild {
     }
 }
 
-fn spawn_sim(flags: &str) -> SimChild {
-    let mut child = Command::new(std::env::current_exe().unwrap())
+/// The simulator in a child process: pinned to CPU 0, or, with `nice`, not pinned and at
+/// that priority.
+fn spawn_sim(flags: &str, nice: Option<i32>) -> SimChild {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    if let Some(n) = nice {
+        cmd.env(SIM_NICE_ENV, n.to_string());
+    }
+    let mut child = cmd
         .env(SIM_ENV, flags)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .expect("start simulator child");
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let stdin = child.stdin.take().unwrap();
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
     SimChild {
         child,
         port: line.trim().parse().expect("simulator port"),
-        stdout,
+        io: Rc::new(RefCell::new(SimIo { stdin, stdout })),
         started_ns: now_ns(),
     }
 }
 
+const HOG_ENV: &str = "RINGPERF_BENCH_HOG";
+
+/// CPU hogs at nice 19, one per CPU, as a compiler in the background; they stop when the
+/// parent closes their stdin (or after 20 minutes, whatever happens).
+struct Background(Child);
+
+impl Background {
+    fn start() -> Background {
+        let child = Command::new(std::env::current_exe().unwrap())
+            .env(HOG_ENV, "1")
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("start background load");
+        Background(child)
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn hog_child_main() {
+    ringperf::sys::set_nice(0, 19).expect("setpriority");
+    let end = now_ns() + 20 * 60 * 1_000_000_000;
+    let n = std::thread::available_parallelism().map_or(2, |n| n.get());
+    for _ in 0..n {
+        std::thread::spawn(move || {
+            let mut x = 0u64;
+            while now_ns() < end {
+                for i in 0..100_000u64 {
+                    x = x.wrapping_mul(31).wrapping_add(i);
+                }
+                std::hint::black_box(x);
+            }
+        });
+    }
+    // Until the parent goes away.
+    let mut s = String::new();
+    let _ = std::io::stdin().read_line(&mut s);
+}
+
+const SIM_NICE_ENV: &str = "RINGPERF_BENCH_SIM_NICE";
+
 fn sim_child_main(flags: &str) {
-    core_affinity::set_for_current(core_affinity::CoreId { id: 0 });
+    match std::env::var(SIM_NICE_ENV) {
+        // Co-located: not pinned, at the given priority (threads inherit it).
+        Ok(nice) => ringperf::sys::set_nice(0, nice.parse().expect("nice")).expect("setpriority"),
+        Err(_) => {
+            core_affinity::set_for_current(core_affinity::CoreId { id: 0 });
+        }
+    }
     let mut args = ringperf::cli::SimArgs::parse_inline(flags).unwrap();
     args.bind = "127.0.0.1:0".into();
     let h = ringperf::sim::start(&args).unwrap();
+    let probe = h.in_flight_probe();
     println!("{}", h.addr.port());
     std::io::stdout().flush().unwrap();
-    // Serve until the parent writes a line, then report this process's CPU time.
-    let mut s = String::new();
-    let _ = std::io::stdin().read_line(&mut s);
-    println!("{} {}", process_cpu_ns(), now_ns());
-}
-
-fn process_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid timespec; CLOCK_PROCESS_CPUTIME_ID always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    // Serve; answer `inflight` with the in-flight integral, and anything else with this
+    // process's CPU time, then stop.
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let _ = std::io::stdin().read_line(&mut line);
+        if line.trim() == "inflight" {
+            let s = probe();
+            println!("{} {}", s.t_ns, s.integral);
+            std::io::stdout().flush().unwrap();
+            continue;
+        }
+        println!("{} {}", ringperf::sys::process_cpu_ns(), now_ns());
+        return;
+    }
 }
 
 struct Figures {
@@ -166,36 +265,23 @@ fn itl_for(streams: usize, rate: u64) -> String {
 }
 
 fn run_ringperf(streams: usize, rate: u64, driver: &str, secs: u64) -> Figures {
-    let sim = spawn_sim(&format!(
-        "--ttft 5ms --itl {} --shards 1",
-        itl_for(streams, rate)
-    ));
-    let n = streams.to_string();
-    let dur = format!("{secs}s");
-    let osl = OSL.to_string();
-    let args = client_args(
-        sim.port,
-        driver,
-        &[
-            "--concurrency",
-            &n,
-            "--warmup-request-count",
-            &n,
-            "--benchmark-duration",
-            &dur,
-            "--output-tokens-mean",
-            &osl,
-        ],
+    let sim = spawn_sim(
+        &format!("--ttft 5ms --itl {} --shards 1", itl_for(streams, rate)),
+        None,
     );
-    let plan = Arc::new(ringperf::plan::RunPlan::build(&args).unwrap());
+    let load = closed_loop(streams, secs, OSL);
+    let load: Vec<&str> = load.iter().map(String::as_str).collect();
+    let args = client_args(sim.port, driver, &load);
+    // The plan (prompts, tokenizer) is built before the baseline: RSS per stream is the
+    // engine's alone.
+    let plan = ringperf::plan::RunPlan::build(&args).unwrap();
     let base = rss_kib();
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = rss_sampler(stop.clone());
-    let out = ringperf::engine::run(plan, Arc::new(AtomicBool::new(false))).unwrap();
+    let r = run_plan(plan, None);
     stop.store(true, Ordering::Relaxed);
     let peak = sampler.join().unwrap();
-    let r = ringperf::report::build(out, &Default::default());
-    let shard = &r.shards[0];
+    let shard = &r.health.shards[0];
     Figures {
         cpu_us_per_event: shard.cpu_us_per_event,
         delay_p50_us: r.client_delay.percentile(50.0) as f64 / 1e3,
@@ -207,8 +293,63 @@ fn run_ringperf(streams: usize, rate: u64, driver: &str, secs: u64) -> Figures {
     }
 }
 
+/// Flags for a closed loop of `streams` requests in flight for `secs` after a warm-up round,
+/// each asking for `osl` tokens.
+fn closed_loop(streams: usize, secs: u64, osl: u32) -> Vec<String> {
+    [
+        "--concurrency",
+        &streams.to_string(),
+        "--warmup-request-count",
+        &streams.to_string(),
+        "--benchmark-duration",
+        &format!("{secs}s"),
+        "--output-tokens-mean",
+        &osl.to_string(),
+    ]
+    .map(str::to_string)
+    .to_vec()
+}
+
+/// Plans, places and runs a client in this process, as `ringperf profile` would.
+fn run_client(
+    args: &ringperf::cli::ProfileArgs,
+    probe: Option<ringperf::engine::InFlightProbe>,
+) -> ringperf::report::Report {
+    run_plan(ringperf::plan::RunPlan::build(args).unwrap(), probe)
+}
+
+/// Places and runs a planned client.
+fn run_plan(
+    plan: ringperf::plan::RunPlan,
+    probe: Option<ringperf::engine::InFlightProbe>,
+) -> ringperf::report::Report {
+    let placement = ringperf::engine::place(&plan).unwrap();
+    let settings = ringperf::report::Settings {
+        rate: plan.rate,
+        slos: Vec::new(),
+        concurrency: plan.rate.is_none().then_some(plan.concurrency),
+        kernel_stamps: plan.kernel_timestamps,
+    };
+    let out = ringperf::engine::run(
+        Arc::new(plan),
+        placement,
+        Arc::new(AtomicBool::new(false)),
+        probe,
+    )
+    .unwrap();
+    ringperf::report::build(out, &settings)
+}
+
 /// `ringperf profile` flags for a streaming client of one shard on CPU 1, plus `load`.
 fn client_args(port: u16, driver: &str, load: &[&str]) -> ringperf::cli::ProfileArgs {
+    let mut argv = vec!["--shards", "1", "--cpus", "1", "--driver", driver];
+    argv.extend_from_slice(load);
+    profile_args(port, &argv)
+}
+
+/// `ringperf profile` flags for a streaming client of `port`, plus `more`; everything else
+/// at its defaults.
+fn profile_args(port: u16, more: &[&str]) -> ringperf::cli::ProfileArgs {
     let url = format!("http://127.0.0.1:{port}");
     let dir = std::env::temp_dir().join("ringperf-bench-load");
     let mut argv = vec![
@@ -221,18 +362,12 @@ fn client_args(port: u16, driver: &str, load: &[&str]) -> ringperf::cli::Profile
         "16",
         "--num-dataset-entries",
         "16",
-        "--shards",
-        "1",
-        "--cpus",
-        "1",
-        "--driver",
-        driver,
         "--no-progress",
         "--no-gpu-telemetry",
         "--artifact-dir",
         dir.to_str().unwrap(),
     ];
-    argv.extend_from_slice(load);
+    argv.extend_from_slice(more);
     let Sub::Profile(args) = Cli::try_parse_from(argv).unwrap().command else {
         unreachable!()
     };
@@ -241,7 +376,7 @@ fn client_args(port: u16, driver: &str, load: &[&str]) -> ringperf::cli::Profile
 
 /// Dispatch delay p50/p99 (µs) and achieved/scheduled rate of an open-loop run.
 fn dispatch_lateness(rate: u64, driver: &str, secs: u64) -> (f64, f64, f64) {
-    let sim = spawn_sim("--ttft 5ms --itl 2ms --shards 1");
+    let sim = spawn_sim("--ttft 5ms --itl 2ms --shards 1", None);
     let (r, dur) = (rate.to_string(), format!("{secs}s"));
     let warm = (rate / 5).to_string();
     let args = client_args(
@@ -258,13 +393,7 @@ fn dispatch_lateness(rate: u64, driver: &str, secs: u64) -> (f64, f64, f64) {
             "4",
         ],
     );
-    let plan = Arc::new(ringperf::plan::RunPlan::build(&args).unwrap());
-    let settings = ringperf::report::Settings {
-        rate: plan.rate,
-        slos: Vec::new(),
-    };
-    let out = ringperf::engine::run(plan, Arc::new(AtomicBool::new(false))).unwrap();
-    let r = ringperf::report::build(out, &settings);
+    let r = run_client(&args, None);
     let d = &r.metrics.dispatch_delay;
     (
         d.percentile(50.0) as f64 / 1e3,
@@ -276,10 +405,10 @@ fn dispatch_lateness(rate: u64, driver: &str, secs: u64) -> (f64, f64, f64) {
 /// The raw drain: same connections and bytes; reads each response until the chunked body's
 /// last chunk and throws it away. No parsing, no timestamps, no records.
 fn run_raw(streams: usize, rate: u64, driver: Driver, secs: u64) -> Figures {
-    let sim = spawn_sim(&format!(
-        "--ttft 5ms --itl {} --shards 1",
-        itl_for(streams, rate)
-    ));
+    let sim = spawn_sim(
+        &format!("--ttft 5ms --itl {} --shards 1", itl_for(streams, rate)),
+        None,
+    );
     let addr: std::net::SocketAddr = format!("127.0.0.1:{}", sim.port).parse().unwrap();
     let body = format!(
         r#"{{"model":"ringperf-sim","messages":[{{"role":"user","content":"hello there"}}],"stream":true,"stream_options":{{"include_usage":true}},"max_tokens":{OSL}}}"#
@@ -369,6 +498,101 @@ fn run_raw(streams: usize, rate: u64, driver: Driver, secs: u64) -> Figures {
     }
 }
 
+/// One co-located run's figures.
+struct Colocated {
+    held: f64,
+    client_cpu: f64,
+    sim_cpu: f64,
+    total_p50_us: f64,
+    total_p99_us: f64,
+    send_p99_us: f64,
+    recv_p99_us: f64,
+    in_flight: f64,
+    sent_late_p99_us: f64,
+    cpu_us_per_event: f64,
+    starved_requests: u64,
+    verdict: String,
+}
+
+fn colocated(streams: usize, opts: &Opts) -> Colocated {
+    let sim = spawn_sim(
+        &format!("--ttft {} --itl {} --shards 1", opts.ttft, opts.itl),
+        Some(opts.sim_nice),
+    );
+    let load = closed_loop(streams, opts.secs, opts.osl);
+    let mut more: Vec<&str> = load.iter().map(String::as_str).collect();
+    more.extend(opts.client_flags.split_whitespace());
+    let r = run_client(&profile_args(sim.port, &more), Some(sim.probe()));
+    let sim_cpu = sim.cpu_share();
+    let us = |d: &ringperf::stats::Dist, p: f64| d.percentile(p) as f64 / 1e3;
+    let c = &r.health.self_check;
+    let (cpu, events) = r.health.shards.iter().fold((0.0, 0.0), |(c, e), s| {
+        let ev = s.events_per_sec * r.window_ns as f64 / 1e9;
+        (c + s.cpu_us_per_event * ev, e + ev)
+    });
+    Colocated {
+        held: r.health.held.map_or(f64::NAN, |h| h.mean / streams as f64),
+        client_cpu: r.health.shards.iter().map(|s| s.cpu_utilization).sum(),
+        sim_cpu,
+        total_p50_us: us(&c.total, 50.0),
+        total_p99_us: us(&c.total, 99.0),
+        send_p99_us: us(&c.send, 99.0),
+        recv_p99_us: us(&c.receive, 99.0),
+        in_flight: c.server_in_flight.unwrap_or(f64::NAN) / streams as f64,
+        sent_late_p99_us: us(&r.metrics.dispatch_delay, 99.0),
+        cpu_us_per_event: cpu / events.max(1.0),
+        starved_requests: r.health.shards.iter().map(|s| s.starved_requests).sum(),
+        verdict: r.health.verdict.clone(),
+    }
+}
+
+fn print_colocated(opts: &Opts) {
+    let _hog = opts.background.then(Background::start);
+    println!(
+        "co-located: simulator (one thread, not pinned, nice {}) and ringperf at its defaults{} on the same CPUs{}; TTFT {}, ITL {}, {} tokens one per event; {} run(s) of {} s after a warm-up round; medians",
+        opts.sim_nice,
+        if opts.client_flags.is_empty() { String::new() } else { format!(" plus {}", opts.client_flags) },
+        if opts.background { ", a CPU hog at nice 19 on every CPU" } else { "" },
+        opts.ttft, opts.itl, opts.osl, opts.runs, opts.secs
+    );
+    println!(
+        "{:>7} | {:>23} {:>10} {:>10} | {:>13} {:>6} | {:>13} | {:>10} {:>6} {:>6} | {:>7}",
+        "streams",
+        "added/request p50, p99",
+        "send p99",
+        "recv p99",
+        "sim in flight",
+        "held",
+        "sent late p99",
+        "CPU µs/ev",
+        "client",
+        "sim",
+        "starved"
+    );
+    for &n in &opts.streams {
+        let mut runs: Vec<Colocated> = (0..opts.runs).map(|_| colocated(n, opts)).collect();
+        let m = |g: fn(&Colocated) -> f64| median(runs.iter().map(g).collect());
+        println!(
+            "{n:>7} | {:>10.0} µs {:>8.0} µs {:>7.0} µs {:>7.0} µs | {:>12.1}% {:>5.1}% | {:>10.0} µs | {:>10.2} {:>5.0}% {:>5.0}% | {:>7.0}",
+            m(|c| c.total_p50_us),
+            m(|c| c.total_p99_us),
+            m(|c| c.send_p99_us),
+            m(|c| c.recv_p99_us),
+            m(|c| c.in_flight) * 100.0,
+            m(|c| c.held) * 100.0,
+            m(|c| c.sent_late_p99_us),
+            m(|c| c.cpu_us_per_event),
+            m(|c| c.client_cpu) * 100.0,
+            m(|c| c.sim_cpu) * 100.0,
+            m(|c| c.starved_requests as f64),
+        );
+        runs.sort_by(|a, b| a.total_p99_us.total_cmp(&b.total_p99_us));
+        for (k, r) in runs.iter().enumerate() {
+            println!("{:>7}   verdict (run {}, by p99): {}", "", k + 1, r.verdict);
+        }
+    }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -394,6 +618,27 @@ struct Opts {
     /// I/O driver for both clients.
     #[arg(long, value_enum, default_value_t = Driver::Auto)]
     driver: Driver,
+    /// Co-located mode: the simulator in its own process on the client's CPUs (see above).
+    #[arg(long)]
+    colocated: bool,
+    /// Co-located: the simulator's nice value (-10: it out-ranks the client).
+    #[arg(long, default_value_t = -10, allow_negative_numbers = true)]
+    sim_nice: i32,
+    /// Co-located: also a CPU hog at nice 19 on every CPU.
+    #[arg(long)]
+    background: bool,
+    /// Co-located: the simulator's time to first token.
+    #[arg(long, default_value = "50ms")]
+    ttft: String,
+    /// Co-located: the simulator's time between tokens.
+    #[arg(long, default_value = "10ms")]
+    itl: String,
+    /// Co-located: tokens per response.
+    #[arg(long, default_value_t = 64)]
+    osl: u32,
+    /// Co-located: extra `ringperf profile` flags (e.g. "--shards 2 --cpus 0,1").
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    client_flags: String,
     #[arg(long, hide = true)]
     bench: bool,
 }
@@ -403,8 +648,16 @@ fn main() {
         sim_child_main(&flags);
         return;
     }
+    if std::env::var_os(HOG_ENV).is_some() {
+        hog_child_main();
+        return;
+    }
     let opts = Opts::parse();
     ringperf::engine::raise_nofile_limit();
+    if opts.colocated {
+        print_colocated(&opts);
+        return;
+    }
     let driver = match opts.driver {
         Driver::Auto => "auto",
         Driver::Uring => "uring",

@@ -68,6 +68,7 @@ pub fn profile(
     print: bool,
 ) -> Result<ProfileResult, Fatal> {
     let mut args = args.clone();
+    let mut sim_cpus = Vec::new();
     let sim = match &args.sim {
         Some(flags) => {
             let mut sim_args = SimArgs::parse_inline(flags).map_err(|e| {
@@ -79,19 +80,15 @@ pub fn profile(
             sim_args.bind = "127.0.0.1:0".into();
             sim_args.model = args.target.model.clone();
             // Same host, same cores: unless told otherwise, the simulator gets the first CPUs
-            // and the client's shards the rest, so neither preempts the other.
+            // to itself and the client's shards are placed on the others.
             let cpus = crate::plan::usable_cpus();
             if sim_args.cpus.is_none()
                 && args.engine.cpus.is_none()
-                && args.engine.shards.is_none()
                 && !args.engine.no_pin
                 && cpus.len() > sim_args.shards
             {
-                let (sim_cpus, client_cpus) = cpus.split_at(sim_args.shards);
-                let list =
-                    |c: &[usize]| c.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
-                sim_args.cpus = Some(list(sim_cpus));
-                args.engine.cpus = Some(list(client_cpus));
+                sim_cpus = cpus[..sim_args.shards].to_vec();
+                sim_args.cpus = Some(crate::engine::placement::cpu_list(&sim_cpus));
             }
             let h = crate::sim::start(&sim_args).map_err(Fatal::from)?;
             eprintln!(
@@ -111,16 +108,26 @@ pub fn profile(
         }
         None => None,
     };
-    let plan = RunPlan::build(&args).map_err(Fatal::from)?;
+    let mut plan = RunPlan::build(&args).map_err(Fatal::from)?;
+    plan.placement.reserved = sim_cpus;
     eprintln!("ringperf: tokenizer: {}", plan.tokenizer.source);
+    let placement = crate::engine::place(&plan).map_err(Fatal)?;
+    eprintln!("ringperf: shards: {}", placement.reason);
     let plan = Arc::new(plan);
-    let telemetry = crate::telemetry::Telemetry::start(&args.telemetry, &plan).map_err(Fatal)?;
+    let telemetry =
+        crate::telemetry::Telemetry::start(&args.telemetry, &plan, &placement).map_err(Fatal)?;
     let start = unix_time_secs();
-    let out = crate::engine::run(plan.clone(), stop).map_err(Fatal::from)?;
+    let probe = sim.as_ref().map(|h| h.in_flight_probe());
+    let out = crate::engine::run(plan.clone(), placement, stop, probe).map_err(Fatal::from)?;
     let end = unix_time_secs();
     let settings = report::Settings {
         rate: plan.rate,
         slos: plan.slos.clone(),
+        // The concurrency a closed loop holds steady (not while ramping, not in sessions,
+        // whose places also hold the pauses between turns).
+        concurrency: (plan.offsets.is_none() && plan.ramp_ns == 0 && plan.sessions.is_none())
+            .then_some(plan.concurrency),
+        kernel_stamps: plan.kernel_timestamps && plan.tls.is_none(),
     };
     let mut report = report::build(out, &settings);
     report.telemetry = Some(telemetry.finish(

@@ -32,6 +32,7 @@ pub enum Command {
 
 /// Everything `ringperf profile` takes.
 #[derive(Debug, Clone, Args)]
+#[command(after_help = PLACEMENT_HELP)]
 pub struct ProfileArgs {
     /// Target server.
     #[command(flatten, next_help_heading = "Target")]
@@ -248,16 +249,29 @@ pub struct OutputArgs {
     pub no_progress: bool,
 }
 
+/// How shards are placed, shown under `ringperf profile --help`.
+pub const PLACEMENT_HELP: &str = "\
+Shard placement: before the run ringperf watches the host for 100 ms and uses the CPUs other
+work leaves quiet (work at a positive nice value does not count). It starts one shard per
+1,000 requests in flight, at most one per quiet CPU, and one fewer when the server runs on this
+host, so that the server keeps a CPU. With the server on another host each shard is pinned to
+its own quiet CPU; with the server on this host shards may move among the quiet CPUs, because
+a pinned shard cannot escape a server that out-ranks it. During the run a shard that waits for
+its CPU is moved to wider CPUs and reported; the requests it had in flight are marked. --shards,
+--cpus and --no-pin override each part.";
+
 /// Threads, cores and I/O driver.
 #[derive(Debug, Clone, Args)]
 pub struct EngineArgs {
-    /// Shard threads (default: one per usable CPU; never more than --concurrency).
+    /// Shard threads (default: one per 1,000 requests in flight, at most one per quiet CPU;
+    /// never more than --concurrency).
     #[arg(long)]
     pub shards: Option<usize>,
-    /// CPUs to pin shards to, e.g. 0,2-5 (default: all usable CPUs, in order).
+    /// Pin shards to these CPUs, e.g. 0,2-5, in turn (default: decided from the host; a
+    /// shard pinned here is reported, not moved, when it waits for its CPU).
     #[arg(long)]
     pub cpus: Option<String>,
-    /// Do not pin shard threads.
+    /// Do not pin or restrict shard threads: the scheduler places them.
     #[arg(long)]
     pub no_pin: bool,
     /// I/O driver.

@@ -211,6 +211,7 @@ impl Exchange {
                     self.failure = Some((Outcome::ServerError, cut(&e)));
                     return;
                 }
+                rec.sim_arrived_ns = p.arrived_ns;
                 if !p.content.is_empty() || !p.reasoning.is_empty() {
                     rec.last_content_ns = Some(t);
                     rec.text.push_str(&p.reasoning);
@@ -250,12 +251,18 @@ fn on_event(
     if let (Some(sent), Phase::Profiling) = (p.sent_ns, rec.phase) {
         scratch.client_delay.record(t.saturating_sub(sent));
     }
+    if p.arrived_ns.is_some() {
+        rec.sim_arrived_ns = p.arrived_ns;
+    }
     if let Some(e) = p.error {
         failure.get_or_insert((Outcome::ServerError, cut(&e)));
     }
     if !p.content.is_empty() || !p.reasoning.is_empty() {
         match rec.last_content_ns {
-            None => rec.first_content_ns = Some(t),
+            None => {
+                rec.first_content_ns = Some(t);
+                rec.sim_first_sent_ns = p.sent_ns;
+            }
             Some(last) => {
                 if rec.second_content_ns.is_none() {
                     rec.second_content_ns = Some(t);

@@ -128,6 +128,10 @@ struct Wire<'a> {
     /// Set by ringperf's simulator: when the event was written (`CLOCK_MONOTONIC` ns).
     #[serde(default)]
     x_ringperf_sent_ns: Option<u64>,
+    /// Set by ringperf's simulator on a response's first event: when the request reached its
+    /// kernel (`CLOCK_MONOTONIC` ns).
+    #[serde(default)]
+    x_ringperf_arrived_ns: Option<u64>,
     /// Responses API: the event type (`response.output_text.delta`, …).
     #[serde(borrow, default, rename = "type")]
     kind: Option<&'a str>,
@@ -160,6 +164,8 @@ pub struct Payload<'a> {
     pub error: Option<String>,
     /// The simulator's send stamp.
     pub sent_ns: Option<u64>,
+    /// The simulator's stamp of the request's arrival.
+    pub arrived_ns: Option<u64>,
 }
 
 /// Why an event could not be decoded.
@@ -186,6 +192,7 @@ pub fn decode<'a>(
             .map(|e| e.0)
             .or_else(|| wire.detail.map(|d| d.to_string())),
         sent_ns: wire.x_ringperf_sent_ns,
+        arrived_ns: wire.x_ringperf_arrived_ns,
     };
     // The Responses API: typed events, or a whole response with `output` items.
     match wire.kind {
@@ -280,6 +287,7 @@ pub fn decode_with<'a>(
         }),
         error,
         sent_ns: v.get("x_ringperf_sent_ns").and_then(|x| x.as_u64()),
+        arrived_ns: v.get("x_ringperf_arrived_ns").and_then(|x| x.as_u64()),
     })
 }
 

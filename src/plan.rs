@@ -162,8 +162,8 @@ pub struct RunPlan {
     pub grace_ns: u64,
     /// Warm-up requests.
     pub warmup: u64,
-    /// CPU per shard (`None`: not pinned).
-    pub shard_cpus: Vec<Option<usize>>,
+    /// What the flags ask of the shards' placement (decided at run time, from the host).
+    pub placement: crate::engine::placement::Ask,
     /// I/O driver.
     pub driver: Driver,
     /// io_uring entries.
@@ -318,21 +318,14 @@ impl RunPlan {
             ),
         };
 
-        // Shards: one per usable CPU by default, never more than requests in flight.
+        // Shards: the flags only ask; the engine decides from the host (engine::place).
         let cpus = match &args.engine.cpus {
-            Some(list) => parse_cpu_list(list).map_err(PlanError::Flag)?,
-            None => usable_cpus(),
+            Some(list) => Some(parse_cpu_list(list).map_err(PlanError::Flag)?),
+            None => None,
         };
-        let wanted = args.engine.shards.unwrap_or(cpus.len());
-        if wanted == 0 {
+        if args.engine.shards == Some(0) {
             return Err(flag("--shards must be at least 1"));
         }
-        let shards = wanted
-            .min(concurrency.min(usize::MAX as u64) as usize)
-            .max(1);
-        let shard_cpus = (0..shards)
-            .map(|i| (!args.engine.no_pin).then(|| cpus[i % cpus.len()]))
-            .collect();
 
         let extra = parse_extra_inputs(&w.extra_inputs)?;
         let template = match (&t.request_template, t.endpoint_type) {
@@ -513,6 +506,22 @@ impl RunPlan {
                 ))
             })
         });
+        // The work to size shards for: requests in flight (open loop: a second's arrivals).
+        let streams = match (&offsets, l.request_rate) {
+            (_, Some(rate)) => (rate.ceil() as u64).min(concurrency),
+            (Some(t), None) => {
+                let span_s = t.last().copied().unwrap_or(0) as f64 / 1e9;
+                ((t.len() as f64 / span_s.max(1.0)).ceil() as u64).min(concurrency)
+            }
+            (None, None) => concurrency,
+        };
+        let placement = crate::engine::placement::Ask {
+            shards: args.engine.shards,
+            cpus,
+            no_pin: args.engine.no_pin,
+            streams,
+            reserved: Vec::new(),
+        };
         let artifact_dir = args.output.artifact_dir.clone().unwrap_or_else(|| {
             let model = t.model.replace(['/', '\\', ':'], "_");
             let et = match t.endpoint_type {
@@ -563,7 +572,9 @@ impl RunPlan {
             "session_turns_stddev": w.session_turns_mean.map(|_| w.session_turns_stddev),
             "session_turn_delay_s": w.session_turns_mean.map(|_| w.session_turn_delay as f64 / 1e9),
             "tokenizer": tokenizer.source,
-            "shards": shards,
+            "shards": args.engine.shards,
+            "cpus": args.engine.cpus,
+            "no_pin": args.engine.no_pin,
             "driver": args.engine.driver,
             "connect_timeout_s": t.connect_timeout as f64 / 1e9,
             "request_timeout_s": t.request_timeout as f64 / 1e9,
@@ -589,7 +600,7 @@ impl RunPlan {
             duration_ns: l.benchmark_duration,
             grace_ns: l.grace_period,
             warmup: l.warmup_request_count,
-            shard_cpus,
+            placement,
             driver: args.engine.driver,
             ring_entries: args.engine.ring_entries,
             kernel_timestamps: !args.engine.no_kernel_timestamps,
@@ -599,11 +610,6 @@ impl RunPlan {
             progress: !args.output.no_progress,
             input_config,
         })
-    }
-
-    /// Number of shards.
-    pub fn shards(&self) -> usize {
-        self.shard_cpus.len()
     }
 }
 

@@ -86,6 +86,16 @@ pub enum TokenSource {
     Tokenizer,
 }
 
+/// What a request's start time is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StartSource {
+    /// The kernel's transmit stamp of the request's last byte (`SO_TIMESTAMPING`).
+    KernelTx,
+    /// The clock read just before the request's bytes were handed to the kernel.
+    Write,
+}
+
 /// One request, as measured. Times are `CLOCK_MONOTONIC` nanoseconds.
 #[derive(Debug, Clone, Serialize)]
 pub struct Record {
@@ -99,8 +109,13 @@ pub struct Record {
     pub entry: u32,
     /// When the schedule wanted it sent (open-loop modes only).
     pub intended_ns: Option<u64>,
-    /// Just before the request bytes were handed to the kernel.
+    /// When the client meant to send it: the intended time (open loop), or when the request
+    /// whose place it took ended (closed loop; none while the concurrency cap first fills).
+    pub due_ns: Option<u64>,
+    /// When its bytes went to the kernel (see `start_source`).
     pub start_ns: u64,
+    /// How `start_ns` was taken.
+    pub start_source: StartSource,
     /// When the response ended (or the request failed).
     pub end_ns: u64,
     /// First content event.
@@ -136,6 +151,12 @@ pub struct Record {
     pub reconnected: bool,
     /// Multi-turn sessions: the session's number and this turn's index.
     pub session: Option<(u64, u32)>,
+    /// ringperf's simulator only: when the request reached its kernel (its own stamp).
+    pub sim_arrived_ns: Option<u64>,
+    /// ringperf's simulator only: when it wrote the first content event.
+    pub sim_first_sent_ns: Option<u64>,
+    /// True when the request was in flight while its shard was starved of CPU.
+    pub client_starved: bool,
     /// Response text kept for re-tokenizing when the server sent no usage; emptied after.
     #[serde(skip)]
     pub text: String,
@@ -153,7 +174,9 @@ impl Record {
             phase,
             entry,
             intended_ns: None,
+            due_ns: None,
             start_ns: 0,
+            start_source: StartSource::Write,
             end_ns: 0,
             first_content_ns: None,
             second_content_ns: None,
@@ -171,6 +194,9 @@ impl Record {
             error: None,
             reconnected: false,
             session: None,
+            sim_arrived_ns: None,
+            sim_first_sent_ns: None,
+            client_starved: false,
             text: String::new(),
             keep_text: false,
         }
@@ -220,9 +246,20 @@ impl Record {
         Some(end.saturating_sub(self.intended_ns?))
     }
 
-    /// How late the request was sent: actual start − intended time (open loop).
+    /// How late the request was sent: start − when the client meant to send it.
     pub fn dispatch_delay(&self) -> Option<u64> {
-        Some(self.start_ns.saturating_sub(self.intended_ns?))
+        Some(self.start_ns.saturating_sub(self.due_ns?))
+    }
+
+    /// ringperf's simulator only: the error the client added to this request's TTFT, as
+    /// (send side, receive side): from the client's start to the simulator's arrival stamp,
+    /// and from the simulator's send stamp of the first content event to the client's.
+    pub fn client_added(&self) -> Option<(u64, u64)> {
+        let send = self.sim_arrived_ns?.saturating_sub(self.start_ns);
+        let recv = self
+            .first_content_ns?
+            .saturating_sub(self.sim_first_sent_ns?);
+        Some((send, recv))
     }
 
     /// Inter-token latency, (e2e − TTFT) / (OSL − 1), in ns; needs OSL ≥ 2 and a TTFT.

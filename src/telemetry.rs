@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use crate::cli::TelemetryArgs;
+use crate::engine::placement::{Pin, Placement};
 use crate::gpu::window::{self, GpuTotals, GpuWindow};
 use crate::gpu::{self, Sampler, Series};
 use crate::plan::RunPlan;
@@ -36,20 +37,31 @@ pub struct TelemetryReport {
     pub scraper_cpu_share: Option<f64>,
 }
 
-/// A CPU no shard uses, for the telemetry threads (none: let the OS place them).
-fn spare_cpu(plan: &RunPlan) -> Option<usize> {
-    let used: Vec<usize> = plan.shard_cpus.iter().flatten().copied().collect();
-    core_affinity::get_core_ids()?
+/// A CPU no shard is pinned to, for the telemetry threads (none: let the OS place them, as
+/// when shards may move among all CPUs).
+fn spare_cpu(placement: &Placement) -> Option<usize> {
+    let mut used = Vec::new();
+    for p in &placement.shards {
+        match p {
+            Pin::Core(c) => used.push(*c),
+            Pin::Set(s) => used.extend(s),
+            Pin::Free => return None,
+        }
+    }
+    crate::plan::usable_cpus()
         .into_iter()
-        .map(|c| c.id)
         .rev()
         .find(|id| !used.contains(id))
 }
 
 impl Telemetry {
     /// Starts what the flags ask for. A missing GPU or driver is a note, not an error.
-    pub fn start(args: &TelemetryArgs, plan: &RunPlan) -> Result<Telemetry, String> {
-        let cpu = spare_cpu(plan);
+    pub fn start(
+        args: &TelemetryArgs,
+        plan: &RunPlan,
+        placement: &Placement,
+    ) -> Result<Telemetry, String> {
+        let cpu = spare_cpu(placement);
         let (gpu, gpu_unavailable) = if args.no_gpu_telemetry {
             (None, Some("turned off (--no-gpu-telemetry)".to_string()))
         } else {

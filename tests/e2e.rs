@@ -117,7 +117,14 @@ fn concurrency_is_held_exactly_and_warmup_is_excluded() {
     assert_eq!(r.completed, 64);
     assert_eq!(r.warmup, 16);
     assert_eq!(r.records.len(), 80);
-    assert_eq!(r.shards.iter().map(|s| s.peak_in_flight).sum::<usize>(), 8);
+    assert_eq!(
+        r.health
+            .shards
+            .iter()
+            .map(|s| s.peak_in_flight)
+            .sum::<usize>(),
+        8
+    );
     // Measured requests never overlap warm-up ones: the barrier separates the phases.
     let last_warm_end = r
         .records

@@ -8,12 +8,13 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 
-use monoio::buf::IoBufMut;
+use monoio::buf::{IoBuf, IoBufMut};
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
 use rustls::pki_types::ServerName;
 
 use crate::record::Outcome;
+use crate::sys;
 
 /// Ciphertext buffer size for TLS connections.
 const TLS_READ: usize = 16 * 1024;
@@ -34,6 +35,19 @@ pub struct Conn {
     pub used: bool,
     /// Kernel receive timestamps are on (see [`Conn::enable_rx_timestamps`]).
     stamped: bool,
+    /// Kernel transmit stamps, when on (see [`Conn::enable_tx_timestamps`]).
+    tx: Option<TxTrack>,
+}
+
+/// Which transmit stamp belongs to the latest send.
+#[derive(Debug, Default)]
+struct TxTrack {
+    /// Bytes sent since stamping was turned on (the kernel's key counts the same, mod 2^32).
+    sent: u32,
+    /// Key of the latest send's last byte.
+    want: Option<u32>,
+    /// Its stamp, once read (the earliest, should a retransmission stamp it again).
+    got: Option<u64>,
 }
 
 /// Why a connection could not be opened.
@@ -81,6 +95,7 @@ impl Conn {
             tls: None,
             used: false,
             stamped: false,
+            tx: None,
         }
     }
 
@@ -140,7 +155,7 @@ impl Conn {
             let mut out = std::mem::take(&mut tls.outbuf);
             out.clear();
             tls.conn.write_tls(&mut out)?;
-            let (res, out) = self.tcp.write_all(out).await;
+            let (res, out) = self.write_now(out).await;
             self.tls.as_mut().expect("tls").outbuf = out;
             res?;
         }
@@ -169,19 +184,78 @@ impl Conn {
         Ok(n)
     }
 
-    /// Writes all of `buf`.
-    pub async fn send(&mut self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
-        match self.tls.as_mut() {
-            None => {
-                let (res, buf) = self.tcp.write_all(buf).await;
-                (res.map(|_| ()), buf)
+    /// Writes all of `buf` to the socket: as much as it takes at once with a direct
+    /// non-blocking send, so the bytes reach the kernel now whatever the driver would batch
+    /// (io_uring holds a submission until the thread next waits), the rest asynchronously.
+    async fn write_now(&mut self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
+        let n = match sys::send_now(self.fd(), &buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            Err(e) => return (Err(e), buf),
+        };
+        if let Some(tx) = &mut self.tx {
+            tx.sent = tx.sent.wrapping_add(n as u32);
+        }
+        if n == buf.len() {
+            return (Ok(()), buf);
+        }
+        let (res, rest) = self.tcp.write_all(buf.slice(n..)).await;
+        if let (Some(tx), Ok(m)) = (&mut self.tx, &res) {
+            tx.sent = tx.sent.wrapping_add(*m as u32);
+        }
+        (res.map(|_| ()), rest.into_inner())
+    }
+
+    /// Writes all of `buf` and returns when its first byte was handed to the kernel
+    /// (`CLOCK_MONOTONIC` ns, read just before the send).
+    pub async fn send(&mut self, buf: Vec<u8>) -> (io::Result<u64>, Vec<u8>) {
+        if let Some(tls) = self.tls.as_mut() {
+            if let Err(e) = tls.conn.writer().write_all(&buf) {
+                return (Err(e), buf);
             }
-            Some(tls) => {
-                if let Err(e) = tls.conn.writer().write_all(&buf) {
-                    return (Err(e), buf);
+            let t = crate::clock::now_ns();
+            return (self.flush_tls().await.map(|_| t), buf);
+        }
+        let t = crate::clock::now_ns();
+        let (res, buf) = self.write_now(buf).await;
+        if let Some(tx) = &mut self.tx {
+            tx.want = Some(tx.sent.wrapping_sub(1));
+            tx.got = None;
+            // Most devices (loopback among them) stamp the packet inside the send itself:
+            // read it now, one call, before a waiting stamp can wake a read.
+            self.drain_tx();
+        }
+        (res.map(|_| t), buf)
+    }
+
+    /// Turns on kernel transmit stamps (plain connections; see [`sys::set_tx_timestamps`]),
+    /// read back with [`Conn::tx_stamp`].
+    pub fn enable_tx_timestamps(&mut self) {
+        if self.tls.is_none() && sys::set_tx_timestamps(self.fd()) {
+            self.tx = Some(TxTrack::default());
+        }
+    }
+
+    /// When the kernel sent the last byte of the latest [`Conn::send`] (`CLOCK_MONOTONIC`
+    /// ns), once its stamp is on the error queue; it is there before any reply can arrive.
+    pub fn tx_stamp(&mut self) -> Option<u64> {
+        if self.tx.as_ref()?.got.is_none() {
+            self.drain_tx();
+        }
+        self.tx.as_ref()?.got
+    }
+
+    /// Reads the transmit stamps waiting on the error queue, keeping the latest send's; stops
+    /// once it has that one (stamps come in order, so the queue is then empty).
+    fn drain_tx(&mut self) {
+        let fd = self.fd();
+        if let Some(tx) = &mut self.tx {
+            sys::drain_tx_stamps(fd, &mut |s| {
+                if Some(s.key) == tx.want {
+                    tx.got = Some(tx.got.map_or(s.at_ns, |g| g.min(s.at_ns)));
                 }
-                (self.flush_tls().await, buf)
-            }
+                tx.got.is_none()
+            });
         }
     }
 
@@ -246,7 +320,7 @@ impl Conn {
             return;
         }
         self.stamped = true;
-        set_rx_timestamps(self.fd());
+        sys::set_rx_timestamps(self.fd());
     }
 
     /// Like [`Conn::recv`], and also returns when the kernel received the newest of the bytes
@@ -268,88 +342,18 @@ impl Conn {
             if let Err(e) = self.tcp.readable(false).await {
                 return (Err(e), buf);
             }
-            match recvmsg_stamped(self.fd(), &mut buf) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            match sys::recvmsg_stamped(self.fd(), &mut buf) {
+                // A transmit stamp on the error queue also wakes a wait for input: read it, so
+                // the next wait sleeps until data comes.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.drain_tx(),
                 r => return (r, buf),
             }
         }
     }
 }
 
-/// Turns `SO_TIMESTAMPNS` on for a socket.
-fn set_rx_timestamps(fd: RawFd) {
-    let one: libc::c_int = 1;
-    // SAFETY: setsockopt on an open socket with a valid int option.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
-            (&one as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-}
-
-/// One non-blocking `recvmsg` into `buf`'s spare capacity, with the `SCM_TIMESTAMPNS` stamp
-/// converted to `CLOCK_MONOTONIC`.
-fn recvmsg_stamped(fd: RawFd, buf: &mut Vec<u8>) -> io::Result<(usize, Option<u64>)> {
-    let len = buf.len();
-    let spare = buf.capacity() - len;
-    let mut iov = libc::iovec {
-        // SAFETY: pointer to the spare capacity; the kernel writes at most `spare` bytes.
-        iov_base: unsafe { buf.as_mut_ptr().add(len) }.cast(),
-        iov_len: spare,
-    };
-    let mut control = [0u64; 16];
-    // SAFETY: a zeroed msghdr is valid; fields are set below.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&control) as _;
-    // SAFETY: msg points at live buffers for the duration of the call.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel initialised `n` bytes of the spare capacity.
-    unsafe { buf.set_len(len + n as usize) };
-    let mut stamp = None;
-    // SAFETY: walking the control messages the kernel wrote, with libc's own macros.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
-                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-                let real = ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128;
-                stamp = realtime_to_monotonic(real);
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
-        }
-    }
-    Ok((n as usize, stamp))
-}
-
-fn realtime_to_monotonic(real_ns: i128) -> Option<u64> {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    let now_real = ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128;
-    let now_mono = crate::clock::now_ns() as i128;
-    let mono = now_mono - (now_real - real_ns);
-    (real_ns > 0 && mono > 0 && mono <= now_mono).then_some(mono as u64)
-}
-
-/// Shuts a socket down in both directions so that any pending read on it completes. Safe to
-/// call on a descriptor that is still owned (and later closed) by its connection.
-pub fn shutdown(fd: RawFd) {
-    // SAFETY: plain syscall on a descriptor the caller guarantees is open.
-    unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
-}
+/// Shuts a socket down so that any pending read on it completes.
+pub use sys::shutdown;
 
 /// Descriptors of connections in use, so that a stop can cut them all.
 #[derive(Default)]
@@ -383,32 +387,5 @@ impl FdSet {
         for &fd in self.fds.iter().filter(|&&fd| fd >= 0) {
             shutdown(fd);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn kernel_receive_stamps_predate_the_read() {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let (s, _) = l.accept().unwrap();
-        set_rx_timestamps(s.as_raw_fd());
-        // The kernel turns packet stamping on a moment after the first socket asks for it.
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        c.write_all(b"hello").unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(30));
-        let mut buf = Vec::with_capacity(64);
-        let (n, stamp) = recvmsg_stamped(s.as_raw_fd(), &mut buf).unwrap();
-        let now = crate::clock::now_ns();
-        assert_eq!((n, &buf[..]), (5, &b"hello"[..]));
-        let stamp = stamp.expect("a receive stamp");
-        let age = now - stamp;
-        assert!(
-            (25_000_000..1_000_000_000).contains(&age),
-            "stamped {age} ns before the read"
-        );
     }
 }

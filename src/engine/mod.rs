@@ -1,19 +1,24 @@
-//! The engine: one pinned thread per shard, each with its own monoio runtime.
+//! The engine: one thread per shard, each with its own monoio runtime.
 //!
-//! Shards meet only at the start (the plan), at the end of warm-up (a barrier, when there is
-//! a warm-up), and at the end (their reports, merged by [`crate::report`]). While the run is
-//! live the main thread only reads the shards' progress counters.
+//! Shards meet only at the start (the plan and a start [`gate`]), at the end of warm-up (the
+//! gate again, when there is a warm-up), and at the end (their reports, merged by
+//! [`crate::report`]). Before the run, [`place`] decides how many shards and where from what
+//! the host is doing ([`placement`]). While the run is live the main thread reads the shards'
+//! progress counters and scheduler times, and moves a shard that is starved of CPU
+//! ([`starvation`]).
 
 pub mod conn;
+pub mod gate;
+pub mod placement;
 pub mod schedule;
 mod shard;
-
-use std::sync::OnceLock;
+pub mod starvation;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+pub use crate::sys::raise_nofile_limit;
 pub use shard::Progress;
 
 use crate::clock::{now_ns, thread_cpu_ns};
@@ -21,16 +26,24 @@ use crate::plan::RunPlan;
 use crate::record::{Outcome, Phase, Record, TokenSource};
 use crate::report::metrics::Metrics;
 use crate::stats::Dist;
+use gate::Gate;
+use placement::{HostView, Pin, Placement};
 use schedule::{share, ClosedLoop, OpenLoop};
+use starvation::{ShardWatch, Watch};
+
+/// How long the host is watched before the run to find its quiet CPUs.
+const HOST_SAMPLE: Duration = Duration::from_millis(100);
+/// How often the progress line is redrawn.
+const PROGRESS_EVERY_NS: u64 = 100_000_000;
 
 /// What one shard hands back.
 #[derive(Debug)]
 pub struct ShardReport {
     /// Shard number.
     pub index: usize,
-    /// CPU it was pinned to.
-    pub cpu: Option<usize>,
-    /// Whether pinning succeeded.
+    /// Where it was placed at the start.
+    pub pin: Pin,
+    /// Whether that placement took effect.
     pub pinned: bool,
     /// I/O driver that ran.
     pub driver: &'static str,
@@ -46,6 +59,11 @@ pub struct ShardReport {
     pub cpu_ns: u64,
     /// Wall time of the measured phase (ns).
     pub wall_ns: u64,
+    /// Time it was runnable but waiting for a CPU during the measured phase (ns; `None` where
+    /// the kernel keeps no scheduler statistics).
+    pub wait_ns: Option<u64>,
+    /// Start and end of its measured phase (`CLOCK_MONOTONIC` ns).
+    pub measured: (u64, u64),
     /// Most requests in flight at once.
     pub peak_in_flight: usize,
     /// Content events received in the measured phase.
@@ -61,34 +79,57 @@ pub struct RunOutput {
     pub failures: Vec<String>,
     /// True when the run was stopped early by Ctrl-C.
     pub cancelled: bool,
+    /// Where the shards were placed.
+    pub placement: Placement,
+    /// What the starvation watch saw, per shard.
+    pub watch: Vec<ShardWatch>,
+    /// Readings of the server's in-flight integral, when a probe was given.
+    pub server_in_flight: Vec<InFlightSample>,
 }
 
-/// Raises the open-files soft limit to the hard limit; returns the new soft limit.
-pub fn raise_nofile_limit() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit on a valid struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 0;
-        }
-        if lim.rlim_cur < lim.rlim_max {
-            let want = libc::rlimit {
-                rlim_cur: lim.rlim_max,
-                rlim_max: lim.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
-                return lim.rlim_max;
-            }
-        }
+/// One reading of a server's requests in flight: by `t_ns`, `integral` request·nanoseconds
+/// had accumulated; its rise over a window divided by the window's length is the mean number
+/// of requests in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InFlightSample {
+    /// `CLOCK_MONOTONIC` ns.
+    pub t_ns: u64,
+    /// Σ requests in flight × time (request·ns).
+    pub integral: u128,
+}
+
+/// Reads a server's in-flight integral (the in-process simulator offers one).
+pub type InFlightProbe = Box<dyn Fn() -> InFlightSample>;
+
+/// Decides where the shards of `plan` run, from a short look at the host (skipped where the
+/// flags leave nothing to decide).
+pub fn place(plan: &RunPlan) -> Result<Placement, String> {
+    if plan.kernel_timestamps {
+        // Early, so that stamping is on when the first request goes out.
+        crate::sys::keep_rx_timestamping_on();
     }
-    lim.rlim_cur
+    let ask = &plan.placement;
+    let mut host = HostView {
+        allowed: crate::plan::usable_cpus(),
+        busy: Vec::new(),
+        server_local: crate::host::is_local(plan.endpoint.addr.ip()),
+    };
+    if !(ask.no_pin || ask.cpus.is_some() || host.allowed.len() < 2) {
+        let before = crate::host::cpu_times();
+        std::thread::sleep(HOST_SAMPLE);
+        host.busy = crate::host::busy_shares(&before, &crate::host::cpu_times());
+    }
+    placement::place(ask, &host)
 }
 
-/// Runs the plan to completion (or until `stop` is set) and returns what the shards saw.
-pub fn run(plan: Arc<RunPlan>, stop: Arc<AtomicBool>) -> anyhow::Result<RunOutput> {
+/// Runs the plan to completion (or until `stop` is set) with the shards where `placement`
+/// puts them, and returns what they saw. `probe`, when given, is read at every watch tick.
+pub fn run(
+    plan: Arc<RunPlan>,
+    placement: Placement,
+    stop: Arc<AtomicBool>,
+    probe: Option<InFlightProbe>,
+) -> anyhow::Result<RunOutput> {
     let nofile = raise_nofile_limit();
     let needed = plan.concurrency.saturating_add(64);
     if nofile > 0 && nofile < needed && plan.concurrency != u64::MAX {
@@ -102,36 +143,81 @@ pub fn run(plan: Arc<RunPlan>, stop: Arc<AtomicBool>) -> anyhow::Result<RunOutpu
         anyhow::anyhow!("--driver {:?}: cannot start the runtime: {e}", plan.driver)
     })?;
 
-    let n = plan.shards();
-    let barrier = Arc::new(Barrier::new(n));
+    let allowed = crate::plan::usable_cpus();
+    // A first reading before any request leaves, so the window is covered from its start.
+    let mut server_in_flight: Vec<InFlightSample> = probe.iter().map(|p| p()).collect();
+    let n = placement.shards.len();
+    let gate = Arc::new(Gate::new(n));
     let start = Arc::new(OnceLock::new());
     let progress: Vec<Arc<Progress>> = (0..n).map(|_| Arc::new(Progress::default())).collect();
     let mut handles = Vec::with_capacity(n);
-    for i in 0..n {
-        let plan = plan.clone();
-        let stop = stop.clone();
-        let barrier = barrier.clone();
+    for (i, pin) in placement.shards.iter().enumerate() {
+        let (plan, stop, gate, start) = (plan.clone(), stop.clone(), gate.clone(), start.clone());
         let progress = progress[i].clone();
-        let start = start.clone();
+        let cpus = pin.cpus(&allowed);
+        let pin = pin.clone();
         let handle = std::thread::Builder::new()
             .name(format!("ringperf-shard-{i}"))
-            .spawn(move || shard_thread(i, plan, progress, stop, barrier, start))?;
+            .spawn(move || {
+                let pinned = match pin {
+                    Pin::Core(id) => core_affinity::set_for_current(core_affinity::CoreId { id }),
+                    _ => crate::sys::set_affinity(0, &cpus).is_ok(),
+                };
+                let me = Placed {
+                    index: i,
+                    of: n,
+                    pin,
+                    pinned,
+                };
+                let r = shard_thread(me, plan, progress, stop, &gate, start);
+                if r.is_err() {
+                    gate.break_it();
+                }
+                r
+            })?;
         handles.push(handle);
     }
-    let total = plan.request_count;
+
+    // The main thread watches: scheduler times of every shard, the server's in-flight
+    // integral, and the progress line.
+    let mut watch = Watch::new(&placement, &allowed);
+    let show = plan.progress && crate::sys::is_tty(libc::STDERR_FILENO);
     let started = now_ns();
-    let show = plan.progress && is_tty(libc::STDERR_FILENO);
+    let mut drawn = started;
+    let mut warnings = Vec::new();
     while !handles.iter().all(|h| h.is_finished()) {
-        std::thread::sleep(Duration::from_millis(100));
-        if show {
-            print_progress(&progress, total, started, plan.duration_ns);
+        std::thread::sleep(Duration::from_nanos(starvation::INTERVAL_NS));
+        let now = now_ns();
+        for (i, p) in progress.iter().enumerate() {
+            let tid = p.tid.load(Ordering::Relaxed);
+            let Some(stat) = (tid > 0)
+                .then(|| crate::host::thread_schedstat(tid))
+                .flatten()
+            else {
+                continue;
+            };
+            if let Some(cpus) = watch.observe(i, now, stat) {
+                if let Err(e) = crate::sys::set_affinity(tid, &cpus) {
+                    warnings.push(format!("shard {i} could not be moved off its CPU: {e}"));
+                }
+            }
+        }
+        if let Some(p) = &probe {
+            server_in_flight.push(p());
+        }
+        if show && now - drawn >= PROGRESS_EVERY_NS {
+            drawn = now;
+            print_progress(&progress, plan.request_count, started, plan.duration_ns);
         }
     }
     if show {
         eprint!("\r\x1b[2K");
     }
+    if let Some(p) = &probe {
+        server_in_flight.push(p());
+    }
     let mut shards = Vec::new();
-    let mut failures = Vec::new();
+    let mut failures = warnings;
     for (i, h) in handles.into_iter().enumerate() {
         match h.join() {
             Ok(Ok(r)) => shards.push(r),
@@ -150,12 +236,10 @@ pub fn run(plan: Arc<RunPlan>, stop: Arc<AtomicBool>) -> anyhow::Result<RunOutpu
         shards,
         failures,
         cancelled: stop.load(Ordering::Relaxed),
+        placement,
+        watch: watch.shards,
+        server_in_flight,
     })
-}
-
-fn is_tty(fd: i32) -> bool {
-    // SAFETY: isatty only inspects the descriptor.
-    unsafe { libc::isatty(fd) == 1 }
 }
 
 fn print_progress(
@@ -164,18 +248,10 @@ fn print_progress(
     started: u64,
     duration: Option<u64>,
 ) {
-    let done: u64 = progress
-        .iter()
-        .map(|p| p.done.load(Ordering::Relaxed))
-        .sum();
-    let errors: u64 = progress
-        .iter()
-        .map(|p| p.errors.load(Ordering::Relaxed))
-        .sum();
-    let in_flight: u64 = progress
-        .iter()
-        .map(|p| p.in_flight.load(Ordering::Relaxed))
-        .sum();
+    let sum = |f: fn(&Progress) -> u64| progress.iter().map(|p| f(p)).sum::<u64>();
+    let done = sum(|p| p.done.load(Ordering::Relaxed));
+    let errors = sum(|p| p.errors.load(Ordering::Relaxed));
+    let in_flight = sum(|p| p.in_flight.load(Ordering::Relaxed));
     let secs = (now_ns() - started) as f64 / 1e9;
     let rate = done as f64 / secs.max(1e-9);
     let (of, eta) = match (total, duration) {
@@ -198,27 +274,31 @@ fn print_progress(
     );
 }
 
-fn shard_thread(
+/// The shard's own scheduler times (its waiting for a CPU), where the kernel keeps them.
+fn own_schedstat() -> Option<crate::host::SchedStat> {
+    crate::host::thread_schedstat(crate::sys::gettid())
+}
+
+/// A shard's place: its number of how many, and where it runs.
+struct Placed {
     index: usize,
+    of: usize,
+    pin: Pin,
+    pinned: bool,
+}
+
+fn shard_thread(
+    me: Placed,
     plan: Arc<RunPlan>,
     progress: Arc<Progress>,
     stop: Arc<AtomicBool>,
-    barrier: Arc<Barrier>,
+    gate: &Gate,
     start: Arc<OnceLock<u64>>,
 ) -> anyhow::Result<ShardReport> {
-    let cpu = plan.shard_cpus[index];
-    let pinned = cpu.is_some_and(|id| core_affinity::set_for_current(core_affinity::CoreId { id }));
-    let built = crate::runtime::build(plan.driver, plan.ring_entries);
-    let (mut rt, driver) = match built {
-        Ok(b) => b,
-        Err(e) => {
-            if plan.warmup > 0 || plan.offsets.is_some() {
-                barrier.wait();
-            }
-            anyhow::bail!("cannot start the runtime: {e}");
-        }
-    };
-    let n = plan.shards();
+    progress.tid.store(crate::sys::gettid(), Ordering::Relaxed);
+    let (mut rt, driver) = crate::runtime::build(plan.driver, plan.ring_entries)
+        .map_err(|e| anyhow::anyhow!("cannot start the runtime: {e}"))?;
+    let (index, n) = (me.index, me.of);
     let conc = if plan.concurrency == u64::MAX {
         usize::MAX
     } else {
@@ -229,13 +309,13 @@ fn shard_thread(
     let p2 = plan.clone();
     let outcome = rt.block_on(async move {
         let shard = shard::Shard::new(index as u16, p2.clone(), progress, stop)?;
-        let (t0, cpu0) = match &p2.offsets {
+        let (t0, cpu0, wait0) = match &p2.offsets {
             Some(offsets) => {
                 // Open loop: one schedule for the whole run; every shard starts at the same
                 // instant, and warm-up and ramp-up requests are tagged, not separated.
-                barrier.wait();
+                gate.pass()?;
                 let t0 = *start.get_or_init(|| now_ns() + 20_000_000);
-                let cpu0 = thread_cpu_ns();
+                let (cpu0, wait0) = (thread_cpu_ns(), own_schedstat());
                 let ramp_end = if p2.include_ramp { 0 } else { p2.ramp_ns };
                 let mut s = OpenLoop::new(offsets.clone(), index, n, t0, warmup, entries, ramp_end);
                 let hard = p2.duration_ns.map(|d| t0 + d + p2.ramp_ns + p2.grace_ns);
@@ -246,7 +326,7 @@ fn shard_thread(
                     hard_deadline: hard,
                 };
                 shard.run_phase(&mut s, limits).await;
-                (t0, cpu0)
+                (t0, cpu0, wait0)
             }
             None => {
                 if warmup > 0 {
@@ -258,10 +338,10 @@ fn shard_thread(
                         hard_deadline: None,
                     };
                     shard.run_phase(&mut s, limits).await;
-                    barrier.wait();
+                    gate.pass()?;
                 }
                 let t0 = now_ns();
-                let cpu0 = thread_cpu_ns();
+                let (cpu0, wait0) = (thread_cpu_ns(), own_schedstat());
                 let end = p2.request_count.map(|c| warmup + c);
                 let mut s = ClosedLoop::new(warmup, end, index, n, entries, Phase::Profiling);
                 let dispatch_until = p2.duration_ns.map(|d| t0 + p2.ramp_ns + d);
@@ -277,25 +357,29 @@ fn shard_thread(
                     hard_deadline: dispatch_until.map(|d| d + p2.grace_ns),
                 };
                 shard.run_phase(&mut s, limits).await;
-                (t0, cpu0)
+                (t0, cpu0, wait0)
             }
         };
         let cpu_ns = thread_cpu_ns() - cpu0;
-        let wall_ns = now_ns() - t0;
+        let t1 = now_ns();
+        let wait_ns = wait0
+            .zip(own_schedstat())
+            .map(|(a, b)| b.wait_ns.saturating_sub(a.wait_ns));
         shard.close().await;
         let records = std::mem::take(&mut *shard.records.borrow_mut());
         let scratch = std::mem::take(&mut *shard.scratch.borrow_mut());
         let record_lag = std::mem::take(&mut *shard.record_lag.borrow_mut());
-        Ok::<_, std::io::Error>((
+        Ok::<_, anyhow::Error>((
             records,
             scratch.client_delay,
             record_lag,
             cpu_ns,
-            wall_ns,
+            (t0, t1),
+            wait_ns,
             shard.peak_in_flight.get(),
         ))
     });
-    let (mut records, client_delay, record_lag, cpu_ns, wall_ns, peak) = outcome?;
+    let (mut records, client_delay, record_lag, cpu_ns, measured, wait_ns, peak) = outcome?;
     drop(rt);
     // After the measured window: count output tokens the server did not report.
     retokenize(&mut records, &plan);
@@ -307,15 +391,17 @@ fn shard_thread(
     }
     Ok(ShardReport {
         index,
-        cpu,
-        pinned,
+        pin: me.pin,
+        pinned: me.pinned,
         driver,
         records,
         metrics,
         client_delay,
         record_lag,
         cpu_ns,
-        wall_ns,
+        wall_ns: measured.1 - measured.0,
+        wait_ns,
+        measured,
         peak_in_flight: peak,
         events,
     })

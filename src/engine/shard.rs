@@ -6,10 +6,11 @@
 //! except the read-only plan and a few progress counters.
 
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -28,6 +29,8 @@ use crate::timer::FineTimer;
 
 /// Initial read buffer per connection. Only the pages the kernel writes become resident.
 const READ_BUF: usize = 16 * 1024;
+/// Requests sent in a row before the dispatcher lets the runtime reap completed I/O.
+const DISPATCH_BATCH: usize = 64;
 /// How often the watcher looks at the stop flag and deadlines.
 const WATCH_EVERY: Duration = Duration::from_millis(10);
 
@@ -41,6 +44,8 @@ pub struct Progress {
     pub errors: AtomicU64,
     /// Requests in flight.
     pub in_flight: AtomicU64,
+    /// The shard thread's kernel id, once it runs (0 before), for the starvation watch.
+    pub tid: AtomicI32,
 }
 
 /// A connection with its buffers, reused across requests.
@@ -60,6 +65,10 @@ pub(crate) struct Shard {
     pool: RefCell<Vec<Slot>>,
     in_flight: Cell<usize>,
     pub peak_in_flight: Cell<usize>,
+    /// Closed loop: when each request that freed a place under the cap ended, oldest first;
+    /// the next request sent takes the oldest as the time it was due.
+    freed: RefCell<VecDeque<u64>>,
+    cap: Cell<usize>,
     waker: RefCell<Option<Waker>>,
     stop_dispatch: Cell<bool>,
     cancelled: Cell<bool>,
@@ -99,6 +108,8 @@ impl Shard {
             pool: RefCell::new(Vec::new()),
             in_flight: Cell::new(0),
             peak_in_flight: Cell::new(0),
+            freed: RefCell::new(VecDeque::new()),
+            cap: Cell::new(0),
             waker: RefCell::new(None),
             stop_dispatch: Cell::new(false),
             cancelled: Cell::new(false),
@@ -143,12 +154,29 @@ impl Shard {
         self.dispatch_deadline.set(limits.dispatch_deadline);
         self.hard_deadline.set(limits.hard_deadline);
         self.ramping.set(limits.ramp.is_some());
+        self.freed.borrow_mut().clear();
+        self.cap.set(limits.cap);
+        let mut in_a_row = 0;
         while !self.stop_dispatch.get() {
             let Some(mut ticket) = schedule.next() else {
                 break;
             };
             if let Some(at) = ticket.intended_ns {
+                if at > now_ns() {
+                    in_a_row = 0;
+                }
                 self.timer.sleep_until(at).await;
+            }
+            if self.in_flight.get() >= limits.cap_at(now_ns()) {
+                in_a_row = 0;
+            }
+            in_a_row += 1;
+            if in_a_row > DISPATCH_BATCH {
+                // Many requests due at once (a batch of responses ended together): let the
+                // runtime collect what arrived meanwhile before sending more, so reads do not
+                // wait behind the whole burst of sends.
+                in_a_row = 0;
+                self.timer.sleep_until(now_ns() + 1).await;
             }
             WaitFor {
                 shard: self,
@@ -169,14 +197,20 @@ impl Shard {
             if self.stop_dispatch.get() {
                 break;
             }
+            // Due: the intended time (open loop), or when the request whose place this one
+            // takes ended (closed loop; nothing while the cap first fills or ramps).
+            let due = ticket.intended_ns.or_else(|| {
+                let freed = self.freed.borrow_mut().pop_front();
+                freed.filter(|_| !self.ramping.get())
+            });
             let n = self.in_flight.get() + 1;
             self.in_flight.set(n);
             self.peak_in_flight.set(self.peak_in_flight.get().max(n));
             self.progress.in_flight.store(n as u64, Ordering::Relaxed);
             if self.plan.sessions.is_some() {
-                monoio::spawn(session(self.clone(), ticket));
+                monoio::spawn(session(self.clone(), ticket, due));
             } else {
-                monoio::spawn(request(self.clone(), ticket));
+                monoio::spawn(request(self.clone(), ticket, due));
             }
         }
         WaitFor {
@@ -201,8 +235,16 @@ impl Shard {
         self.timer.close().await;
     }
 
-    /// Gives back a place under the concurrency cap.
-    fn release(&self) {
+    /// Gives back a place under the concurrency cap, freed by a request that ended at
+    /// `end_ns`.
+    fn release(&self, end_ns: u64) {
+        let mut freed = self.freed.borrow_mut();
+        // Open loop never takes from it: keep it no longer than the cap.
+        if freed.len() >= self.cap.get().clamp(1, 1 << 20) {
+            freed.pop_front();
+        }
+        freed.push_back(end_ns);
+        drop(freed);
         let n = self.in_flight.get() - 1;
         self.in_flight.set(n);
         self.progress.in_flight.store(n as u64, Ordering::Relaxed);
@@ -302,7 +344,7 @@ async fn watch(shard: std::rc::Weak<Shard>) {
     }
 }
 
-async fn request(shard: Rc<Shard>, ticket: Ticket) {
+async fn request(shard: Rc<Shard>, ticket: Ticket, due: Option<u64>) {
     let plan = shard.plan.clone();
     let entry = &plan.dataset.entries[ticket.entry as usize];
     let mut rec = Record::new(
@@ -313,22 +355,25 @@ async fn request(shard: Rc<Shard>, ticket: Ticket) {
         entry.isl,
     );
     rec.intended_ns = ticket.intended_ns;
+    rec.due_ns = due;
     rec.requested_osl = entry.requested_osl;
     exchange_once(&shard, &entry.template, &mut rec).await;
+    let end = rec.end_ns;
     shard.record(rec);
-    shard.release();
+    shard.release(end);
 }
 
 /// A multi-turn session: each turn sends the whole history, the real answers included, and
 /// waits `--session-turn-delay` after the previous answer. Occupies one place under the
 /// concurrency cap for the whole session.
-async fn session(shard: Rc<Shard>, ticket: Ticket) {
+async fn session(shard: Rc<Shard>, ticket: Ticket, mut due: Option<u64>) {
     use crate::workload::files::Prompt;
     let plan = shard.plan.clone();
     let sessions = plan.sessions.as_ref().expect("session mode");
     let s = &sessions.list[ticket.entry as usize % sessions.list.len()];
     let mut history = Prompt::Messages(Vec::new());
     let mut context_tokens = 0u32;
+    let mut end = now_ns();
     for (k, turn) in s.turns.iter().enumerate() {
         if k > 0 {
             if sessions.delay_ns > 0 {
@@ -354,7 +399,10 @@ async fn session(shard: Rc<Shard>, ticket: Ticket) {
         rec.requested_osl = turn.osl;
         rec.session = Some((ticket.id, k as u32));
         rec.keep_text = true;
+        rec.due_ns = due;
         exchange_once(&shard, &template, &mut rec).await;
+        end = rec.end_ns;
+        due = Some(end + sessions.delay_ns);
         let ok = rec.outcome == Outcome::Ok;
         context_tokens = isl + rec.osl.unwrap_or(0) as u32;
         // The record keeps the text only when its tokens still have to be counted.
@@ -371,7 +419,7 @@ async fn session(shard: Rc<Shard>, ticket: Ticket) {
             h.push(serde_json::json!({"role": "assistant", "content": answer}));
         }
     }
-    shard.release();
+    shard.release(end);
 }
 
 /// Sends `template` as request `rec` on a pooled connection, within the request timeout.
@@ -430,6 +478,7 @@ async fn drive(
                 Ok(Ok(mut c)) => {
                     if plan.kernel_timestamps {
                         c.enable_rx_timestamps();
+                        c.enable_tx_timestamps();
                     }
                     slot.conn = Some(c)
                 }
@@ -455,9 +504,11 @@ async fn drive(
 
         let mut wbuf = std::mem::take(&mut slot.write_buf);
         template.write_into(&mut wbuf, rec.id);
-        rec.start_ns = now_ns();
         let (res, wbuf) = conn.send(wbuf).await;
         slot.write_buf = wbuf;
+        rec.start_ns = *res.as_ref().unwrap_or(&now_ns());
+        rec.start_source = crate::record::StartSource::Write;
+        let mut want_tx = true;
         if let Err(e) = res {
             if may_retry {
                 slot.conn = None;
@@ -495,6 +546,14 @@ async fn drive(
                     break false;
                 }
                 Ok(_) => {
+                    if want_tx {
+                        // The kernel's transmit stamp is queued before any reply can arrive.
+                        want_tx = false;
+                        if let Some(tx) = conn.tx_stamp() {
+                            rec.start_ns = tx;
+                            rec.start_source = crate::record::StartSource::KernelTx;
+                        }
+                    }
                     let used = slot
                         .exchange
                         .feed(&rbuf, t, rec, &mut shard.scratch.borrow_mut());

@@ -220,6 +220,14 @@ pub fn render(r: &Report, title: &str) -> String {
     let mut out = String::new();
     let width = w0 + 3 + wc.iter().map(|w| w + 3).sum::<usize>();
     let _ = writeln!(out, "{:^width$}", title);
+    if let Some(d) = &r.health.distorted {
+        // Next to the numbers, not only in a warning below them.
+        let _ = writeln!(
+            out,
+            "CLIENT-DISTORTED: the client distorted these results (see Client health): {}",
+            d.reasons.join("; ")
+        );
+    }
     let _ = writeln!(out, "{}", line('┏', '┳', '┓', '━'));
     let _ = write!(out, "┃ {:>w0$} ", "Statistic");
     for (c, w) in cols.iter().zip(&wc) {
@@ -241,12 +249,14 @@ pub fn render(r: &Report, title: &str) -> String {
 
 /// The client-health block.
 pub fn health(r: &Report) -> String {
+    let h = &r.health;
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Client health: {} driver, {} shard(s); output tokens from {}",
+        "Client health: {} driver, {} shard(s): {}; output tokens from {}",
         r.driver,
-        r.shards.len(),
+        h.shards.len(),
+        h.placement.reason,
         match (r.osl_from_usage, r.osl_from_tokenizer) {
             (0, 0) => "nothing (no completed request)".to_string(),
             (_, 0) => "server usage".to_string(),
@@ -254,24 +264,82 @@ pub fn health(r: &Report) -> String {
             (u, t) => format!("server usage ({u}) and re-tokenized text ({t})"),
         }
     );
-    for s in &r.shards {
+    for s in &h.shards {
+        let _ = write!(
+            out,
+            "  shard {} ({}): CPU {:.1}%",
+            s.shard,
+            s.placed,
+            s.cpu_utilization * 100.0
+        );
+        if let Some(w) = s.run_queue_wait {
+            let _ = write!(out, "  waited for a CPU {:.1}%", w * 100.0);
+        }
+        let _ = write!(
+            out,
+            "  peak in flight {}  {:.0} events/s  {:.2} µs CPU/event",
+            s.peak_in_flight, s.events_per_sec, s.cpu_us_per_event
+        );
+        if let Some(d) = s.dispatch_delay_p99_us {
+            let _ = write!(out, "  sent p99 {d:.1} µs after due");
+        }
         let _ = writeln!(
             out,
-            "  shard {}{}: CPU {:.1}%  peak in flight {}  {:.0} events/s  {:.2} µs CPU/event  arrival→record p99 {:.1} µs",
-            s.shard,
-            s.cpu.map(|c| format!(" (cpu {c})")).unwrap_or_default(),
-            s.cpu_utilization * 100.0,
-            s.peak_in_flight,
-            s.events_per_sec,
-            s.cpu_us_per_event,
+            "  arrival→record p99 {:.1} µs",
             s.arrival_to_record_p99_us
         );
+        if s.starved_requests > 0 {
+            let _ = writeln!(
+                out,
+                "    starved: waited {:.1} ms for a CPU (up to {:.1} ms at once) with {} measured request(s) in flight",
+                s.starved_ms, s.worst_starved_ms, s.starved_requests
+            );
+        }
+        for m in &s.moves {
+            let _ = writeln!(
+                out,
+                "    moved from {} to {} at {:+.2} s (it waited {:.0}% of the interval before)",
+                m.from,
+                m.to,
+                m.at_s,
+                m.wait_share * 100.0
+            );
+        }
+    }
+    if let Some(held) = h.held {
+        let _ = writeln!(
+            out,
+            "  held in flight: {:.1} of {} asked on average (between the first and the last measured send)",
+            held.mean, held.asked
+        );
+    }
+    let c = &h.self_check;
+    if c.total.count() > 0 {
+        let ms = |d: &Dist, p: f64| d.percentile(p) as f64 / 1e3;
+        let _ = write!(
+            out,
+            "  against the simulator, per request: client-added delay p50 {:.1} µs  p99 {:.1} µs (send side p99 {:.1} µs, receive side p99 {:.1} µs)",
+            ms(&c.total, 50.0),
+            ms(&c.total, 99.0),
+            ms(&c.send, 99.0),
+            ms(&c.receive, 99.0)
+        );
+        match (c.server_in_flight, c.asked) {
+            (Some(seen), Some(asked)) => {
+                let _ = write!(out, "; it saw {seen:.1} of {asked} requests in flight");
+            }
+            (Some(seen), None) => {
+                let _ = write!(out, "; it saw {seen:.1} requests in flight on average");
+            }
+            _ => {}
+        }
+        let _ = writeln!(out);
     }
     if r.client_delay.count() > 0 {
         let d = &r.client_delay;
         let _ = writeln!(
             out,
-            "  client-added delay (simulator-stamped events): p50 {:.1} µs  p99 {:.1} µs  max {:.1} µs",
+            "  simulator events, written → stamped: p50 {:.1} µs  p99 {:.1} µs  max {:.1} µs",
             d.percentile(50.0) as f64 / 1e3,
             d.percentile(99.0) as f64 / 1e3,
             d.summary(1e3).max
@@ -286,7 +354,7 @@ pub fn health(r: &Report) -> String {
     for w in &r.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
-    let _ = writeln!(out, "Verdict: {}", r.verdict);
+    let _ = writeln!(out, "Verdict: {}", h.verdict);
     out
 }
 

@@ -144,14 +144,27 @@ pub fn profile_json(r: &Report, input_config: &Value, times: &Times) -> Value {
         json!({"unit": "us", "avg": s.avg, "p50": s.at("p50"), "p99": s.at("p99"),
                "p99_9": s.at("p99_9"), "max": s.max, "count": s.count})
     };
+    let h = &r.health;
+    let c = &h.self_check;
+    doc.insert("client_distorted".into(), json!(h.distorted.is_some()));
     doc.insert(
         "client_health".into(),
         json!({
             "driver": r.driver,
-            "shards": r.shards,
+            "placement": h.placement_note(),
+            "shards": h.shards,
+            "held_in_flight": h.held,
+            "simulator_self_check": (c.total.count() > 0).then(|| json!({
+                "client_added_delay_per_request": delay(&c.total),
+                "send_side": delay(&c.send),
+                "receive_side": delay(&c.receive),
+                "server_in_flight_mean": c.server_in_flight,
+                "concurrency_asked": c.asked,
+            })),
             "client_added_delay": delay(&r.client_delay),
             "arrival_to_record_delay": delay(&r.record_lag),
-            "verdict": r.verdict,
+            "distorted": h.distorted,
+            "verdict": h.verdict,
             "warnings": r.warnings,
         }),
     );
@@ -263,7 +276,9 @@ pub fn write_records(r: &Report, path: &Path) -> std::io::Result<()> {
                 "benchmark_phase": rec.phase,
                 "dataset_entry": rec.entry,
                 "intended_ns": rec.intended_ns,
+                "due_ns": rec.due_ns,
                 "start_ns": rec.start_ns,
+                "start_source": rec.start_source,
                 "end_ns": rec.end_ns,
                 "first_content_ns": rec.first_content_ns,
                 "last_content_ns": rec.last_content_ns,
@@ -274,6 +289,9 @@ pub fn write_records(r: &Report, path: &Path) -> std::io::Result<()> {
                 "server_input_sequence_length": rec.server_isl,
                 "requested_output_sequence_length": rec.requested_osl,
                 "reconnected": rec.reconnected,
+                "client_starved": rec.client_starved,
+                "sim_arrived_ns": rec.sim_arrived_ns,
+                "sim_first_sent_ns": rec.sim_first_sent_ns,
                 "session": rec.session.map(|(s, t)| json!({"session_id": s, "turn": t})),
             },
             "metrics": metrics,

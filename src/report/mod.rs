@@ -7,11 +7,12 @@
 pub mod console;
 pub mod export;
 pub mod goodput;
+pub mod health;
 pub mod metrics;
 
 use std::collections::BTreeMap;
 
-use crate::engine::{RunOutput, ShardReport};
+use crate::engine::RunOutput;
 use crate::record::{Outcome, Record, TokenSource};
 use crate::stats::Dist;
 use metrics::Metrics;
@@ -27,25 +28,6 @@ pub struct ErrorCount {
     pub message: String,
     /// How many requests failed this way.
     pub count: u64,
-}
-
-/// Client health of one shard.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct ShardHealth {
-    /// Shard number.
-    pub shard: usize,
-    /// CPU it ran on, if pinned.
-    pub cpu: Option<usize>,
-    /// Thread CPU time / wall time over the measured phase.
-    pub cpu_utilization: f64,
-    /// Most requests in flight at once.
-    pub peak_in_flight: usize,
-    /// Content events per second received.
-    pub events_per_sec: f64,
-    /// Client CPU per content event (µs).
-    pub cpu_us_per_event: f64,
-    /// p99 of the time from an event's arrival (kernel stamp) to its being recorded (µs).
-    pub arrival_to_record_p99_us: f64,
 }
 
 /// The whole run, merged.
@@ -78,14 +60,12 @@ pub struct Report {
     pub osl_from_tokenizer: u64,
     /// Failures by kind.
     pub errors: Vec<ErrorCount>,
-    /// Per-shard health.
-    pub shards: Vec<ShardHealth>,
+    /// Did the client keep up: per shard, against the simulator, the verdict.
+    pub health: health::Health,
     /// I/O driver that ran.
     pub driver: String,
     /// Warnings to print and export.
     pub warnings: Vec<String>,
-    /// One line: did the client keep up?
-    pub verdict: String,
     /// True when stopped early.
     pub cancelled: bool,
     /// Every request, for profile_export.jsonl.
@@ -164,56 +144,32 @@ pub struct Settings {
     pub rate: Option<f64>,
     /// Goodput objectives.
     pub slos: Vec<goodput::Slo>,
+    /// Closed loop: the concurrency asked for.
+    pub concurrency: Option<u64>,
+    /// Events were stamped with the kernel's receive time (plain http, not turned off).
+    pub kernel_stamps: bool,
 }
 
-/// Dispatch delay p99 above this is warned about (open loop).
-const DISPATCH_LIMIT_NS: u64 = 1_000_000;
-
 /// Merges the shards' reports.
-pub fn build(out: RunOutput, settings: &Settings) -> Report {
+pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
     let mut metrics = Metrics::default();
     let mut client_delay = Dist::new();
     let mut record_lag = Dist::new();
-    let mut shards = Vec::new();
     let mut records = Vec::new();
     let mut driver = String::new();
-    for s in out.shards {
-        let ShardReport {
-            index,
-            cpu,
-            pinned,
-            driver: d,
-            records: recs,
-            metrics: m,
-            client_delay: cd,
-            record_lag: rd,
-            cpu_ns,
-            wall_ns,
-            peak_in_flight,
-            events,
-        } = s;
-        metrics.merge(&m);
-        client_delay.merge(&cd);
-        record_lag.merge(&rd);
-        driver = d.to_string();
-        shards.push(ShardHealth {
-            shard: index,
-            cpu: cpu.filter(|_| pinned),
-            cpu_utilization: if wall_ns > 0 {
-                cpu_ns as f64 / wall_ns as f64
-            } else {
-                0.0
-            },
-            peak_in_flight,
-            events_per_sec: per_sec(events, wall_ns),
-            cpu_us_per_event: if events > 0 {
-                cpu_ns as f64 / 1e3 / events as f64
-            } else {
-                0.0
-            },
-            arrival_to_record_p99_us: rd.percentile(99.0) as f64 / 1e3,
-        });
-        records.extend(recs);
+    let mut starved = vec![0u64; out.watch.len()];
+    for s in &mut out.shards {
+        metrics.merge(&s.metrics);
+        client_delay.merge(&s.client_delay);
+        record_lag.merge(&s.record_lag);
+        driver = s.driver.to_string();
+        for (i, n) in health::mark_starved(&mut s.records, &out.watch)
+            .into_iter()
+            .enumerate()
+        {
+            starved[i] += n;
+        }
+        records.append(&mut s.records);
     }
     records.sort_by_key(|r| r.id);
 
@@ -305,7 +261,7 @@ pub fn build(out: RunOutput, settings: &Settings) -> Report {
     let scheduled_rate = rate_of(&mut measured_sent().filter_map(|r| r.intended_ns).collect());
     if metrics.dispatch_delay.count() > 0 {
         let p99 = metrics.dispatch_delay.percentile(99.0);
-        if p99 > DISPATCH_LIMIT_NS {
+        if p99 > health::DISPATCH_LIMIT_NS && scheduled_rate > 0.0 {
             warnings.push(format!(
                 "dispatch delay p99 was {:.2} ms: requests left late, so latencies measured from the actual send hide part of what users would wait (see the Scheduled rows)",
                 p99 as f64 / 1e6
@@ -334,7 +290,23 @@ pub fn build(out: RunOutput, settings: &Settings) -> Report {
     } else {
         Vec::new()
     };
-    let verdict = verdict(&shards, &client_delay, &record_lag, &mut warnings);
+    let health = health::assess(
+        &health::Inputs {
+            shards: &out.shards,
+            starved: &starved,
+            watch: &out.watch,
+            placement: &out.placement,
+            records: &records,
+            event_delay: &client_delay,
+            lag: &record_lag,
+            dispatch: &metrics.dispatch_delay,
+            server_in_flight: &out.server_in_flight,
+            asked: settings.concurrency,
+            kernel_stamps: settings.kernel_stamps,
+            chunk_gaps: &metrics.icl,
+        },
+        &mut warnings,
+    );
     Report {
         metrics,
         client_delay,
@@ -358,10 +330,9 @@ pub fn build(out: RunOutput, settings: &Settings) -> Report {
                 count,
             })
             .collect(),
-        shards,
+        health,
         driver,
         warnings,
-        verdict,
         cancelled: out.cancelled,
         records,
         telemetry: None,
@@ -371,58 +342,5 @@ pub fn build(out: RunOutput, settings: &Settings) -> Report {
         ramp_up,
         goodput,
         error_adjusted,
-    }
-}
-
-/// Busiest shard above this CPU share means the client may have limited the load.
-const CPU_LIMIT: f64 = 0.90;
-/// Client-added delay p99 above this is reported.
-const DELAY_LIMIT_NS: u64 = 1_000_000;
-
-/// A shard that records events this long after they arrived has fallen behind.
-const LAG_LIMIT_NS: u64 = 10_000_000;
-
-fn verdict(shards: &[ShardHealth], delay: &Dist, lag: &Dist, warnings: &mut Vec<String>) -> String {
-    let busiest = shards
-        .iter()
-        .max_by(|a, b| a.cpu_utilization.total_cmp(&b.cpu_utilization));
-    let mut limits = Vec::new();
-    if let Some(b) = busiest.filter(|b| b.cpu_utilization > CPU_LIMIT) {
-        limits.push(format!(
-            "shard {} was at {:.0}% CPU",
-            b.shard,
-            b.cpu_utilization * 100.0
-        ));
-    }
-    if lag.count() > 0 && lag.percentile(99.0) > LAG_LIMIT_NS {
-        limits.push(format!(
-            "events waited up to {:.1} ms (p99) for the client to read them; timings use the kernel's arrival stamps, but a server whose socket buffers fill up slows down",
-            lag.percentile(99.0) as f64 / 1e6
-        ));
-    }
-    if delay.count() > 0 && delay.percentile(99.0) > DELAY_LIMIT_NS {
-        limits.push(format!(
-            "client-added delay p99 was {:.2} ms",
-            delay.percentile(99.0) as f64 / 1e6
-        ));
-    }
-    let cpu = busiest.map_or(0.0, |b| b.cpu_utilization * 100.0);
-    if limits.is_empty() {
-        let delay = if delay.count() > 0 {
-            format!(
-                "; client-added delay p99 {:.3} ms",
-                delay.percentile(99.0) as f64 / 1e6
-            )
-        } else {
-            String::new()
-        };
-        format!("the client had headroom: busiest shard {cpu:.0}% CPU{delay}")
-    } else {
-        let msg = format!(
-            "the client may have limited this run: {} (add shards or CPUs, see tuning/)",
-            limits.join(", ")
-        );
-        warnings.push(msg.clone());
-        msg
     }
 }

@@ -16,10 +16,15 @@ use super::WORDS;
 use crate::cli::SimArgs;
 use crate::clock::now_ns;
 use crate::engine::conn::{Conn, FdSet};
+use crate::engine::InFlightSample;
 use crate::timer::FineTimer;
 
 /// Largest request the simulator accepts.
 const MAX_REQUEST: usize = 8 << 20;
+/// Tokens may go out this long before their deadline, so that the tokens of many streams
+/// that fall due together share one timer wake-up. Every event still carries the time it
+/// was really written.
+const TIMER_SLACK_NS: u64 = 100_000;
 
 /// A running simulator.
 pub struct SimHandle {
@@ -40,6 +45,59 @@ struct Counters {
     finished: AtomicU64,
     running: AtomicU64,
     waiting: AtomicU64,
+    in_flight: std::sync::Mutex<InFlight>,
+}
+
+/// Requests received and not yet answered, and their integral over time, so a run can show
+/// the load the server really saw.
+#[derive(Default)]
+struct InFlight {
+    now: u64,
+    since_ns: u64,
+    integral: u128,
+}
+
+impl InFlight {
+    fn advance(&mut self, t: u64) {
+        let t = t.max(self.since_ns);
+        self.integral += u128::from(self.now) * u128::from(t - self.since_ns);
+        self.since_ns = t;
+    }
+}
+
+/// Counts one request in flight for as long as it lives.
+struct Busy<'a>(&'a std::sync::Mutex<InFlight>);
+
+impl<'a> Busy<'a> {
+    fn enter(m: &'a std::sync::Mutex<InFlight>) -> Busy<'a> {
+        let mut f = m.lock().unwrap_or_else(|e| e.into_inner());
+        f.advance(now_ns());
+        f.now += 1;
+        Busy(m)
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        let mut f = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        f.advance(now_ns());
+        f.now -= 1;
+    }
+}
+
+impl Counters {
+    fn in_flight(&self) -> (u64, InFlightSample) {
+        let mut f = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        let t = now_ns();
+        f.advance(t);
+        (
+            f.now,
+            InFlightSample {
+                t_ns: t,
+                integral: f.integral,
+            },
+        )
+    }
 }
 
 /// Adds one to a gauge for as long as it lives.
@@ -66,6 +124,7 @@ fn metrics_page(model: &str, c: &Counters) -> String {
         .replace('"', "\\\"")
         .replace('\n', "\\n");
     let g = |v: &AtomicU64| v.load(Ordering::Relaxed);
+    let (in_flight, integral) = c.in_flight();
     format!(
         "# HELP vllm:num_requests_running Requests generating now.\n# TYPE vllm:num_requests_running gauge\n\
          vllm:num_requests_running{{model_name=\"{m}\"}} {}\n\
@@ -74,15 +133,27 @@ fn metrics_page(model: &str, c: &Counters) -> String {
          # HELP vllm:generation_tokens_total Tokens generated.\n# TYPE vllm:generation_tokens_total counter\n\
          vllm:generation_tokens_total{{model_name=\"{m}\"}} {}\n\
          # HELP vllm:request_success_total Requests finished.\n# TYPE vllm:request_success_total counter\n\
-         vllm:request_success_total{{model_name=\"{m}\"}} {}\n",
+         vllm:request_success_total{{model_name=\"{m}\"}} {}\n\
+         # HELP ringperf_sim_requests_in_flight Requests received and not yet answered.\n# TYPE ringperf_sim_requests_in_flight gauge\n\
+         ringperf_sim_requests_in_flight {in_flight}\n\
+         # HELP ringperf_sim_in_flight_seconds_total Requests in flight integrated over time; its rise over a window divided by the window is the mean in flight.\n# TYPE ringperf_sim_in_flight_seconds_total counter\n\
+         ringperf_sim_in_flight_seconds_total {:.6}\n",
         g(&c.running),
         g(&c.waiting),
         g(&c.tokens),
-        g(&c.finished)
+        g(&c.finished),
+        integral.integral as f64 / 1e9
     )
 }
 
 impl SimHandle {
+    /// A probe of the requests in flight and their integral over time (for
+    /// [`crate::engine::run`]).
+    pub fn in_flight_probe(&self) -> crate::engine::InFlightProbe {
+        let c = self.counters.clone();
+        Box::new(move || c.in_flight().1)
+    }
+
     /// Requests answered and events written so far.
     pub fn served(&self) -> (u64, u64) {
         (
@@ -149,6 +220,8 @@ pub fn start(args: &SimArgs) -> anyhow::Result<SimHandle> {
         )
     })?;
     crate::engine::raise_nofile_limit();
+    // Requests are timed from their kernel arrival stamps: have stamping on before the first.
+    crate::sys::keep_rx_timestamping_on();
     let stop = Arc::new(AtomicBool::new(false));
     let counters = Arc::new(Counters::default());
     let mut threads = Vec::new();
@@ -221,7 +294,7 @@ fn shard_main(
                 return;
             }
         };
-        let timer = match FineTimer::start() {
+        let timer = match FineTimer::with_slack(TIMER_SLACK_NS) {
             Ok(t) => t,
             Err(e) => {
                 let _ = ready.send(Err(e.to_string()));
@@ -561,6 +634,7 @@ async fn handle(
                 return respond(stream, out, 404, json, b.as_bytes(), req.close).await;
             }
             ctx.counters.requests.fetch_add(1, Ordering::Relaxed);
+            let _busy = Busy::enter(&ctx.counters.in_flight);
             if path == "/v1/embeddings" {
                 return embed(ctx, stream, out, &r, req.close, arrived).await;
             }
@@ -661,6 +735,9 @@ async fn generate(
         Api::Completions => "text_completion",
         Api::Responses => "response",
     };
+    // The first event (or the whole body) tells when the request reached the kernel, so the
+    // client can check its own send stamps against it.
+    let mut arrival = format!(r#","x_ringperf_arrived_ns":{arrived}"#);
 
     if gen.stream {
         out.clear();
@@ -671,16 +748,18 @@ async fn generate(
         );
         if gen.api == Api::Responses {
             let ev = format!(
-                r#"{{"type":"response.created","response":{{"id":"{id}","object":"response","created_at":{created},"status":"in_progress","model":{}}}}}"#,
-                ctx.model_json
+                r#"{{"type":"response.created","response":{{"id":"{id}","object":"response","created_at":{created},"status":"in_progress","model":{}}}{}}}"#,
+                ctx.model_json,
+                std::mem::take(&mut arrival)
             );
             push_named_event(out, "response.created", ev.as_bytes());
         }
         if gen.api == Api::Chat {
             // vLLM's first chunk: the role, with empty content (not a content event).
             let ev = format!(
-                r#"{{"id":"{id}","object":"chat.completion.chunk","created":{created},"model":{},"choices":[{{"index":0,"delta":{{"role":"assistant","content":""}},"finish_reason":null}}]}}"#,
-                ctx.model_json
+                r#"{{"id":"{id}","object":"chat.completion.chunk","created":{created},"model":{},"choices":[{{"index":0,"delta":{{"role":"assistant","content":""}},"finish_reason":null}}]{}}}"#,
+                ctx.model_json,
+                std::mem::take(&mut arrival)
             );
             push_event(out, ev.as_bytes());
         }
@@ -698,55 +777,71 @@ async fn generate(
     let mut sent = 0u32;
     let mut text = String::new();
     let mut word = (id.len() + n_out as usize) % WORDS.len();
+    // What every event of this response shares, formatted once: the part before the new
+    // text, and the part right after it.
+    let (prefix, after_text) = match gen.api {
+        Api::Chat => (
+            format!(
+                r#"{{"id":"{id}","object":"chat.completion.chunk","created":{created},"model":{},"choices":[{{"index":0,"delta":{{"content":""#,
+                ctx.model_json
+            ),
+            r#""},"finish_reason":"#,
+        ),
+        Api::Completions => (
+            format!(
+                r#"{{"id":"{id}","object":"text_completion","created":{created},"model":{},"choices":[{{"index":0,"text":""#,
+                ctx.model_json
+            ),
+            r#"","finish_reason":"#,
+        ),
+        Api::Responses => (
+            format!(
+                r#"{{"type":"response.output_text.delta","item_id":"msg-{id}","output_index":0,"content_index":0,"delta":""#
+            ),
+            r#"""#,
+        ),
+    };
+    let mut ev: Vec<u8> = Vec::with_capacity(prefix.len() + 128);
     while sent < n_out {
         let n = tpc.min(n_out - sent);
-        let mut piece = String::with_capacity(n as usize * 5);
+        ctx.timer.sleep_until(deadline).await;
+        ev.clear();
+        ev.extend_from_slice(prefix.as_bytes());
         for _ in 0..n {
-            piece.push_str(WORDS[word]);
+            let w = WORDS[word];
+            if gen.stream {
+                ev.extend_from_slice(w.as_bytes());
+            } else {
+                text.push_str(w);
+            }
             word = (word + 1) % WORDS.len();
         }
         sent += n;
-        ctx.timer.sleep_until(deadline).await;
+        ctx.counters
+            .tokens
+            .fetch_add(u64::from(n), Ordering::Relaxed);
         if gen.stream {
-            let fin = if sent == n_out {
-                format!("\"{finish}\"")
-            } else {
-                "null".into()
-            };
-            let choice = match gen.api {
-                Api::Chat => format!(
-                    r#"{{"index":0,"delta":{{"content":"{piece}"}},"finish_reason":{fin}}}"#
-                ),
-                _ => format!(r#"{{"index":0,"text":"{piece}","finish_reason":{fin}}}"#),
-            };
+            ev.extend_from_slice(after_text.as_bytes());
+            if gen.api != Api::Responses {
+                if sent == n_out {
+                    let _ = write!(ev, "\"{finish}\"");
+                } else {
+                    ev.extend_from_slice(b"null");
+                }
+                ev.extend_from_slice(b"}]");
+                ev.extend_from_slice(std::mem::take(&mut arrival).as_bytes());
+            }
+            let _ = write!(ev, r#","x_ringperf_sent_ns":{}}}"#, now_ns());
             if gen.api == Api::Responses {
-                let ev = format!(
-                    r#"{{"type":"response.output_text.delta","item_id":"msg-{id}","output_index":0,"content_index":0,"delta":"{piece}","x_ringperf_sent_ns":{}}}"#,
-                    now_ns()
-                );
-                push_named_event(out, "response.output_text.delta", ev.as_bytes());
+                push_named_event(out, "response.output_text.delta", &ev);
             } else {
-                let ev = format!(
-                    r#"{{"id":"{id}","object":"{object}{}","created":{created},"model":{},"choices":[{choice}],"x_ringperf_sent_ns":{}}}"#,
-                    if gen.api == Api::Chat { ".chunk" } else { "" },
-                    ctx.model_json,
-                    now_ns()
-                );
-                push_event(out, ev.as_bytes());
+                push_event(out, &ev);
             }
             if !send(stream, out).await {
                 return false;
             }
             out.clear();
             ctx.counters.events.fetch_add(1, Ordering::Relaxed);
-            ctx.counters
-                .tokens
-                .fetch_add(u64::from(n), Ordering::Relaxed);
-        } else {
-            text.push_str(&piece);
-            ctx.counters
-                .tokens
-                .fetch_add(u64::from(n), Ordering::Relaxed);
         }
         if sent < n_out {
             deadline += itl_now(ctx, itl) * u64::from(tpc.min(n_out - sent));
@@ -786,15 +881,15 @@ async fn generate(
     } else {
         let b = match gen.api {
             Api::Chat => format!(
-                r#"{{"id":"{id}","object":"{object}","created":{created},"model":{},"choices":[{{"index":0,"message":{{"role":"assistant","content":"{text}"}},"finish_reason":"{finish}"}}],"usage":{usage}}}"#,
+                r#"{{"id":"{id}","object":"{object}","created":{created},"model":{},"choices":[{{"index":0,"message":{{"role":"assistant","content":"{text}"}},"finish_reason":"{finish}"}}],"usage":{usage}{arrival}}}"#,
                 ctx.model_json
             ),
             Api::Completions => format!(
-                r#"{{"id":"{id}","object":"{object}","created":{created},"model":{},"choices":[{{"index":0,"text":"{text}","finish_reason":"{finish}"}}],"usage":{usage}}}"#,
+                r#"{{"id":"{id}","object":"{object}","created":{created},"model":{},"choices":[{{"index":0,"text":"{text}","finish_reason":"{finish}"}}],"usage":{usage}{arrival}}}"#,
                 ctx.model_json
             ),
             Api::Responses => format!(
-                r#"{{"id":"{id}","object":"response","created_at":{created},"status":"completed","model":{},"output":[{{"type":"message","role":"assistant","content":[{{"type":"output_text","text":"{text}"}}]}}],"usage":{responses_usage}}}"#,
+                r#"{{"id":"{id}","object":"response","created_at":{created},"status":"completed","model":{},"output":[{{"type":"message","role":"assistant","content":[{{"type":"output_text","text":"{text}"}}]}}],"usage":{responses_usage}{arrival}}}"#,
                 ctx.model_json
             ),
         };
@@ -823,7 +918,7 @@ async fn embed(
     }
     ctx.counters.finished.fetch_add(1, Ordering::Relaxed);
     let b = format!(
-        r#"{{"object":"list","data":[{{"object":"embedding","index":0,"embedding":[0.125,-0.25,0.5,0.0625,-0.5,0.25,0.375,-0.125]}}],"model":{},"usage":{{"prompt_tokens":{tokens},"total_tokens":{tokens}}}}}"#,
+        r#"{{"object":"list","data":[{{"object":"embedding","index":0,"embedding":[0.125,-0.25,0.5,0.0625,-0.5,0.25,0.375,-0.125]}}],"model":{},"usage":{{"prompt_tokens":{tokens},"total_tokens":{tokens}}},"x_ringperf_arrived_ns":{arrived}}}"#,
         ctx.model_json
     );
     respond(stream, out, 200, "application/json", b.as_bytes(), close).await

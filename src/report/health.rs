@@ -1,0 +1,590 @@
+//! Client health: proof that the client was not the limit, or the reason it was.
+//!
+//! Three kinds of evidence, each measured, none assumed:
+//! - **per shard**: CPU share, time spent runnable but waiting for a CPU (the kernel's
+//!   scheduler statistics), starved intervals and what the engine did about them, the
+//!   send side (dispatch delay: from when a request was due to when its bytes left), and the
+//!   receive side (arrival→record lag);
+//! - **against ringperf's simulator**, per request: the simulator echoes when each request
+//!   reached its kernel and stamps every event it writes, so the error the client added to a
+//!   TTFT is split into its send side (client start → simulator arrival) and its receive
+//!   side (simulator write → client stamp); and the simulator's own count of requests in
+//!   flight shows whether the server saw the load that was asked;
+//! - **per request**: a request in flight while its shard was starved is marked
+//!   `client_starved` in `profile_export.jsonl`.
+//!
+//! When the evidence shows the client distorted the numbers, the report says so next to them
+//! ([`Distortion`]), not only in a warning.
+
+use serde::Serialize;
+
+use crate::engine::placement::{Mode, Pin, Placement};
+use crate::engine::starvation::{self, ShardWatch};
+use crate::engine::{InFlightSample, ShardReport};
+use crate::record::{Phase, Record};
+use crate::stats::Dist;
+
+/// Busiest shard above this CPU share means the client may have limited the load.
+const CPU_LIMIT: f64 = 0.90;
+/// Per-request client-added delay (simulator self-check) p99 above this distorts results.
+const DELAY_LIMIT_NS: u64 = 1_000_000;
+/// Open loop: dispatch delay p99 above this, requests left late.
+pub const DISPATCH_LIMIT_NS: u64 = 1_000_000;
+/// A shard that records events this long after they arrived has fallen behind.
+const LAG_LIMIT_NS: u64 = 10_000_000;
+/// Starvation distorts the percentiles when more than this share of measured requests were
+/// in flight while their shard was starved, the shard spent more than this share of the
+/// measured time starved, and its longest starved stretch was long enough to merge events
+/// (see [`merge_window_ns`]).
+const STARVED_SHARE_LIMIT: f64 = 0.01;
+/// The server (the simulator), and the client's own count, must hold at least this share of
+/// the asked concurrency.
+const IN_FLIGHT_MIN: f64 = 0.95;
+
+/// A shard moved off its CPU, as reported.
+#[derive(Debug, Clone, Serialize)]
+pub struct MoveNote {
+    /// Seconds after the shard's measured phase began (negative: during warm-up).
+    pub at_s: f64,
+    /// Where it was.
+    pub from: String,
+    /// Where it went.
+    pub to: String,
+    /// Share of the interval before the move it spent waiting for a CPU.
+    pub wait_share: f64,
+}
+
+/// Client health of one shard.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShardHealth {
+    /// Shard number.
+    pub shard: usize,
+    /// Where it was placed (`CPU 3`, `CPUs 0-3`, `any CPU`).
+    pub placed: String,
+    /// The CPU it was pinned to, if pinned to one.
+    pub cpu: Option<usize>,
+    /// Thread CPU time / wall time over the measured phase.
+    pub cpu_utilization: f64,
+    /// Share of the measured phase it spent runnable but waiting for a CPU.
+    pub run_queue_wait: Option<f64>,
+    /// Waiting inside starved intervals during the measured phase (ms).
+    pub starved_ms: f64,
+    /// The longest starved stretch's waiting (ms).
+    pub worst_starved_ms: f64,
+    /// Measured requests in flight while it was starved.
+    pub starved_requests: u64,
+    /// Moves the engine made because it was starved.
+    pub moves: Vec<MoveNote>,
+    /// Most requests in flight at once.
+    pub peak_in_flight: usize,
+    /// Content events per second received.
+    pub events_per_sec: f64,
+    /// Client CPU per content event (µs).
+    pub cpu_us_per_event: f64,
+    /// p99 of the time from a read's arrival (kernel stamp) to its events being recorded (µs).
+    pub arrival_to_record_p99_us: f64,
+    /// p99 of its requests' dispatch delay (µs), the send side.
+    pub dispatch_delay_p99_us: Option<f64>,
+}
+
+/// The self-check against ringperf's simulator, per request.
+#[derive(Debug, Clone, Default)]
+pub struct SelfCheck {
+    /// Client start → simulator's kernel arrival stamp (ns).
+    pub send: Dist,
+    /// Simulator's write of the first content event → the client's stamp of it (ns).
+    pub receive: Dist,
+    /// Their sum: the error the client added to the request's TTFT (ns).
+    pub total: Dist,
+    /// Requests in flight the simulator saw, on average, while the client held its load.
+    pub server_in_flight: Option<f64>,
+    /// Requests in flight asked for (closed loop).
+    pub asked: Option<u64>,
+}
+
+/// Closed loop: the requests the client itself had in flight, on average, from the first
+/// measured send to the last, against the concurrency asked. The gap is the time places
+/// under the cap stood empty between a response's end and the next send.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Held {
+    /// Mean requests in flight.
+    pub mean: f64,
+    /// Asked for.
+    pub asked: u64,
+}
+
+/// The client provably distorted the results.
+#[derive(Debug, Clone, Serialize)]
+pub struct Distortion {
+    /// What shows it, one sentence each.
+    pub reasons: Vec<String>,
+}
+
+/// The whole assessment.
+#[derive(Debug, Clone)]
+pub struct Health {
+    /// Per shard.
+    pub shards: Vec<ShardHealth>,
+    /// The placement.
+    pub placement: Placement,
+    /// Against the simulator, when it was the server.
+    pub self_check: SelfCheck,
+    /// Closed loop: the concurrency the client held.
+    pub held: Option<Held>,
+    /// Set when the results are distorted by the client.
+    pub distorted: Option<Distortion>,
+    /// One line: did the client keep up, and if not, why and what to do.
+    pub verdict: String,
+}
+
+fn per_sec(n: u64, ns: u64) -> f64 {
+    if ns == 0 {
+        0.0
+    } else {
+        n as f64 / (ns as f64 / 1e9)
+    }
+}
+
+/// Marks each record that was in flight while its shard was starved; returns how many
+/// measured ones were, per shard.
+pub fn mark_starved(records: &mut [Record], watch: &[ShardWatch]) -> Vec<u64> {
+    let mut counts = vec![0u64; watch.len()];
+    for r in records.iter_mut() {
+        let Some(w) = watch.get(usize::from(r.shard)) else {
+            continue;
+        };
+        let (from, to) = (r.start_ns, r.end_ns.max(r.start_ns));
+        // Episodes are in time order: find the first that ends after the request starts.
+        let i = w.episodes.partition_point(|e| e.end_ns <= from);
+        r.client_starved = w.episodes.get(i).is_some_and(|e| e.start_ns < to);
+        if r.client_starved && r.phase == Phase::Profiling {
+            counts[usize::from(r.shard)] += 1;
+        }
+    }
+    counts
+}
+
+/// Mean requests in flight over `[from, to]` from a probe's integral readings.
+pub fn mean_in_flight(samples: &[InFlightSample], from: u64, to: u64) -> Option<f64> {
+    if to <= from {
+        return None;
+    }
+    let at = |t: u64| -> Option<f64> {
+        let i = samples.partition_point(|s| s.t_ns < t);
+        let (a, b) = (samples.get(i.checked_sub(1)?)?, samples.get(i)?);
+        let f = (t - a.t_ns) as f64 / (b.t_ns - a.t_ns).max(1) as f64;
+        Some(a.integral as f64 + (b.integral - a.integral) as f64 * f)
+    };
+    Some((at(to)? - at(from)?) / (to - from) as f64)
+}
+
+/// What the report needs to judge the client.
+pub struct Inputs<'a> {
+    /// The shards' reports (records already marked).
+    pub shards: &'a [ShardReport],
+    /// Starved requests per shard, from [`mark_starved`].
+    pub starved: &'a [u64],
+    /// The starvation watch.
+    pub watch: &'a [ShardWatch],
+    /// The placement.
+    pub placement: &'a Placement,
+    /// All records.
+    pub records: &'a [Record],
+    /// Simulator-stamped event delays (ns).
+    pub event_delay: &'a Dist,
+    /// Arrival→record lag (ns).
+    pub lag: &'a Dist,
+    /// Dispatch delay of measured requests (ns).
+    pub dispatch: &'a Dist,
+    /// The server's in-flight integral readings.
+    pub server_in_flight: &'a [InFlightSample],
+    /// Concurrency asked (closed loop without sessions).
+    pub asked: Option<u64>,
+    /// Events were stamped with the kernel's receive time.
+    pub kernel_stamps: bool,
+    /// Inter-chunk gaps of measured requests (ns).
+    pub chunk_gaps: &'a Dist,
+}
+
+/// How long a shard must wait to distort a timing. With kernel receive stamps, a read that
+/// comes late still carries the time its bytes arrived; only events of one stream that
+/// arrive during the wait are read together and take the newest one's stamp, so the wait
+/// must reach the typical gap between a stream's events (the median inter-chunk latency).
+/// Without kernel stamps every late read is a late stamp: 1 ms.
+pub fn merge_window_ns(kernel_stamps: bool, chunk_gaps: &Dist) -> u64 {
+    if kernel_stamps && chunk_gaps.count() > 0 {
+        chunk_gaps.percentile(50.0).max(DELAY_LIMIT_NS)
+    } else {
+        DELAY_LIMIT_NS
+    }
+}
+
+/// Mean requests in flight, by the client's own records, between the first and the last
+/// measured send (closed loop: the cap is full there but for the gaps between a response
+/// and the next send).
+fn held(records: &[Record], asked: u64) -> Option<Held> {
+    let measured = || {
+        records
+            .iter()
+            .filter(|r| r.phase == Phase::Profiling && r.start_ns > 0)
+    };
+    let (from, to) = measured().fold((u64::MAX, 0), |(a, b), r| {
+        (a.min(r.start_ns), b.max(r.start_ns))
+    });
+    if to <= from {
+        return None;
+    }
+    let busy: u128 = measured()
+        .map(|r| {
+            let end = r.end_ns.max(r.start_ns).min(to);
+            u128::from(end.saturating_sub(r.start_ns.max(from)))
+        })
+        .sum();
+    Some(Held {
+        mean: busy as f64 / (to - from) as f64,
+        asked,
+    })
+}
+
+/// Judges the client from the evidence; warnings go to `warnings`.
+pub fn assess(i: &Inputs<'_>, warnings: &mut Vec<String>) -> Health {
+    let shards: Vec<ShardHealth> = i
+        .shards
+        .iter()
+        .map(|s| shard_health(s, i.watch.get(s.index), i.starved, i.records))
+        .collect();
+    let self_check = self_check(i);
+    let measured = i
+        .records
+        .iter()
+        .filter(|r| r.phase == Phase::Profiling)
+        .count() as u64;
+    let merge = merge_window_ns(i.kernel_stamps, i.chunk_gaps);
+
+    let mut distorted = Vec::new();
+    let mut limits = Vec::new();
+    for (s, r) in shards
+        .iter()
+        .zip(i.shards)
+        .filter(|(s, _)| s.starved_requests > 0)
+    {
+        let what = format!(
+            "shard {} ({}) waited for a CPU {:.1} ms in starved stretches (up to {:.1} ms at once) while {} measured request(s) were in flight on it",
+            s.shard, s.placed, s.starved_ms, s.worst_starved_ms, s.starved_requests
+        );
+        let fix = starvation_fix(s, i.placement);
+        let many = s.starved_requests as f64 > STARVED_SHARE_LIMIT * measured.max(1) as f64;
+        let long = s.starved_ms * 1e6 > STARVED_SHARE_LIMIT * r.wall_ns as f64;
+        let merging = s.worst_starved_ms * 1e6 >= merge as f64;
+        if many && long && merging {
+            distorted.push(format!(
+                "{what}, long enough for a stream's events ({:.1} ms apart) to be read together; {fix}",
+                merge as f64 / 1e6
+            ));
+        }
+    }
+    if self_check.total.count() > 0 && self_check.total.percentile(99.0) > DELAY_LIMIT_NS {
+        distorted.push(format!(
+            "against the simulator's own stamps the client added p99 {:.2} ms to TTFT (send side p99 {:.2} ms, receive side p99 {:.2} ms)",
+            self_check.total.percentile(99.0) as f64 / 1e6,
+            self_check.send.percentile(99.0) as f64 / 1e6,
+            self_check.receive.percentile(99.0) as f64 / 1e6
+        ));
+    }
+    if let (Some(seen), Some(asked)) = (self_check.server_in_flight, self_check.asked) {
+        if seen < IN_FLIGHT_MIN * asked as f64 {
+            distorted.push(format!(
+                "the simulator saw {seen:.1} requests in flight on average, not the {asked} asked"
+            ));
+        }
+    }
+
+    let busiest = shards
+        .iter()
+        .max_by(|a, b| a.cpu_utilization.total_cmp(&b.cpu_utilization));
+    if let Some(b) = busiest.filter(|b| b.cpu_utilization > CPU_LIMIT) {
+        limits.push(format!(
+            "shard {} was at {:.0}% CPU: add shards (--shards {}) or CPUs",
+            b.shard,
+            b.cpu_utilization * 100.0,
+            shards.len() + 1
+        ));
+    }
+    let held = i.asked.and_then(|a| held(i.records, a));
+    if let Some(h) = held.filter(|h| h.mean < IN_FLIGHT_MIN * h.asked as f64) {
+        limits.push(format!(
+            "it held {:.1} of the {} requests asked in flight on average: requests went out up to {:.2} ms (p99) after a place freed",
+            h.mean,
+            h.asked,
+            i.dispatch.percentile(99.0) as f64 / 1e6
+        ));
+    }
+    if i.lag.count() > 0 && i.lag.percentile(99.0) > LAG_LIMIT_NS {
+        limits.push(format!(
+            "reads waited up to {:.1} ms (p99) for the client: events that waited together carry the stamp of the newest, and a server whose socket buffers fill up slows down",
+            i.lag.percentile(99.0) as f64 / 1e6
+        ));
+    }
+    if i.event_delay.count() > 0 && i.event_delay.percentile(99.0) > DELAY_LIMIT_NS {
+        limits.push(format!(
+            "simulator events reached the client up to {:.2} ms (p99) after they were written",
+            i.event_delay.percentile(99.0) as f64 / 1e6
+        ));
+    }
+
+    let cpu = busiest.map_or(0.0, |b| b.cpu_utilization * 100.0);
+    let verdict = if !distorted.is_empty() {
+        format!(
+            "the client distorted these results: {}",
+            distorted.join("; ")
+        )
+    } else if !limits.is_empty() {
+        let msg = format!(
+            "the client may have limited this run: {}",
+            limits.join("; ")
+        );
+        warnings.push(msg.clone());
+        msg
+    } else {
+        let mut v = format!("the client had headroom: busiest shard {cpu:.0}% CPU");
+        let wait = shards
+            .iter()
+            .filter_map(|s| s.run_queue_wait)
+            .fold(None, |m: Option<f64>, w| Some(m.map_or(w, |m| m.max(w))));
+        if let Some(w) = wait {
+            v.push_str(&format!(", waited for a CPU {:.1}% of the time", w * 100.0));
+        }
+        if self_check.total.count() > 0 {
+            v.push_str(&format!(
+                "; client-added delay per request p99 {:.3} ms",
+                self_check.total.percentile(99.0) as f64 / 1e6
+            ));
+        }
+        v
+    };
+    Health {
+        shards,
+        placement: i.placement.clone(),
+        self_check,
+        held,
+        distorted: (!distorted.is_empty()).then_some(Distortion { reasons: distorted }),
+        verdict,
+    }
+}
+
+fn starvation_fix(s: &ShardHealth, placement: &Placement) -> String {
+    if let Some(m) = s.moves.first() {
+        return format!(
+            "ringperf moved it from {} to {} {:.2} s into the measurement; other processes (the server, if it runs here) out-rank the client there: leave the client CPUs the server does not use, or run the server at the client's priority",
+            m.from, m.to, m.at_s
+        );
+    }
+    match placement.mode {
+        Mode::Explicit => "it is pinned there by --cpus: choose CPUs the server does not use, or drop --cpus and let ringperf place it".to_string(),
+        Mode::Unpinned | Mode::Shared | Mode::PerCore => "no CPU of this host was free for it: give the client CPUs of its own (pin the server elsewhere, e.g. with taskset), or run the client on another host".to_string(),
+    }
+}
+
+fn shard_health(
+    s: &ShardReport,
+    watch: Option<&ShardWatch>,
+    starved: &[u64],
+    records: &[Record],
+) -> ShardHealth {
+    let (t0, t1) = s.measured;
+    let (starved_ns, worst_ns) = watch.map_or((0, 0), |w| starvation::within(&w.episodes, t0, t1));
+    let mut dispatch = Dist::new();
+    for r in records
+        .iter()
+        .filter(|r| usize::from(r.shard) == s.index && r.phase == Phase::Profiling)
+    {
+        if let Some(d) = r.dispatch_delay() {
+            dispatch.record(d);
+        }
+    }
+    ShardHealth {
+        shard: s.index,
+        placed: s.pin.to_string(),
+        cpu: s.pin.core().filter(|_| s.pinned),
+        cpu_utilization: if s.wall_ns > 0 {
+            s.cpu_ns as f64 / s.wall_ns as f64
+        } else {
+            0.0
+        },
+        run_queue_wait: s
+            .wait_ns
+            .filter(|_| s.wall_ns > 0)
+            .map(|w| w as f64 / s.wall_ns as f64),
+        starved_ms: starved_ns as f64 / 1e6,
+        worst_starved_ms: worst_ns as f64 / 1e6,
+        starved_requests: starved.get(s.index).copied().unwrap_or(0),
+        moves: watch
+            .map(|w| {
+                w.moves
+                    .iter()
+                    .map(|m| MoveNote {
+                        at_s: (m.at_ns as f64 - t0 as f64) / 1e9,
+                        from: m.from.to_string(),
+                        to: m.to.to_string(),
+                        wait_share: m.wait_share,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        peak_in_flight: s.peak_in_flight,
+        events_per_sec: per_sec(s.events, s.wall_ns),
+        cpu_us_per_event: if s.events > 0 {
+            s.cpu_ns as f64 / 1e3 / s.events as f64
+        } else {
+            0.0
+        },
+        arrival_to_record_p99_us: s.record_lag.percentile(99.0) as f64 / 1e3,
+        dispatch_delay_p99_us: (dispatch.count() > 0)
+            .then(|| dispatch.percentile(99.0) as f64 / 1e3),
+    }
+}
+
+fn self_check(i: &Inputs<'_>) -> SelfCheck {
+    let mut c = SelfCheck {
+        asked: i.asked,
+        ..SelfCheck::default()
+    };
+    let measured = || i.records.iter().filter(|r| r.is_measured_ok());
+    for (send, recv) in measured().filter_map(Record::client_added) {
+        c.send.record(send);
+        c.receive.record(recv);
+        c.total.record(send + recv);
+    }
+    // The load is held from the first measured send to the last (after it, it drains).
+    let starts = measured().map(|r| r.start_ns);
+    let (from, to) = starts.fold((u64::MAX, 0), |(a, b), t| (a.min(t), b.max(t)));
+    c.server_in_flight = mean_in_flight(i.server_in_flight, from, to);
+    c
+}
+
+/// The placement, for the JSON.
+#[derive(Serialize)]
+pub struct PlacementNote<'a> {
+    /// How it was chosen.
+    pub mode: Mode,
+    /// Why, in a sentence.
+    pub reason: &'a str,
+    /// Where each shard started.
+    pub shards: &'a [Pin],
+    /// The quiet CPUs.
+    pub quiet_cpus: &'a [usize],
+}
+
+impl Health {
+    /// The placement as exported.
+    pub fn placement_note(&self) -> PlacementNote<'_> {
+        PlacementNote {
+            mode: self.placement.mode,
+            reason: &self.placement.reason,
+            shards: &self.placement.shards,
+            quiet_cpus: &self.placement.quiet,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::starvation::Episode;
+
+    fn rec(id: u64, shard: u16, start: u64, end: u64) -> Record {
+        let mut r = Record::new(id, shard, Phase::Profiling, 0, 1);
+        r.start_ns = start;
+        r.end_ns = end;
+        r
+    }
+
+    fn watch(episodes: Vec<Episode>) -> ShardWatch {
+        let placement = crate::engine::placement::place(
+            &crate::engine::placement::Ask {
+                streams: 1,
+                ..Default::default()
+            },
+            &crate::engine::placement::HostView {
+                allowed: vec![0, 1],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut w = crate::engine::starvation::Watch::new(&placement, &[0, 1]).shards[0].clone();
+        w.episodes = episodes;
+        w
+    }
+
+    #[test]
+    fn requests_overlapping_a_starved_stretch_are_marked() {
+        let w = watch(vec![
+            Episode {
+                start_ns: 100,
+                end_ns: 200,
+                wait_ns: 50,
+            },
+            Episode {
+                start_ns: 500,
+                end_ns: 600,
+                wait_ns: 50,
+            },
+        ]);
+        let mut recs = vec![
+            rec(0, 0, 0, 99),    // before
+            rec(1, 0, 150, 160), // inside
+            rec(2, 0, 190, 300), // overlaps the end
+            rec(3, 0, 210, 490), // between
+            rec(4, 0, 0, 1000),  // spans both
+            rec(5, 1, 150, 160), // another shard, not watched here
+        ];
+        recs[3].phase = Phase::Warmup;
+        let counts = mark_starved(&mut recs, std::slice::from_ref(&w));
+        let marked: Vec<bool> = recs.iter().map(|r| r.client_starved).collect();
+        assert_eq!(marked, vec![false, true, true, false, true, false]);
+        assert_eq!(counts, vec![3]);
+    }
+
+    #[test]
+    fn held_concurrency_counts_the_gaps_between_a_response_and_the_next_send() {
+        // Two places, from t=1000 to t=1100: place A busy throughout, place B busy 1000–1040,
+        // idle 1040–1060, busy again from 1060 (the last start is the window's end).
+        let recs = vec![
+            rec(0, 0, 1000, 1100),
+            rec(1, 0, 1000, 1040),
+            rec(2, 0, 1060, 1100),
+            rec(3, 0, 1100, 1150),
+        ];
+        let h = held(&recs, 2).unwrap();
+        assert!((h.mean - 1.8).abs() < 1e-9, "{h:?}");
+        assert_eq!(h.asked, 2);
+        assert!(held(&recs[..1], 1).is_none(), "one send makes no window");
+    }
+
+    #[test]
+    fn mean_in_flight_interpolates_the_integral() {
+        // 10 in flight for 1 s, then 20 for 1 s.
+        let s = [
+            InFlightSample {
+                t_ns: 0,
+                integral: 0,
+            },
+            InFlightSample {
+                t_ns: 1_000_000_000,
+                integral: 10_000_000_000,
+            },
+            InFlightSample {
+                t_ns: 2_000_000_000,
+                integral: 30_000_000_000,
+            },
+        ];
+        let m = mean_in_flight(&s, 500_000_000, 1_500_000_000).unwrap();
+        assert!((m - 15.0).abs() < 1e-9, "{m}");
+        assert_eq!(
+            mean_in_flight(&s, 0, 3_000_000_000),
+            None,
+            "outside the readings"
+        );
+        assert_eq!(mean_in_flight(&[], 0, 1), None);
+    }
+}

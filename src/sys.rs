@@ -1,0 +1,413 @@
+//! The thin layer of system calls that safe Rust does not offer: thread ids and CPU affinity,
+//! socket timestamps (receive and transmit), non-blocking sends, descriptor limits.
+//!
+//! Every `unsafe` block of the crate lives here, each with the reason it is sound; the rest of
+//! the crate calls these safe wrappers.
+
+use std::io;
+use std::os::fd::RawFd;
+
+/// Nanoseconds on `CLOCK_MONOTONIC` (the vDSO makes this a few tens of nanoseconds).
+#[inline]
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// Nanoseconds of CPU time the calling thread has used (user + system).
+pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// Nanoseconds of CPU time the whole process has used.
+pub fn process_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+#[inline]
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clocks used here always exist on Linux.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Converts a `CLOCK_REALTIME` stamp (as the kernel puts on packets) to `CLOCK_MONOTONIC`.
+/// `None` for a stamp that is missing (0) or lies in the future.
+fn realtime_to_monotonic(real_ns: i128) -> Option<u64> {
+    let now_real = clock_ns(libc::CLOCK_REALTIME) as i128;
+    let now_mono = monotonic_ns() as i128;
+    let mono = now_mono - (now_real - real_ns);
+    (real_ns > 0 && mono > 0 && mono <= now_mono).then_some(mono as u64)
+}
+
+/// The calling thread's kernel id (what `/proc/self/task/<tid>` and affinity calls take).
+pub fn gettid() -> i32 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// Restricts thread `tid` (0: the calling thread) to `cpus`.
+pub fn set_affinity(tid: i32, cpus: &[usize]) -> io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET only writes inside it and ignores
+    // (by the bound check below) ids past its size.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
+    for &c in cpus.iter().filter(|&&c| c < max) {
+        // SAFETY: `c` is below the set's capacity.
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
+    let r = unsafe { libc::sched_setaffinity(tid, std::mem::size_of_val(&set), &set) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The CPUs thread `tid` (0: the calling thread) may run on.
+pub fn affinity(tid: i32) -> io::Result<Vec<usize>> {
+    // SAFETY: as above; the kernel fills the set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid, writable cpu_set_t of the size passed.
+    let r = unsafe { libc::sched_getaffinity(tid, std::mem::size_of_val(&set), &mut set) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: CPU_ISSET reads inside the set for ids below its capacity.
+    Ok((0..max)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect())
+}
+
+/// Sets thread `tid`'s nice value (0: the calling thread). Raising it needs no privilege;
+/// lowering it below the current value does.
+pub fn set_nice(tid: i32, nice: i32) -> io::Result<()> {
+    // SAFETY: plain syscall; on Linux PRIO_PROCESS with a thread id applies to that thread.
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Raises the open-files soft limit to the hard limit; returns the new soft limit.
+pub fn raise_nofile_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit on a valid struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 0;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let want = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
+                return lim.rlim_max;
+            }
+        }
+    }
+    lim.rlim_cur
+}
+
+/// True when `fd` is a terminal.
+pub fn is_tty(fd: RawFd) -> bool {
+    // SAFETY: isatty only inspects the descriptor.
+    unsafe { libc::isatty(fd) == 1 }
+}
+
+/// Shuts a socket down in both directions so that any pending read on it completes. Safe to
+/// call on a descriptor that is still owned (and later closed) by its connection.
+pub fn shutdown(fd: RawFd) {
+    // SAFETY: plain syscall on a descriptor the caller guarantees is open.
+    unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+}
+
+fn set_int_opt(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> bool {
+    // SAFETY: setsockopt on an open socket with a valid int option.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
+    }
+}
+
+/// Asks the kernel to stamp received data (`SO_TIMESTAMPNS`), read by [`recvmsg_stamped`].
+pub fn set_rx_timestamps(fd: RawFd) {
+    set_int_opt(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
+}
+
+/// Turns the kernel's receive stamping on for the rest of the process's life, so that the
+/// first packets of the first connections are stamped too: the kernel enables stamping a few
+/// milliseconds after the first socket asks (it defers the switch to a worker), and until then
+/// reads come back without a stamp. One idle UDP socket that asks keeps it on.
+pub fn keep_rx_timestamping_on() {
+    static KEEPER: std::sync::OnceLock<Option<std::net::UdpSocket>> = std::sync::OnceLock::new();
+    KEEPER.get_or_init(|| {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").ok()?;
+        set_rx_timestamps(std::os::fd::AsRawFd::as_raw_fd(&s));
+        Some(s)
+    });
+}
+
+/// Asks the kernel to report, on the socket's error queue, when each send's last byte left
+/// for the device (`SO_TIMESTAMPING` with `TX_SOFTWARE`, stamps only, keyed by byte offset).
+/// Read them with [`drain_tx_stamps`]. Returns false where the kernel refuses.
+pub fn set_tx_timestamps(fd: RawFd) -> bool {
+    let flags = libc::SOF_TIMESTAMPING_TX_SOFTWARE
+        | libc::SOF_TIMESTAMPING_SOFTWARE
+        | libc::SOF_TIMESTAMPING_OPT_ID
+        | libc::SOF_TIMESTAMPING_OPT_TSONLY;
+    set_int_opt(
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_TIMESTAMPING,
+        flags as libc::c_int,
+    )
+}
+
+/// Sends as much of `buf` as the socket takes now, without waiting (`MSG_DONTWAIT`), so the
+/// bytes reach the kernel at this instant whatever the runtime's driver would batch.
+pub fn send_now(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for `buf.len()` bytes for the duration of the call.
+    let n = unsafe {
+        libc::send(
+            fd,
+            buf.as_ptr().cast(),
+            buf.len(),
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// One non-blocking `recvmsg` into `buf`'s spare capacity, with the `SCM_TIMESTAMPNS` stamp
+/// converted to `CLOCK_MONOTONIC`.
+pub fn recvmsg_stamped(fd: RawFd, buf: &mut Vec<u8>) -> io::Result<(usize, Option<u64>)> {
+    let len = buf.len();
+    let spare = buf.capacity() - len;
+    let mut iov = libc::iovec {
+        // SAFETY: pointer to the spare capacity; the kernel writes at most `spare` bytes.
+        iov_base: unsafe { buf.as_mut_ptr().add(len) }.cast(),
+        iov_len: spare,
+    };
+    let mut control = [0u64; 16];
+    // SAFETY: a zeroed msghdr is valid; fields are set below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: msg points at live buffers for the duration of the call.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel initialised `n` bytes of the spare capacity.
+    unsafe { buf.set_len(len + n as usize) };
+    let mut stamp = None;
+    // SAFETY: walking the control messages the kernel wrote, with libc's own macros.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                stamp =
+                    realtime_to_monotonic(ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n as usize, stamp))
+}
+
+/// `ee_info` of a stamp taken when the packet went to the device.
+const SCM_TSTAMP_SND: u32 = 0;
+
+/// A transmit stamp from the error queue: the byte offset it is keyed by, and the time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxStamp {
+    /// Offset of the stamped send's last byte since stamping was turned on (wraps at 2^32).
+    pub key: u32,
+    /// `CLOCK_MONOTONIC` ns.
+    pub at_ns: u64,
+}
+
+/// Reads the transmit stamps waiting on the socket's error queue (non-blocking) and hands
+/// each to `on`, for as long as `on` returns true. Draining also clears the error readiness
+/// that a waiting stamp signals, so a poll for input does not wake again for it.
+pub fn drain_tx_stamps(fd: RawFd, on: &mut impl FnMut(TxStamp) -> bool) {
+    loop {
+        let mut control = [0u64; 16];
+        // SAFETY: a zeroed msghdr is valid; no data buffer (the stamps come without payload).
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control) as _;
+        // SAFETY: msg points at live buffers for the duration of the call.
+        let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
+        if n < 0 {
+            return;
+        }
+        let (mut at, mut key) = (None, None);
+        // SAFETY: walking the control messages the kernel wrote, with libc's own macros.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
+                if level == libc::SOL_SOCKET && kind == libc::SO_TIMESTAMPING {
+                    // struct scm_timestamping: [software, deprecated, hardware].
+                    let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                    at = realtime_to_monotonic(
+                        ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128,
+                    );
+                } else if (level == libc::SOL_IP && kind == libc::IP_RECVERR)
+                    || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR)
+                {
+                    let e: libc::sock_extended_err =
+                        std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                    if e.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING && e.ee_info == SCM_TSTAMP_SND
+                    {
+                        key = Some(e.ee_data);
+                    }
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+        if let (Some(at_ns), Some(key)) = (at, key) {
+            if !on(TxStamp { key, at_ns }) {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn monotonic_and_nanosecond_grained() {
+        let a = monotonic_ns();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let b = monotonic_ns();
+        assert!(
+            b - a >= 2_000_000,
+            "slept 2 ms but clock moved {} ns",
+            b - a
+        );
+        assert!(b - a < 1_000_000_000);
+    }
+
+    #[test]
+    fn thread_cpu_time_grows_with_work() {
+        let a = thread_cpu_ns();
+        let mut x = 0u64;
+        for i in 0..5_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        assert!(thread_cpu_ns() > a);
+    }
+
+    #[test]
+    fn kernel_receive_stamps_predate_the_read() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        set_rx_timestamps(s.as_raw_fd());
+        // The kernel turns packet stamping on a moment after the first socket asks for it.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        c.write_all(b"hello").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let mut buf = Vec::with_capacity(64);
+        let (n, stamp) = recvmsg_stamped(s.as_raw_fd(), &mut buf).unwrap();
+        let now = monotonic_ns();
+        assert_eq!((n, &buf[..]), (5, &b"hello"[..]));
+        let age = now - stamp.expect("a receive stamp");
+        assert!(
+            (25_000_000..1_000_000_000).contains(&age),
+            "stamped {age} ns before the read"
+        );
+    }
+
+    #[test]
+    fn transmit_stamps_come_back_keyed_by_the_last_byte_of_each_send() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        assert!(set_tx_timestamps(c.as_raw_fd()));
+        let before = monotonic_ns();
+        assert_eq!(send_now(c.as_raw_fd(), b"hello").unwrap(), 5);
+        assert_eq!(send_now(c.as_raw_fd(), b", world").unwrap(), 7);
+        let after = monotonic_ns();
+        let mut got = [0u8; 12];
+        s.read_exact(&mut got).unwrap();
+        let mut stamps = Vec::new();
+        drain_tx_stamps(c.as_raw_fd(), &mut |t| {
+            stamps.push(t);
+            true
+        });
+        assert_eq!(
+            stamps.iter().map(|t| t.key).collect::<Vec<_>>(),
+            vec![4, 11],
+            "{stamps:?}"
+        );
+        for t in &stamps {
+            // The conversion from the kernel's realtime stamps costs a few µs of precision.
+            assert!(
+                t.at_ns + 50_000 >= before && t.at_ns <= after + 50_000,
+                "{t:?}"
+            );
+        }
+        // Drained: nothing more, and no error readiness left behind.
+        drain_tx_stamps(c.as_raw_fd(), &mut |t| panic!("stale stamp {t:?}"));
+        // Stopping early leaves the rest for later.
+        send_now(c.as_raw_fd(), b"a").unwrap();
+        send_now(c.as_raw_fd(), b"b").unwrap();
+        let mut first = Vec::new();
+        drain_tx_stamps(c.as_raw_fd(), &mut |t| {
+            first.push(t.key);
+            false
+        });
+        let mut rest = Vec::new();
+        drain_tx_stamps(c.as_raw_fd(), &mut |t| {
+            rest.push(t.key);
+            true
+        });
+        assert_eq!((first, rest), (vec![12], vec![13]));
+    }
+
+    #[test]
+    fn affinity_round_trips_for_this_thread() {
+        std::thread::spawn(|| {
+            let all = affinity(0).unwrap();
+            assert!(!all.is_empty());
+            set_affinity(0, &all[..1]).unwrap();
+            assert_eq!(affinity(gettid()).unwrap(), vec![all[0]]);
+            set_affinity(0, &all).unwrap();
+            assert_eq!(affinity(0).unwrap(), all);
+        })
+        .join()
+        .unwrap();
+    }
+}
