@@ -196,9 +196,12 @@ fn sim_child_main(flags: &str) {
             core_affinity::set_for_current(core_affinity::CoreId { id: 0 });
         }
     }
-    let mut args = ringperf::cli::SimArgs::parse_inline(flags).unwrap();
-    args.bind = "127.0.0.1:0".into();
-    let h = ringperf::sim::start(&args).unwrap();
+    let mut cfg = ringperf::cli::SimArgs::parse_inline(flags)
+        .unwrap()
+        .config()
+        .unwrap();
+    cfg.bind = "127.0.0.1:0".into();
+    let h = ringperf::sim::start(&cfg).unwrap();
     let probe = h.in_flight_probe();
     println!("{}", h.addr.port());
     std::io::stdout().flush().unwrap();
@@ -274,7 +277,7 @@ fn run_ringperf(streams: usize, rate: u64, driver: &str, secs: u64) -> Figures {
     let args = client_args(sim.port, driver, &load);
     // The plan (prompts, tokenizer) is built before the baseline: RSS per stream is the
     // engine's alone.
-    let plan = ringperf::plan::RunPlan::build(&args).unwrap();
+    let plan = args.plan().unwrap();
     let base = rss_kib();
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = rss_sampler(stop.clone());
@@ -315,21 +318,16 @@ fn run_client(
     args: &ringperf::cli::ProfileArgs,
     probe: Option<ringperf::engine::InFlightProbe>,
 ) -> ringperf::report::Report {
-    run_plan(ringperf::plan::RunPlan::build(args).unwrap(), probe)
+    run_plan(args.plan().unwrap(), probe)
 }
 
 /// Places and runs a planned client.
 fn run_plan(
-    plan: ringperf::plan::RunPlan,
+    plan: ringperf::plan::Plan,
     probe: Option<ringperf::engine::InFlightProbe>,
 ) -> ringperf::report::Report {
-    let placement = ringperf::engine::place(&plan).unwrap();
-    let settings = ringperf::report::Settings {
-        rate: plan.rate,
-        slos: Vec::new(),
-        concurrency: plan.rate.is_none().then_some(plan.concurrency),
-        kernel_stamps: plan.kernel_timestamps,
-    };
+    let placement = ringperf::engine::place(&plan, &[]).unwrap();
+    let settings = ringperf::report::Settings::of(&plan);
     let out = ringperf::engine::run(
         Arc::new(plan),
         placement,

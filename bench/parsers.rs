@@ -73,7 +73,7 @@ fn main() {
         for (e, src) in scratch_events.iter_mut().zip(&events) {
             e.copy_from_slice(src);
             if e.as_slice() != b"[DONE]" {
-                std::hint::black_box(ringperf::openai::decode(e, &mut bufs).unwrap());
+                std::hint::black_box(ringperf::api::openai::decode(e, &mut bufs).unwrap());
             }
         }
     });

@@ -103,9 +103,12 @@ fn delay(secs: u64, sim: &ringperf::sim::SimHandle, telemetry: bool) -> (f64, f6
 
 fn main() {
     let opts = Opts::parse();
-    let mut sim_args = ringperf::cli::SimArgs::parse_inline("--ttft 10ms --itl 20ms").unwrap();
-    sim_args.bind = "127.0.0.1:0".into();
-    let sim = ringperf::sim::start(&sim_args).unwrap();
+    let mut cfg = ringperf::cli::SimArgs::parse_inline("--ttft 10ms --itl 20ms")
+        .unwrap()
+        .config()
+        .unwrap();
+    cfg.bind = "127.0.0.1:0".into();
+    let sim = ringperf::sim::start(&cfg).unwrap();
     let runs = opts.runs;
     let s = median((0..runs).map(|_| sampler_share(opts.secs)).collect());
     println!(

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::cli::{Cli, Command, ProfileArgs, SimArgs};
 use crate::clock::unix_time_secs;
-use crate::plan::RunPlan;
+use crate::plan::{Plan, Spec};
 use crate::report::{self, export, Report};
 
 /// A run that could not measure anything, with the reason.
@@ -43,10 +43,17 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<(), Fatal> {
 }
 
 fn serve_sim(args: &SimArgs, stop: Arc<AtomicBool>) -> Result<(), Fatal> {
-    let handle = crate::sim::start(args).map_err(Fatal::from)?;
+    let cfg = args.config().map_err(Fatal::from)?;
+    let handle = crate::sim::start(&cfg).map_err(Fatal::from)?;
     eprintln!(
-        "ringperf sim: serving model {:?} on http://{} ({} driver, {} shard(s); ttft {}, itl {}); Ctrl-C stops",
-        args.model, handle.addr, handle.driver, args.shards, args.ttft, args.itl
+        "ringperf sim: serving model {:?} on {}://{} ({} driver, {} shard(s); ttft {}, itl {}); Ctrl-C stops",
+        cfg.model,
+        if cfg.tls.is_some() { "https" } else { "http" },
+        handle.addr,
+        handle.driver,
+        cfg.shards,
+        cfg.ttft,
+        cfg.itl
     );
     // The chosen port on stdout alone, for scripts that start the simulator on port 0.
     let _ = writeln!(std::io::stdout(), "{}", handle.addr.port());
@@ -60,116 +67,104 @@ fn serve_sim(args: &SimArgs, stop: Arc<AtomicBool>) -> Result<(), Fatal> {
     Ok(())
 }
 
-/// Runs `profile`: starts the in-process simulator when asked, plans, runs, reports and writes
-/// the artifacts. `print` sends the table to stdout.
+/// Starts `profile --sim`'s simulator and points `spec` at it. Unless told otherwise, the
+/// simulator gets the first CPUs to itself; those are returned, for the shards to avoid.
+fn start_sim(flags: &str, spec: &mut Spec) -> Result<(crate::sim::SimHandle, Vec<usize>), Fatal> {
+    let args = SimArgs::parse_inline(flags).map_err(|e| {
+        Fatal(format!(
+            "--sim: {}",
+            e.to_string().lines().next().unwrap_or("")
+        ))
+    })?;
+    let mut cfg = args.config().map_err(Fatal::from)?;
+    cfg.bind = "127.0.0.1:0".into();
+    cfg.model = spec.target.model.clone();
+    let cpus = crate::cpus::usable_cpus();
+    let e = &spec.engine;
+    if cfg.cpus.is_empty() && e.cpus.is_none() && !e.no_pin && cpus.len() > cfg.shards {
+        cfg.cpus = cpus[..cfg.shards].to_vec();
+    }
+    let h = crate::sim::start(&cfg).map_err(Fatal::from)?;
+    eprintln!(
+        "ringperf: benchmarking the built-in simulator on http://{} (ttft {}, itl {}, max batch {}, CPUs {})",
+        h.addr,
+        cfg.ttft,
+        cfg.itl,
+        if cfg.max_batch == 0 {
+            "unlimited".to_string()
+        } else {
+            cfg.max_batch.to_string()
+        },
+        if cfg.cpus.is_empty() {
+            "any".to_string()
+        } else {
+            crate::cpus::cpu_list(&cfg.cpus)
+        },
+    );
+    spec.target.url = format!("http://{}", h.addr);
+    Ok((h, cfg.cpus))
+}
+
+/// Runs `profile`: starts the in-process simulator when asked, plans, places, runs, reports
+/// and writes the artifacts. `print` sends the table to stdout.
 pub fn profile(
     args: &ProfileArgs,
     stop: Arc<AtomicBool>,
     print: bool,
 ) -> Result<ProfileResult, Fatal> {
-    let mut args = args.clone();
-    let mut sim_cpus = Vec::new();
-    let sim = match &args.sim {
+    let mut spec = args.spec().map_err(Fatal::from)?;
+    let (sim, reserved) = match &args.sim {
         Some(flags) => {
-            let mut sim_args = SimArgs::parse_inline(flags).map_err(|e| {
-                Fatal(format!(
-                    "--sim: {}",
-                    e.to_string().lines().next().unwrap_or("")
-                ))
-            })?;
-            sim_args.bind = "127.0.0.1:0".into();
-            sim_args.model = args.target.model.clone();
-            // Same host, same cores: unless told otherwise, the simulator gets the first CPUs
-            // to itself and the client's shards are placed on the others.
-            let cpus = crate::plan::usable_cpus();
-            if sim_args.cpus.is_none()
-                && args.engine.cpus.is_none()
-                && !args.engine.no_pin
-                && cpus.len() > sim_args.shards
-            {
-                sim_cpus = cpus[..sim_args.shards].to_vec();
-                sim_args.cpus = Some(crate::engine::placement::cpu_list(&sim_cpus));
-            }
-            let h = crate::sim::start(&sim_args).map_err(Fatal::from)?;
-            eprintln!(
-                "ringperf: benchmarking the built-in simulator on http://{} (ttft {}, itl {}, max batch {}, CPUs {})",
-                h.addr,
-                sim_args.ttft,
-                sim_args.itl,
-                if sim_args.max_batch == 0 {
-                    "unlimited".to_string()
-                } else {
-                    sim_args.max_batch.to_string()
-                },
-                sim_args.cpus.as_deref().unwrap_or("any"),
-            );
-            args.target.url = format!("http://{}", h.addr);
-            Some(h)
+            let (h, cpus) = start_sim(flags, &mut spec)?;
+            (Some(h), cpus)
         }
-        None => None,
+        None => (None, Vec::new()),
     };
-    let mut plan = RunPlan::build(&args).map_err(Fatal::from)?;
-    plan.placement.reserved = sim_cpus;
-    eprintln!("ringperf: tokenizer: {}", plan.tokenizer.source);
-    let placement = crate::engine::place(&plan).map_err(Fatal)?;
+    let plan = Plan::build(spec).map_err(Fatal::from)?;
+    eprintln!("ringperf: tokenizer: {}", plan.workload.tokenizer.source);
+    let placement = crate::engine::place(&plan, &reserved).map_err(Fatal)?;
     eprintln!("ringperf: shards: {}", placement.reason);
     let plan = Arc::new(plan);
+    let spare = placement.spare_cpu(&crate::cpus::usable_cpus());
+    let telemetry_cfg = args.telemetry.config();
     let telemetry =
-        crate::telemetry::Telemetry::start(&args.telemetry, &plan, &placement).map_err(Fatal)?;
+        crate::telemetry::Telemetry::start(&telemetry_cfg, &plan, spare).map_err(Fatal)?;
     let start = unix_time_secs();
     let probe = sim.as_ref().map(|h| h.in_flight_probe());
     let out = crate::engine::run(plan.clone(), placement, stop, probe).map_err(Fatal::from)?;
     let end = unix_time_secs();
-    let settings = report::Settings {
-        rate: plan.rate,
-        slos: plan.slos.clone(),
-        // The concurrency a closed loop holds steady (not while ramping, not in sessions,
-        // whose places also hold the pauses between turns).
-        concurrency: (plan.offsets.is_none() && plan.ramp_ns == 0 && plan.sessions.is_none())
-            .then_some(plan.concurrency),
-        kernel_stamps: plan.kernel_timestamps && plan.tls.is_none(),
-    };
-    let mut report = report::build(out, &settings);
+    let mut report = report::build(out, &report::Settings::of(&plan));
     report.telemetry = Some(telemetry.finish(
         report.tx_ns,
         report.ty_ns,
         report.output_tokens,
         report.completed,
         report.output_tps(),
-        args.telemetry.gpu_price_eur_hour,
+        telemetry_cfg.gpu_price_eur_hour,
     ));
     drop(sim);
-    let title = match (plan.rate, &plan.offsets, plan.concurrency) {
-        (Some(r), _, _) => format!(
-            "ringperf | LLM Metrics | {} | request rate {r}/s",
-            plan.model
-        ),
-        (None, Some(_), _) => format!("ringperf | LLM Metrics | {} | trace replay", plan.model),
-        (None, None, c) => format!("ringperf | LLM Metrics | {} | concurrency {c}", plan.model),
+    let load = match (plan.load.rate, &plan.load.offsets) {
+        (Some(r), _) => format!("request rate {r}/s"),
+        (None, Some(_)) => "trace replay".to_string(),
+        (None, None) => format!("concurrency {}", plan.load.concurrency),
     };
+    let title = format!("ringperf | LLM Metrics | {} | {load}", plan.target.model);
     let console = report::console::render(&report, &title);
     if print {
         let _ = std::io::stdout().write_all(console.as_bytes());
     }
+    let dir = &plan.output.artifact_dir;
     let times = export::Times { start, end };
     export::write_all(
         &report,
-        &plan.artifact_dir,
-        &plan.input_config,
-        &match &plan.sessions {
-            Some(s) => s.inputs_json(),
-            None => plan.dataset.inputs_json(),
-        },
+        dir,
+        &plan.input_config(),
+        &plan.workload.inputs_json(),
         &times,
     )
-    .map_err(|e| {
-        Fatal(format!(
-            "writing artifacts to {}: {e}",
-            plan.artifact_dir.display()
-        ))
-    })?;
+    .map_err(|e| Fatal(format!("writing artifacts to {}: {e}", dir.display())))?;
     if print {
-        eprintln!("ringperf: artifacts in {}", plan.artifact_dir.display());
+        eprintln!("ringperf: artifacts in {}", dir.display());
     }
     if report.completed == 0 {
         let why = report
@@ -182,7 +177,7 @@ pub fn profile(
         )));
     }
     Ok(ProfileResult {
-        artifact_dir: plan.artifact_dir.clone(),
+        artifact_dir: dir.clone(),
         report,
         console,
     })

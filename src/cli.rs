@@ -6,11 +6,60 @@
 
 use std::path::PathBuf;
 
+use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::engine::schedule::Arrival;
+use crate::api::Kind;
+use crate::arrival::Arrival;
+use crate::plan::{EngineSpec, LoadSpec, OutputSpec, Secret, Spec, TargetSpec, WorkloadSpec};
 use crate::runtime::Driver;
 use crate::units::{parse_count, parse_duration_ns, TimeDist};
+use crate::workload::files::DatasetType;
+
+/// `ValueEnum` for a plain enum of the core, so that clap stays in this module: its values,
+/// each with its name on the command line and its help.
+macro_rules! value_enum {
+    ($t:ty { $($v:expr => $name:literal: $help:literal),+ $(,)? }) => {
+        impl ValueEnum for $t {
+            fn value_variants<'a>() -> &'a [Self] {
+                &[$($v),+]
+            }
+            fn to_possible_value(&self) -> Option<PossibleValue> {
+                [$(($v, $name, $help)),+]
+                    .into_iter()
+                    .find(|(v, _, _)| v == self)
+                    .map(|(_, name, help)| PossibleValue::new(name).help(help))
+            }
+        }
+    };
+}
+
+value_enum!(Arrival {
+    Arrival::Constant => "constant": "Evenly spaced: every 1/rate",
+    Arrival::Poisson => "poisson": "Exponential gaps (coefficient of variation 1)",
+    Arrival::Gamma => "gamma": "Gamma gaps with shape --burstiness (1 = Poisson; larger is smoother)",
+});
+
+value_enum!(Driver {
+    Driver::Auto => "auto": "io_uring where the kernel allows it, else epoll",
+    Driver::Uring => "uring": "io_uring only; an error where it is refused",
+    Driver::Epoll => "epoll": "epoll (monoio's legacy driver)",
+});
+
+value_enum!(DatasetType {
+    DatasetType::Jsonl => "jsonl": "One JSON object per line: text or messages, optional max_tokens, timestamp (ms)",
+    DatasetType::Sharegpt => "sharegpt": "ShareGPT JSON: the first human turn is the prompt, the reply's length the output length",
+    DatasetType::Mooncake => "mooncake": "Mooncake trace JSONL: timestamp (ms), input_length, output_length, hash_ids",
+});
+
+impl ValueEnum for Kind {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Kind::ALL
+    }
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.name()).help(self.about()))
+    }
+}
 
 /// ringperf: measure OpenAI-compatible LLM servers with a client that is never the limit.
 #[derive(Debug, Parser)]
@@ -74,8 +123,8 @@ pub struct TargetArgs {
     #[arg(short = 'u', long, default_value = "http://localhost:8000")]
     pub url: String,
     /// API shape.
-    #[arg(long, value_enum, default_value_t = EndpointType::Chat)]
-    pub endpoint_type: EndpointType,
+    #[arg(long, value_enum, default_value_t = Kind::Chat)]
+    pub endpoint_type: Kind,
     /// Request path, overriding the endpoint type's default (e.g. /v1/chat/completions).
     #[arg(long)]
     pub endpoint: Option<String>,
@@ -115,24 +164,6 @@ pub struct TargetArgs {
     pub request_timeout: u64,
 }
 
-/// The API endpoint shapes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EndpointType {
-    /// `/v1/chat/completions`.
-    Chat,
-    /// `/v1/completions`.
-    Completions,
-    /// `/v1/embeddings` (never streamed: request latency only).
-    Embeddings,
-    /// `/v1/responses`, the OpenAI Responses API (typed events such as
-    /// `response.output_text.delta`).
-    Responses,
-    /// Anything else: the body from --request-template, the text found with
-    /// --response-text-pointer (needs --endpoint).
-    Template,
-}
-
 /// How much load, for how long.
 #[derive(Debug, Clone, Args)]
 pub struct LoadArgs {
@@ -159,8 +190,8 @@ pub struct LoadArgs {
     #[arg(long)]
     pub include_ramp_up: bool,
     /// Service-level objectives in ms, e.g. `ttft:200 itl:20 e2e:3000`: adds goodput.
-    #[arg(long, num_args = 1.., value_parser = crate::report::goodput::parse_slo)]
-    pub goodput: Vec<crate::report::goodput::Slo>,
+    #[arg(long, num_args = 1.., value_parser = crate::plan::parse_slo)]
+    pub goodput: Vec<crate::plan::Slo>,
     /// Measured requests to send (default 10, as AIPerf, unless a duration is given).
     #[arg(long, visible_alias = "num-requests", value_parser = parse_count)]
     pub request_count: Option<u64>,
@@ -216,7 +247,7 @@ pub struct WorkloadArgs {
     /// Format of --input-file (default: guessed: .json is ShareGPT, JSONL with `hash_ids` or
     /// `input_length` is a mooncake trace, other JSONL is custom).
     #[arg(long, value_enum)]
-    pub dataset_type: Option<crate::workload::files::DatasetType>,
+    pub dataset_type: Option<DatasetType>,
     /// Replay the file's timestamps (ms) as send times (a trace's own schedule).
     #[arg(long)]
     pub fixed_schedule: bool,
@@ -363,7 +394,134 @@ pub struct SimArgs {
     pub tls_key: Option<PathBuf>,
 }
 
+impl TelemetryArgs {
+    /// The telemetry settings these flags ask for.
+    pub fn config(&self) -> crate::telemetry::Config {
+        crate::telemetry::Config {
+            gpu: !self.no_gpu_telemetry,
+            gpu_sample_interval_ns: self.gpu_sample_interval,
+            gpus: self.gpus.clone(),
+            gpu_price_eur_hour: self.gpu_price_eur_hour,
+            server_metrics_urls: self.server_metrics_url.clone(),
+            server_metrics_interval_ns: self.server_metrics_interval,
+        }
+    }
+}
+
+impl ProfileArgs {
+    /// The plain spec of the run these flags ask for (flags are only parsed here; the plan
+    /// validates them).
+    pub fn spec(&self) -> Result<Spec, crate::plan::PlanError> {
+        let (t, l, w, o, e) = (
+            &self.target,
+            &self.load,
+            &self.workload,
+            &self.output,
+            &self.engine,
+        );
+        let cpus = match &e.cpus {
+            Some(list) => {
+                Some(crate::cpus::parse_cpu_list(list).map_err(crate::plan::PlanError::Flag)?)
+            }
+            None => None,
+        };
+        Ok(Spec {
+            target: TargetSpec {
+                model: t.model.clone(),
+                url: t.url.clone(),
+                kind: t.endpoint_type,
+                endpoint: t.endpoint.clone(),
+                request_template: t.request_template.clone(),
+                response_text_pointer: t.response_text_pointer.clone(),
+                response_tokens_pointer: t.response_tokens_pointer.clone(),
+                streaming: t.streaming,
+                api_key: t.api_key.clone().map(Secret),
+                headers: t.headers.iter().cloned().map(Secret).collect(),
+                ca_cert: t.ca_cert.clone(),
+                insecure: t.insecure,
+                connect_timeout_ns: t.connect_timeout,
+                request_timeout_ns: t.request_timeout,
+            },
+            load: LoadSpec {
+                concurrency: l.concurrency,
+                request_rate: l.request_rate,
+                arrival: l.arrival,
+                burstiness: l.burstiness,
+                ramp_up_ns: l.ramp_up,
+                include_ramp_up: l.include_ramp_up,
+                goodput: l.goodput.clone(),
+                request_count: l.request_count,
+                benchmark_duration_ns: l.benchmark_duration,
+                grace_period_ns: l.grace_period,
+                warmup_request_count: l.warmup_request_count,
+            },
+            workload: WorkloadSpec {
+                tokenizer: w.tokenizer.clone(),
+                isl_mean: w.synthetic_input_tokens_mean,
+                isl_stddev: w.synthetic_input_tokens_stddev,
+                osl_mean: w.output_tokens_mean,
+                osl_stddev: w.output_tokens_stddev,
+                osl_deterministic: w.output_tokens_mean_deterministic,
+                extra_inputs: crate::workload::parse_extra_inputs(&w.extra_inputs)?,
+                random_seed: w.random_seed,
+                num_dataset_entries: w.num_dataset_entries,
+                no_usage: w.no_usage,
+                input_file: w.input_file.clone(),
+                dataset_type: w.dataset_type,
+                fixed_schedule: w.fixed_schedule,
+                num_prefix_prompts: w.num_prefix_prompts,
+                prefix_prompt_length: w.prefix_prompt_length,
+                session_turns_mean: w.session_turns_mean,
+                session_turns_stddev: w.session_turns_stddev,
+                session_turn_delay_ns: w.session_turn_delay,
+            },
+            output: OutputSpec {
+                artifact_dir: o.artifact_dir.clone(),
+                progress: !o.no_progress,
+            },
+            engine: EngineSpec {
+                shards: e.shards,
+                cpus,
+                no_pin: e.no_pin,
+                driver: e.driver,
+                ring_entries: e.ring_entries,
+                kernel_timestamps: !e.no_kernel_timestamps,
+            },
+        })
+    }
+
+    /// The plan these flags ask for, validated and prepared.
+    pub fn plan(&self) -> Result<crate::plan::Plan, crate::plan::PlanError> {
+        crate::plan::Plan::build(self.spec()?)
+    }
+}
+
 impl SimArgs {
+    /// The simulator's settings these flags ask for.
+    pub fn config(&self) -> Result<crate::sim::Config, crate::sim::Error> {
+        let cpus = match &self.cpus {
+            Some(list) => crate::cpus::parse_cpu_list(list)
+                .map_err(|e| crate::sim::Error::Flag(format!("sim {e}")))?,
+            None => Vec::new(),
+        };
+        Ok(crate::sim::Config {
+            bind: self.bind.clone(),
+            model: self.model.clone(),
+            ttft: self.ttft,
+            itl: self.itl,
+            tokens_per_chunk: self.tokens_per_chunk,
+            max_batch: self.max_batch,
+            itl_growth: self.itl_growth,
+            default_max_tokens: self.default_max_tokens,
+            eos_probability: self.eos_probability,
+            shards: self.shards,
+            cpus,
+            driver: self.driver,
+            seed: self.seed,
+            tls: self.tls_cert.clone().zip(self.tls_key.clone()),
+        })
+    }
+
     /// Parses the string given to `profile --sim=…`.
     pub fn parse_inline(s: &str) -> Result<SimArgs, clap::Error> {
         use clap::FromArgMatches;
@@ -418,7 +576,7 @@ mod tests {
         assert_eq!(p.load.concurrency, Some(10_000));
         assert_eq!(p.load.request_count, Some(1000));
         assert_eq!(p.load.grace_period, 5_000_000_000);
-        assert_eq!(p.target.endpoint_type, EndpointType::Completions);
+        assert_eq!(p.target.endpoint_type, Kind::Completions);
         assert_eq!(p.workload.extra_inputs, vec!["ignore_eos:true"]);
         assert!(p.sim.is_none());
     }

@@ -8,9 +8,9 @@
 //! A *content event* is one that carries non-empty generated text or reasoning text; the role
 //! chunk, empty-text chunks (vLLM's `ignore_eos` tail) and usage-only chunks are not.
 
+use crate::api::openai;
 use crate::http::response::{Head, Parser, Part};
 use crate::http::ProtocolError;
-use crate::openai;
 use crate::record::{Outcome, Phase, Record};
 use crate::stats::Dist;
 

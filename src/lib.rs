@@ -9,15 +9,18 @@
 //! client's own overhead.
 #![deny(missing_docs)]
 
+pub mod api;
 pub mod app;
+pub mod arrival;
 pub mod cli;
 pub mod clock;
+pub mod cpus;
 pub mod engine;
 pub mod exchange;
 pub mod gpu;
 pub mod host;
 pub mod http;
-pub mod openai;
+pub mod net;
 pub mod plan;
 pub mod prom;
 pub mod record;

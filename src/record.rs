@@ -273,6 +273,17 @@ impl Record {
     }
 }
 
+/// One reading of a server's requests in flight: by `t_ns`, `integral` request·nanoseconds
+/// had accumulated; its rise over a window divided by the window's length is the mean number
+/// of requests in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InFlightSample {
+    /// `CLOCK_MONOTONIC` ns.
+    pub t_ns: u64,
+    /// Σ requests in flight × time (request·ns).
+    pub integral: u128,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

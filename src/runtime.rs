@@ -7,7 +7,7 @@ use monoio::{FusionRuntime, IoUringDriver, LegacyDriver, RuntimeBuilder};
 pub type Runtime = FusionRuntime<TimeDriver<IoUringDriver>, TimeDriver<LegacyDriver>>;
 
 /// Which I/O driver to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Driver {
     /// io_uring where the kernel allows it, else epoll.

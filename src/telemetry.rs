@@ -2,12 +2,27 @@
 
 use serde::Serialize;
 
-use crate::cli::TelemetryArgs;
-use crate::engine::placement::{Pin, Placement};
 use crate::gpu::window::{self, GpuTotals, GpuWindow};
 use crate::gpu::{self, Sampler, Series};
-use crate::plan::RunPlan;
+use crate::plan::Plan;
 use crate::server_metrics::{self, Scraper, Summary, Target};
+
+/// What to sample (the command line builds it from the telemetry flags).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Sample GPUs through NVML.
+    pub gpu: bool,
+    /// GPU sampling interval (ns).
+    pub gpu_sample_interval_ns: u64,
+    /// GPUs to sample: `all` or indices like `0,2`.
+    pub gpus: String,
+    /// GPU price in EUR per hour (per GPU).
+    pub gpu_price_eur_hour: Option<f64>,
+    /// Prometheus endpoints to scrape (`auto`: the target's `/metrics`).
+    pub server_metrics_urls: Vec<String>,
+    /// Scrape interval (ns).
+    pub server_metrics_interval_ns: u64,
+}
 
 /// Telemetry threads while the run is live.
 pub struct Telemetry {
@@ -37,37 +52,21 @@ pub struct TelemetryReport {
     pub scraper_cpu_share: Option<f64>,
 }
 
-/// A CPU no shard is pinned to, for the telemetry threads (none: let the OS place them, as
-/// when shards may move among all CPUs).
-fn spare_cpu(placement: &Placement) -> Option<usize> {
-    let mut used = Vec::new();
-    for p in &placement.shards {
-        match p {
-            Pin::Core(c) => used.push(*c),
-            Pin::Set(s) => used.extend(s),
-            Pin::Free => return None,
-        }
-    }
-    crate::plan::usable_cpus()
-        .into_iter()
-        .rev()
-        .find(|id| !used.contains(id))
-}
-
 impl Telemetry {
-    /// Starts what the flags ask for. A missing GPU or driver is a note, not an error.
-    pub fn start(
-        args: &TelemetryArgs,
-        plan: &RunPlan,
-        placement: &Placement,
-    ) -> Result<Telemetry, String> {
-        let cpu = spare_cpu(placement);
-        let (gpu, gpu_unavailable) = if args.no_gpu_telemetry {
+    /// Starts what `cfg` asks for around `plan`, its threads on `cpu` when given. A missing
+    /// GPU or driver is a note, not an error.
+    pub fn start(cfg: &Config, plan: &Plan, cpu: Option<usize>) -> Result<Telemetry, String> {
+        let (gpu, gpu_unavailable) = if !cfg.gpu {
             (None, Some("turned off (--no-gpu-telemetry)".to_string()))
         } else {
-            let want = gpu::parse_gpus(&args.gpus)?;
+            let want = gpu::parse_gpus(&cfg.gpus)?;
             match gpu::Nvml::open().and_then(|n| {
-                Sampler::start(Box::new(n), want.as_deref(), args.gpu_sample_interval, cpu)
+                Sampler::start(
+                    Box::new(n),
+                    want.as_deref(),
+                    cfg.gpu_sample_interval_ns,
+                    cpu,
+                )
             }) {
                 Ok(s) => (Some(s), None),
                 Err(e) => {
@@ -76,17 +75,18 @@ impl Telemetry {
                 }
             }
         };
-        let targets = args
-            .server_metrics_url
+        let targets = cfg
+            .server_metrics_urls
             .iter()
-            .map(|u| Target::parse(u, &plan.endpoint))
+            .map(|u| Target::parse(u, &plan.target.endpoint))
             .collect::<Result<Vec<_>, _>>()?;
         let scraper = (!targets.is_empty()).then(|| {
             let tls = plan
+                .target
                 .tls
                 .clone()
                 .or_else(|| crate::tls::client_config(None, false).ok());
-            Scraper::start(targets, tls, args.server_metrics_interval, cpu)
+            Scraper::start(targets, tls, cfg.server_metrics_interval_ns, cpu)
         });
         Ok(Telemetry {
             gpu,

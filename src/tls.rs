@@ -1,7 +1,7 @@
 //! TLS client configuration (rustls with the ring provider).
 //!
 //! Connections drive `rustls::ClientConnection` by hand over the shard's own buffers (see
-//! `engine::conn`), so this module only decides what to trust.
+//! `net`), so this module only decides what to trust.
 
 use std::path::Path;
 use std::sync::Arc;

@@ -7,7 +7,6 @@
 //! progress counters and scheduler times, and moves a shard that is starved of CPU
 //! ([`starvation`]).
 
-pub mod conn;
 pub mod gate;
 pub mod placement;
 pub mod schedule;
@@ -22,9 +21,9 @@ pub use crate::sys::raise_nofile_limit;
 pub use shard::Progress;
 
 use crate::clock::{now_ns, thread_cpu_ns};
-use crate::plan::RunPlan;
+use crate::plan::Plan;
+pub use crate::record::InFlightSample;
 use crate::record::{Outcome, Phase, Record, TokenSource};
-use crate::report::metrics::Metrics;
 use crate::stats::Dist;
 use gate::Gate;
 use placement::{HostView, Pin, Placement};
@@ -49,8 +48,6 @@ pub struct ShardReport {
     pub driver: &'static str,
     /// Every request it sent.
     pub records: Vec<Record>,
-    /// Distributions of its measured, successful requests.
-    pub metrics: Metrics,
     /// `seen − sent` of simulator-stamped events (ns).
     pub client_delay: Dist,
     /// Time from each read's arrival (kernel stamp, else read completion) to its events being recorded (ns).
@@ -87,63 +84,67 @@ pub struct RunOutput {
     pub server_in_flight: Vec<InFlightSample>,
 }
 
-/// One reading of a server's requests in flight: by `t_ns`, `integral` request·nanoseconds
-/// had accumulated; its rise over a window divided by the window's length is the mean number
-/// of requests in flight.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct InFlightSample {
-    /// `CLOCK_MONOTONIC` ns.
-    pub t_ns: u64,
-    /// Σ requests in flight × time (request·ns).
-    pub integral: u128,
-}
-
 /// Reads a server's in-flight integral (the in-process simulator offers one).
 pub type InFlightProbe = Box<dyn Fn() -> InFlightSample>;
 
 /// Decides where the shards of `plan` run, from a short look at the host (skipped where the
 /// flags leave nothing to decide).
-pub fn place(plan: &RunPlan) -> Result<Placement, String> {
-    if plan.kernel_timestamps {
+pub fn place(plan: &Plan, reserved: &[usize]) -> Result<Placement, String> {
+    let e = &plan.spec.engine;
+    if e.kernel_timestamps {
         // Early, so that stamping is on when the first request goes out.
         crate::sys::keep_rx_timestamping_on();
     }
-    let ask = &plan.placement;
+    let ask = placement::Ask {
+        shards: e.shards,
+        cpus: e.cpus.clone(),
+        no_pin: e.no_pin,
+        streams: plan.load.streams,
+        reserved: reserved.to_vec(),
+    };
     let mut host = HostView {
-        allowed: crate::plan::usable_cpus(),
+        allowed: crate::cpus::usable_cpus(),
         busy: Vec::new(),
-        server_local: crate::host::is_local(plan.endpoint.addr.ip()),
+        server_local: crate::host::is_local(plan.target.endpoint.addr.ip()),
     };
     if !(ask.no_pin || ask.cpus.is_some() || host.allowed.len() < 2) {
         let before = crate::host::cpu_times();
         std::thread::sleep(HOST_SAMPLE);
         host.busy = crate::host::busy_shares(&before, &crate::host::cpu_times());
     }
-    placement::place(ask, &host)
+    placement::place(&ask, &host)
 }
 
 /// Runs the plan to completion (or until `stop` is set) with the shards where `placement`
 /// puts them, and returns what they saw. `probe`, when given, is read at every watch tick.
 pub fn run(
-    plan: Arc<RunPlan>,
+    plan: Arc<Plan>,
     placement: Placement,
     stop: Arc<AtomicBool>,
     probe: Option<InFlightProbe>,
 ) -> anyhow::Result<RunOutput> {
     let nofile = raise_nofile_limit();
-    let needed = plan.concurrency.saturating_add(64);
-    if nofile > 0 && nofile < needed && plan.concurrency != u64::MAX {
+    let concurrency = plan.load.concurrency;
+    let needed = concurrency.saturating_add(64);
+    if nofile > 0 && nofile < needed && concurrency != u64::MAX {
         eprintln!(
             "warning: the open-files limit is {nofile} but concurrency {} needs about {needed}; see tuning/",
-            plan.concurrency
+            concurrency
         );
     }
     // Fail early, with one message, when the asked-for driver cannot run here.
-    crate::runtime::build(plan.driver, plan.ring_entries.min(256)).map_err(|e| {
-        anyhow::anyhow!("--driver {:?}: cannot start the runtime: {e}", plan.driver)
+    crate::runtime::build(
+        plan.spec.engine.driver,
+        plan.spec.engine.ring_entries.min(256),
+    )
+    .map_err(|e| {
+        anyhow::anyhow!(
+            "--driver {:?}: cannot start the runtime: {e}",
+            plan.spec.engine.driver
+        )
     })?;
 
-    let allowed = crate::plan::usable_cpus();
+    let allowed = crate::cpus::usable_cpus();
     // A first reading before any request leaves, so the window is covered from its start.
     let mut server_in_flight: Vec<InFlightSample> = probe.iter().map(|p| p()).collect();
     let n = placement.shards.len();
@@ -181,7 +182,7 @@ pub fn run(
     // The main thread watches: scheduler times of every shard, the server's in-flight
     // integral, and the progress line.
     let mut watch = Watch::new(&placement, &allowed);
-    let show = plan.progress && crate::sys::is_tty(libc::STDERR_FILENO);
+    let show = plan.output.progress && crate::sys::is_tty(libc::STDERR_FILENO);
     let started = now_ns();
     let mut drawn = started;
     let mut warnings = Vec::new();
@@ -207,7 +208,12 @@ pub fn run(
         }
         if show && now - drawn >= PROGRESS_EVERY_NS {
             drawn = now;
-            print_progress(&progress, plan.request_count, started, plan.duration_ns);
+            print_progress(
+                &progress,
+                plan.load.request_count,
+                started,
+                plan.load.duration_ns,
+            );
         }
     }
     if show {
@@ -289,36 +295,39 @@ struct Placed {
 
 fn shard_thread(
     me: Placed,
-    plan: Arc<RunPlan>,
+    plan: Arc<Plan>,
     progress: Arc<Progress>,
     stop: Arc<AtomicBool>,
     gate: &Gate,
     start: Arc<OnceLock<u64>>,
 ) -> anyhow::Result<ShardReport> {
     progress.tid.store(crate::sys::gettid(), Ordering::Relaxed);
-    let (mut rt, driver) = crate::runtime::build(plan.driver, plan.ring_entries)
-        .map_err(|e| anyhow::anyhow!("cannot start the runtime: {e}"))?;
+    let (mut rt, driver) =
+        crate::runtime::build(plan.spec.engine.driver, plan.spec.engine.ring_entries)
+            .map_err(|e| anyhow::anyhow!("cannot start the runtime: {e}"))?;
     let (index, n) = (me.index, me.of);
-    let conc = if plan.concurrency == u64::MAX {
+    let load = &plan.load;
+    let conc = if load.concurrency == u64::MAX {
         usize::MAX
     } else {
-        share(plan.concurrency, n, index) as usize
+        share(load.concurrency, n, index) as usize
     };
-    let entries = plan.dataset.entries.len();
-    let warmup = plan.warmup;
+    let entries = plan.workload.dataset.entries.len();
+    let warmup = load.warmup;
     let p2 = plan.clone();
     let outcome = rt.block_on(async move {
         let shard = shard::Shard::new(index as u16, p2.clone(), progress, stop)?;
-        let (t0, cpu0, wait0) = match &p2.offsets {
+        let l = &p2.load;
+        let (t0, cpu0, wait0) = match &l.offsets {
             Some(offsets) => {
                 // Open loop: one schedule for the whole run; every shard starts at the same
                 // instant, and warm-up and ramp-up requests are tagged, not separated.
                 gate.pass()?;
                 let t0 = *start.get_or_init(|| now_ns() + 20_000_000);
                 let (cpu0, wait0) = (thread_cpu_ns(), own_schedstat());
-                let ramp_end = if p2.include_ramp { 0 } else { p2.ramp_ns };
+                let ramp_end = if l.include_ramp { 0 } else { l.ramp_ns };
                 let mut s = OpenLoop::new(offsets.clone(), index, n, t0, warmup, entries, ramp_end);
-                let hard = p2.duration_ns.map(|d| t0 + d + p2.ramp_ns + p2.grace_ns);
+                let hard = l.duration_ns.map(|d| t0 + d + l.ramp_ns + l.grace_ns);
                 let limits = shard::Limits {
                     cap: conc,
                     ramp: None,
@@ -342,19 +351,19 @@ fn shard_thread(
                 }
                 let t0 = now_ns();
                 let (cpu0, wait0) = (thread_cpu_ns(), own_schedstat());
-                let end = p2.request_count.map(|c| warmup + c);
+                let end = l.request_count.map(|c| warmup + c);
                 let mut s = ClosedLoop::new(warmup, end, index, n, entries, Phase::Profiling);
-                let dispatch_until = p2.duration_ns.map(|d| t0 + p2.ramp_ns + d);
-                let ramp = (p2.ramp_ns > 0).then_some(shard::Ramp {
+                let dispatch_until = l.duration_ns.map(|d| t0 + l.ramp_ns + d);
+                let ramp = (l.ramp_ns > 0).then_some(shard::Ramp {
                     start_ns: t0,
-                    len_ns: p2.ramp_ns,
-                    tag: !p2.include_ramp,
+                    len_ns: l.ramp_ns,
+                    tag: !l.include_ramp,
                 });
                 let limits = shard::Limits {
                     cap: conc,
                     ramp,
                     dispatch_deadline: dispatch_until,
-                    hard_deadline: dispatch_until.map(|d| d + p2.grace_ns),
+                    hard_deadline: dispatch_until.map(|d| d + l.grace_ns),
                 };
                 shard.run_phase(&mut s, limits).await;
                 (t0, cpu0, wait0)
@@ -383,19 +392,17 @@ fn shard_thread(
     drop(rt);
     // After the measured window: count output tokens the server did not report.
     retokenize(&mut records, &plan);
-    let mut metrics = Metrics::default();
-    let mut events = 0u64;
-    for r in records.iter().filter(|r| r.is_measured_ok()) {
-        metrics.add(r);
-        events += r.chunk_gaps_ns.len() as u64 + u64::from(r.first_content_ns.is_some());
-    }
+    let events = records
+        .iter()
+        .filter(|r| r.is_measured_ok())
+        .map(|r| r.chunk_gaps_ns.len() as u64 + u64::from(r.first_content_ns.is_some()))
+        .sum();
     Ok(ShardReport {
         index,
         pin: me.pin,
         pinned: me.pinned,
         driver,
         records,
-        metrics,
         client_delay,
         record_lag,
         cpu_ns,
@@ -408,16 +415,21 @@ fn shard_thread(
 }
 
 /// Fills in `osl` from the response text for successful requests without server usage.
-pub fn retokenize(records: &mut [Record], plan: &RunPlan) {
+pub fn retokenize(records: &mut [Record], plan: &Plan) {
     for r in records.iter_mut() {
         if r.outcome == Outcome::Ok && r.osl.is_some() && !r.text.is_empty() {
-            r.tokenizer_osl = plan.tokenizer.count(&r.text).ok().map(|n| n as u64);
+            r.tokenizer_osl = plan
+                .workload
+                .tokenizer
+                .count(&r.text)
+                .ok()
+                .map(|n| n as u64);
         }
         if r.outcome == Outcome::Ok && r.osl.is_none() {
             let n = if r.text.is_empty() {
                 0
             } else {
-                plan.tokenizer.count(&r.text).unwrap_or(0) as u64
+                plan.workload.tokenizer.count(&r.text).unwrap_or(0) as u64
             };
             r.osl = Some(n);
             r.osl_source = Some(TokenSource::Tokenizer);

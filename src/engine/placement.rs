@@ -23,6 +23,8 @@
 
 use serde::Serialize;
 
+pub use crate::cpus::cpu_list;
+
 /// Streams (requests in flight) one shard is sized for.
 pub const STREAMS_PER_SHARD: u64 = 1000;
 /// A CPU that other work kept at least this busy before the run is not used for shards.
@@ -67,28 +69,6 @@ impl std::fmt::Display for Pin {
             Pin::Free => f.write_str("any CPU"),
         }
     }
-}
-
-/// `0-3,6` for a CPU list.
-pub fn cpu_list(cpus: &[usize]) -> String {
-    let mut s = cpus.to_vec();
-    s.sort_unstable();
-    s.dedup();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < s.len() {
-        let mut j = i;
-        while j + 1 < s.len() && s[j + 1] == s[j] + 1 {
-            j += 1;
-        }
-        out.push(if j > i {
-            format!("{}-{}", s[i], s[j])
-        } else {
-            s[i].to_string()
-        });
-        i = j + 1;
-    }
-    out.join(",")
 }
 
 /// What the host looked like before the run.
@@ -248,6 +228,15 @@ pub fn place(ask: &Ask, host: &HostView) -> Result<Placement, String> {
         candidates,
         reason,
     })
+}
+
+impl Placement {
+    /// A CPU no shard may run on, for helper threads (telemetry); none when shards may use
+    /// every CPU.
+    pub fn spare_cpu(&self, allowed: &[usize]) -> Option<usize> {
+        let used: Vec<usize> = self.shards.iter().flat_map(|p| p.cpus(allowed)).collect();
+        allowed.iter().rev().copied().find(|c| !used.contains(c))
+    }
 }
 
 /// Where a shard that waits for its CPU may go next: from one CPU to the quiet ones, from
@@ -426,11 +415,5 @@ mod tests {
             None,
             "nowhere to go"
         );
-    }
-
-    #[test]
-    fn cpu_lists_print_as_ranges() {
-        assert_eq!(cpu_list(&[3, 0, 1, 2, 6]), "0-3,6");
-        assert_eq!(cpu_list(&[5]), "5");
     }
 }

@@ -17,12 +17,12 @@ use std::time::Duration;
 
 use rustls::pki_types::ServerName;
 
-use super::conn::{self, Conn, FdSet};
 use super::schedule::{Schedule, Ticket};
 use crate::clock::now_ns;
 use crate::exchange::{Exchange, Scratch};
 use crate::http::request::Template;
-use crate::plan::RunPlan;
+use crate::net::{self, Conn, FdSet};
+use crate::plan::Plan;
 use crate::record::{Outcome, Record};
 use crate::stats::Dist;
 use crate::timer::FineTimer;
@@ -60,7 +60,7 @@ struct Slot {
 /// Shard state, owned by the shard's thread.
 pub(crate) struct Shard {
     pub index: u16,
-    pub plan: Arc<RunPlan>,
+    pub plan: Arc<Plan>,
     server_name: Option<ServerName<'static>>,
     pool: RefCell<Vec<Slot>>,
     in_flight: Cell<usize>,
@@ -89,18 +89,18 @@ pub(crate) struct Shard {
 impl Shard {
     pub fn new(
         index: u16,
-        plan: Arc<RunPlan>,
+        plan: Arc<Plan>,
         progress: Arc<Progress>,
         stop: Arc<AtomicBool>,
     ) -> std::io::Result<Rc<Shard>> {
-        let server_name = match plan.tls {
+        let server_name = match plan.target.tls {
             Some(_) => Some(
-                crate::tls::server_name(&plan.endpoint.host)
+                crate::tls::server_name(&plan.target.endpoint.host)
                     .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?,
             ),
             None => None,
         };
-        let pointers = plan.pointers.clone();
+        let pointers = plan.target.pointers.clone();
         let shard = Rc::new(Shard {
             index,
             plan,
@@ -176,7 +176,7 @@ impl Shard {
                 // runtime collect what arrived meanwhile before sending more, so reads do not
                 // wait behind the whole burst of sends.
                 in_a_row = 0;
-                self.timer.sleep_until(now_ns() + 1).await;
+                self.timer.sleep_until(now_ns() + 1_000).await;
             }
             WaitFor {
                 shard: self,
@@ -207,7 +207,7 @@ impl Shard {
             self.in_flight.set(n);
             self.peak_in_flight.set(self.peak_in_flight.get().max(n));
             self.progress.in_flight.store(n as u64, Ordering::Relaxed);
-            if self.plan.sessions.is_some() {
+            if self.plan.workload.sessions.is_some() {
                 monoio::spawn(session(self.clone(), ticket, due));
             } else {
                 monoio::spawn(request(self.clone(), ticket, due));
@@ -346,7 +346,7 @@ async fn watch(shard: std::rc::Weak<Shard>) {
 
 async fn request(shard: Rc<Shard>, ticket: Ticket, due: Option<u64>) {
     let plan = shard.plan.clone();
-    let entry = &plan.dataset.entries[ticket.entry as usize];
+    let entry = &plan.workload.dataset.entries[ticket.entry as usize];
     let mut rec = Record::new(
         ticket.id,
         shard.index,
@@ -367,9 +367,9 @@ async fn request(shard: Rc<Shard>, ticket: Ticket, due: Option<u64>) {
 /// waits `--session-turn-delay` after the previous answer. Occupies one place under the
 /// concurrency cap for the whole session.
 async fn session(shard: Rc<Shard>, ticket: Ticket, mut due: Option<u64>) {
-    use crate::workload::files::Prompt;
+    use crate::api::Prompt;
     let plan = shard.plan.clone();
-    let sessions = plan.sessions.as_ref().expect("session mode");
+    let sessions = plan.workload.sessions.as_ref().expect("session mode");
     let s = &sessions.list[ticket.entry as usize % sessions.list.len()];
     let mut history = Prompt::Messages(Vec::new());
     let mut context_tokens = 0u32;
@@ -386,8 +386,8 @@ async fn session(shard: Rc<Shard>, ticket: Ticket, mut due: Option<u64>) {
         if let Prompt::Messages(h) = &mut history {
             h.push(serde_json::json!({"role": "user", "content": turn.prompt}));
         }
-        let body = crate::workload::request_body(&sessions.spec, &history, turn.osl);
-        let template = crate::http::request::Template::post_json(&sessions.target(), &body);
+        let body = sessions.body.render(&history, turn.osl);
+        let template = crate::http::request::Template::post_json(&sessions.head, &body);
         let isl = context_tokens + turn.isl;
         let mut rec = Record::new(
             ticket.id * crate::workload::MAX_TURNS + k as u64,
@@ -430,17 +430,17 @@ async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record)
     rec.chunk_gaps_ns
         .reserve_exact(rec.requested_osl.map_or(0, |n| n as usize));
     let fd_slot = shard.fds.borrow_mut().insert();
-    let limit = Duration::from_nanos(plan.request_timeout_ns);
+    let limit = Duration::from_nanos(plan.target.request_timeout_ns);
     let timed = monoio::time::timeout(limit, drive(shard, &mut slot, template, rec, fd_slot)).await;
     if timed.is_err() {
         if let Some(c) = slot.conn.take() {
-            conn::shutdown(c.fd());
+            net::shutdown(c.fd());
         }
         rec.end_ns = now_ns();
         rec.outcome = Outcome::RequestTimeout;
         rec.error = Some(format!(
             "no complete response within {:.1}s",
-            plan.request_timeout_ns as f64 / 1e9
+            plan.target.request_timeout_ns as f64 / 1e9
         ));
     }
     if shard.cancelled.get() && rec.outcome != Outcome::Ok {
@@ -472,11 +472,11 @@ async fn drive(
             return;
         }
         if slot.conn.is_none() {
-            let tls = plan.tls.as_ref().zip(shard.server_name.as_ref());
-            let limit = Duration::from_nanos(plan.connect_timeout_ns);
-            match monoio::time::timeout(limit, Conn::open(plan.endpoint.addr, tls)).await {
+            let tls = plan.target.tls.as_ref().zip(shard.server_name.as_ref());
+            let limit = Duration::from_nanos(plan.target.connect_timeout_ns);
+            match monoio::time::timeout(limit, Conn::open(plan.target.endpoint.addr, tls)).await {
                 Ok(Ok(mut c)) => {
-                    if plan.kernel_timestamps {
+                    if plan.spec.engine.kernel_timestamps {
                         c.enable_rx_timestamps();
                         c.enable_tx_timestamps();
                     }
@@ -490,7 +490,10 @@ async fn drive(
                 }
                 Err(_) => {
                     rec.outcome = Outcome::ConnectTimeout;
-                    rec.error = Some(format!("connect to {} timed out", plan.endpoint.addr));
+                    rec.error = Some(format!(
+                        "connect to {} timed out",
+                        plan.target.endpoint.addr
+                    ));
                     rec.end_ns = now_ns();
                     return;
                 }

@@ -17,21 +17,21 @@ pub struct Template {
 }
 
 /// The parts of a request that are the same for every request of a run.
-#[derive(Debug, Clone)]
-pub struct Target<'a> {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
     /// `Host` header value (`host:port`).
-    pub host: &'a str,
+    pub host: String,
     /// Path and query, e.g. `/v1/chat/completions`.
-    pub path: &'a str,
+    pub path: String,
     /// Extra header lines, already validated (`Name: value`).
-    pub headers: &'a [(String, String)],
+    pub headers: Vec<(String, String)>,
     /// Whether the response is expected as a server-sent event stream.
     pub streaming: bool,
 }
 
 impl Template {
     /// Builds `POST path` with a JSON body.
-    pub fn post_json(target: &Target<'_>, body: &[u8]) -> Template {
+    pub fn post_json(target: &Target, body: &[u8]) -> Template {
         let mut b = Vec::with_capacity(256 + body.len());
         let accept = if target.streaming {
             "text/event-stream"
@@ -47,7 +47,7 @@ impl Template {
             )
             .as_bytes(),
         );
-        for (name, value) in target.headers {
+        for (name, value) in &target.headers {
             b.extend_from_slice(name.as_bytes());
             b.extend_from_slice(b": ");
             b.extend_from_slice(value.as_bytes());
@@ -114,9 +114,9 @@ mod tests {
         let headers = vec![("Authorization".to_string(), "Bearer k".to_string())];
         let t = Template::post_json(
             &Target {
-                host: "127.0.0.1:8000",
-                path: "/v1/chat/completions",
-                headers: &headers,
+                host: "127.0.0.1:8000".into(),
+                path: "/v1/chat/completions".into(),
+                headers,
                 streaming: true,
             },
             br#"{"a":1}"#,

@@ -143,11 +143,28 @@ pub struct Settings {
     /// Open-loop rate.
     pub rate: Option<f64>,
     /// Goodput objectives.
-    pub slos: Vec<goodput::Slo>,
+    pub slos: Vec<crate::plan::Slo>,
     /// Closed loop: the concurrency asked for.
     pub concurrency: Option<u64>,
     /// Events were stamped with the kernel's receive time (plain http, not turned off).
     pub kernel_stamps: bool,
+}
+
+impl Settings {
+    /// What `plan` says about reporting.
+    pub fn of(plan: &crate::plan::Plan) -> Settings {
+        Settings {
+            rate: plan.load.rate,
+            slos: plan.load.slos.clone(),
+            // The concurrency a closed loop holds steady (not in sessions, whose places also
+            // hold the pauses between turns).
+            concurrency: plan
+                .load
+                .steady_concurrency()
+                .filter(|_| plan.workload.sessions.is_none()),
+            kernel_stamps: plan.spec.engine.kernel_timestamps && plan.target.tls.is_none(),
+        }
+    }
 }
 
 /// Merges the shards' reports.
@@ -159,7 +176,6 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
     let mut driver = String::new();
     let mut starved = vec![0u64; out.watch.len()];
     for s in &mut out.shards {
-        metrics.merge(&s.metrics);
         client_delay.merge(&s.client_delay);
         record_lag.merge(&s.record_lag);
         driver = s.driver.to_string();
@@ -172,6 +188,9 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         records.append(&mut s.records);
     }
     records.sort_by_key(|r| r.id);
+    for r in records.iter().filter(|r| r.is_measured_ok()) {
+        metrics.add(r);
+    }
 
     let measured = records
         .iter()

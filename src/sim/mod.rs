@@ -8,13 +8,74 @@
 //! against absolute deadlines, so its timings are the truth the client is checked against.
 //!
 //! Every event carries `x_ringperf_sent_ns`, the `CLOCK_MONOTONIC` time just before it was
-//! written; the client subtracts it from the time it read the event to report the delay the
-//! client side (kernel included) added.
+//! written, and a response's first event `x_ringperf_arrived_ns`, when the request reached the
+//! kernel; the client subtracts them from its own stamps to report the delay it added on both
+//! sides of every request. The simulator sits beside the engine: it shares the connections,
+//! the API shapes and the fine timer with the client, and nothing else.
 
 mod batch;
 mod server;
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
 pub use server::{start, SimHandle};
+
+use crate::runtime::Driver;
+use crate::units::TimeDist;
+
+/// The simulator's settings (the command line builds them from `ringperf sim` flags).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Address to listen on, `IP:PORT` (port 0 picks a free one).
+    pub bind: String,
+    /// Model name served; requests for another get vLLM's 404.
+    pub model: String,
+    /// Time to first token.
+    pub ttft: TimeDist,
+    /// Time between tokens at an empty batch.
+    pub itl: TimeDist,
+    /// Tokens sent in each event.
+    pub tokens_per_chunk: u32,
+    /// Streams generated at once; more queue (0: unlimited).
+    pub max_batch: u32,
+    /// How much ITL grows at a full batch: ITL × (1 + growth × active / max batch).
+    pub itl_growth: f64,
+    /// Output length when a request sets no `max_tokens`.
+    pub default_max_tokens: u32,
+    /// Chance per token, after `min_tokens`, of stopping early.
+    pub eos_probability: f64,
+    /// Threads.
+    pub shards: usize,
+    /// CPUs to pin the threads to (empty: not pinned).
+    pub cpus: Vec<usize>,
+    /// I/O driver.
+    pub driver: Driver,
+    /// Seed for the random timings.
+    pub seed: u64,
+    /// Serve https with this PEM certificate chain and key.
+    pub tls: Option<(PathBuf, PathBuf)>,
+}
+
+/// Why the simulator could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A setting is out of range.
+    #[error("{0}")]
+    Flag(String),
+    /// The TLS files are unusable.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    /// The address cannot be listened on.
+    #[error("sim: cannot listen on {0}: {1}")]
+    Listen(SocketAddr, String),
+    /// A thread could not start.
+    #[error("sim: shard {0} failed to start")]
+    Start(usize),
+    /// The operating system refused a thread or a descriptor.
+    #[error("sim: {0}")]
+    Io(#[from] std::io::Error),
+}
 
 /// Words that are each exactly one token in common BPE vocabularies (Qwen3 included), so the
 /// re-tokenized output length equals the number of tokens the simulator generated.

@@ -13,10 +13,10 @@ use rand_chacha::ChaCha8Rng;
 
 use super::batch::{Batch, Permit};
 use super::WORDS;
-use crate::cli::SimArgs;
+use super::{Config, Error};
 use crate::clock::now_ns;
-use crate::engine::conn::{Conn, FdSet};
-use crate::engine::InFlightSample;
+use crate::net::{Conn, FdSet};
+use crate::record::InFlightSample;
 use crate::timer::FineTimer;
 
 /// Largest request the simulator accepts.
@@ -148,8 +148,8 @@ fn metrics_page(model: &str, c: &Counters) -> String {
 
 impl SimHandle {
     /// A probe of the requests in flight and their integral over time (for
-    /// [`crate::engine::run`]).
-    pub fn in_flight_probe(&self) -> crate::engine::InFlightProbe {
+    /// a run).
+    pub fn in_flight_probe(&self) -> Box<dyn Fn() -> InFlightSample> {
         let c = self.counters.clone();
         Box::new(move || c.in_flight().1)
     }
@@ -182,7 +182,7 @@ impl Drop for SimHandle {
 }
 
 struct Ctx {
-    args: SimArgs,
+    args: Config,
     tls: Option<Arc<rustls::ServerConfig>>,
     conns: std::cell::RefCell<FdSet>,
     model_json: String,
@@ -195,31 +195,29 @@ struct Ctx {
 }
 
 /// Starts the simulator's shards and returns once all of them listen.
-pub fn start(args: &SimArgs) -> anyhow::Result<SimHandle> {
+pub fn start(args: &Config) -> Result<SimHandle, Error> {
+    let bad = |m: &str| Err(Error::Flag(m.to_string()));
     if args.shards == 0 {
-        anyhow::bail!("sim --shards must be at least 1");
+        return bad("sim --shards must be at least 1");
     }
     if !(0.0..=1.0).contains(&args.eos_probability) {
-        anyhow::bail!("sim --eos-probability must be from 0 to 1");
+        return bad("sim --eos-probability must be from 0 to 1");
     }
     if args.tokens_per_chunk == 0 {
-        anyhow::bail!("sim --tokens-per-chunk must be at least 1");
+        return bad("sim --tokens-per-chunk must be at least 1");
     }
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(c), Some(k)) => Some(crate::tls::server_config(c, k)?),
-        _ => None,
+    let tls = match &args.tls {
+        Some((cert, key)) => Some(crate::tls::server_config(cert, key)?),
+        None => None,
     };
-    let cpus = match &args.cpus {
-        Some(list) => crate::plan::parse_cpu_list(list).map_err(|e| anyhow::anyhow!("sim {e}"))?,
-        None => Vec::new(),
-    };
+    let cpus = args.cpus.clone();
     let bind: SocketAddr = args.bind.parse().map_err(|_| {
-        anyhow::anyhow!(
+        Error::Flag(format!(
             "sim --bind {:?}: expected IP:PORT, e.g. 127.0.0.1:8000",
             args.bind
-        )
+        ))
     })?;
-    crate::engine::raise_nofile_limit();
+    crate::sys::raise_nofile_limit();
     // Requests are timed from their kernel arrival stamps: have stamping on before the first.
     crate::sys::keep_rx_timestamping_on();
     let stop = Arc::new(AtomicBool::new(false));
@@ -250,9 +248,9 @@ pub fn start(args: &SimArgs) -> anyhow::Result<SimHandle> {
             }
             Ok(Err(e)) => {
                 stop.store(true, Ordering::Relaxed);
-                anyhow::bail!("sim: cannot listen on {addr}: {e}");
+                return Err(Error::Listen(addr, e));
             }
-            Err(_) => anyhow::bail!("sim: shard {shard} failed to start"),
+            Err(_) => return Err(Error::Start(shard)),
         }
     }
     Ok(SimHandle {
@@ -268,7 +266,7 @@ type Ready = mpsc::Sender<Result<(SocketAddr, &'static str), String>>;
 
 fn shard_main(
     shard: usize,
-    args: SimArgs,
+    args: Config,
     tls: Option<Arc<rustls::ServerConfig>>,
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
@@ -302,11 +300,12 @@ fn shard_main(
             }
         };
         let local = listener.local_addr().unwrap_or(addr);
-        let per_shard_batch = if args.max_batch == 0 {
+        // Batch places split across shards, differing by at most one.
+        let (b, n) = (args.max_batch as usize, args.shards);
+        let per_shard_batch = if b == 0 {
             0
         } else {
-            crate::engine::schedule::share(u64::from(args.max_batch), args.shards, shard).max(1)
-                as usize
+            (b / n + usize::from(shard < b % n)).max(1)
         };
         let ctx = Rc::new(Ctx {
             tls,

@@ -13,13 +13,13 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
 
-use super::{PromptMaker, Tokenizer, WorkloadError};
+use super::{Prompt, PromptMaker, Tokenizer, WorkloadError};
 
 /// Tokens per mooncake hash block.
 pub const BLOCK_TOKENS: usize = 512;
 
 /// Dataset file formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DatasetType {
     /// One JSON object per line: `text` or `messages`, optional `max_tokens`, `timestamp` (ms).
@@ -28,15 +28,6 @@ pub enum DatasetType {
     Sharegpt,
     /// Mooncake trace JSONL: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`.
     Mooncake,
-}
-
-/// What one request sends.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Prompt {
-    /// Plain text (a user message for chat).
-    Text(String),
-    /// A whole chat history.
-    Messages(Vec<Value>),
 }
 
 /// One dataset item.

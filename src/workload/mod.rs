@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Map, Value};
 
-use crate::cli::EndpointType;
+pub use crate::api::Prompt;
 use crate::http::request::{Target, Template};
 pub use tokenizer::Tokenizer;
 
@@ -30,32 +30,17 @@ pub enum WorkloadError {
     /// A dataset file is unreadable or malformed (the text names the file and line).
     #[error("--input-file {0}")]
     Dataset(String),
-    /// The request template is unusable.
-    #[error("--request-template {0}")]
-    Template(String),
 }
 
-/// What every request body is built from.
+/// How requests are generated: the body's shape and the lengths and prompts to draw.
 #[derive(Debug, Clone)]
-pub struct BodySpec {
-    /// `model` field.
-    pub model: String,
-    /// Chat or completions.
-    pub endpoint_type: EndpointType,
-    /// `stream` field.
-    pub streaming: bool,
-    /// Send `stream_options.include_usage` with streamed requests.
-    pub include_usage: bool,
+pub struct Gen {
+    /// The shape of every request body.
+    pub body: crate::api::Body,
     /// Prompt length: mean and standard deviation in tokens.
     pub isl: (u32, u32),
     /// Requested output length (`max_tokens`): mean and standard deviation, if any.
     pub osl: Option<(u32, u32)>,
-    /// Also send `min_tokens` equal to `max_tokens`.
-    pub osl_deterministic: bool,
-    /// Extra body fields from `--extra-inputs`.
-    pub extra: Map<String, Value>,
-    /// `--endpoint-type template`: the body template.
-    pub template: Option<String>,
     /// Distinct prompts to make.
     pub entries: usize,
     /// Shared system-prompt-like prefixes: how many, and their length in tokens.
@@ -88,14 +73,10 @@ pub struct Session {
 /// Multi-turn sessions and what building their requests at run time needs.
 #[derive(Debug, Clone)]
 pub struct Sessions {
-    /// Body settings.
-    pub spec: BodySpec,
-    /// `Host` header value.
-    pub host: String,
-    /// Request path.
-    pub path: String,
-    /// Extra headers (with the API key): kept in memory only.
-    pub headers: Vec<(String, String)>,
+    /// The shape of every turn's body.
+    pub body: crate::api::Body,
+    /// The head every turn's request shares (headers with the API key: in memory only).
+    pub head: Target,
     /// The sessions that runs cycle through.
     pub list: Vec<Session>,
     /// Pause between an answer and the next turn (ns).
@@ -103,16 +84,6 @@ pub struct Sessions {
 }
 
 impl Sessions {
-    /// The request target for turn requests.
-    pub fn target(&self) -> Target<'_> {
-        Target {
-            host: &self.host,
-            path: &self.path,
-            headers: &self.headers,
-            streaming: self.spec.streaming,
-        }
-    }
-
     /// `inputs.json` for sessions: one entry per session, a payload per turn with that turn's
     /// user message (the history and the answers are only known while the run goes on).
     pub fn inputs_json(&self) -> Vec<u8> {
@@ -125,9 +96,8 @@ impl Sessions {
                     .iter()
                     .map(|t| {
                         let user = serde_json::json!([{ "role": "user", "content": t.prompt }]);
-                        let body = request_body(
-                            &self.spec,
-                            &files::Prompt::Messages(user.as_array().cloned().unwrap_or_default()),
+                        let body = self.body.render(
+                            &Prompt::Messages(user.as_array().cloned().unwrap_or_default()),
                             t.osl,
                         );
                         serde_json::from_slice(&body).unwrap_or(Value::Null)
@@ -144,7 +114,7 @@ impl Sessions {
 
     /// Makes `spec.entries` sessions of about `turns` (mean, std) turns each.
     pub fn synthetic(
-        spec: &BodySpec,
+        spec: &Gen,
         tokenizer: &Tokenizer,
         turns: (f64, f64),
     ) -> Result<Vec<Session>, WorkloadError> {
@@ -274,8 +244,8 @@ fn sample_len(rng: &mut impl Rng, mean: u32, std: u32) -> u32 {
 impl Dataset {
     /// Prepares `spec.entries` requests for `target`.
     pub fn synthetic(
-        spec: &BodySpec,
-        target: &Target<'_>,
+        spec: &Gen,
+        target: &Target,
         tokenizer: &Tokenizer,
     ) -> Result<Dataset, WorkloadError> {
         let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
@@ -298,7 +268,7 @@ impl Dataset {
             }
             let osl = spec.osl.map(|(m, s)| sample_len(&mut rng, m, s));
             items.push(files::Item {
-                prompt: files::Prompt::Text(prompt),
+                prompt: Prompt::Text(prompt),
                 max_tokens: osl,
                 timestamp_ms: None,
             });
@@ -308,8 +278,8 @@ impl Dataset {
 
     /// Prepares one request per item; an item's own `max_tokens` wins over `--output-tokens-*`.
     pub fn from_items(
-        spec: &BodySpec,
-        target: &Target<'_>,
+        spec: &Gen,
+        target: &Target,
         tokenizer: &Tokenizer,
         items: &[files::Item],
     ) -> Result<Dataset, WorkloadError> {
@@ -320,14 +290,14 @@ impl Dataset {
                 .max_tokens
                 .or_else(|| spec.osl.map(|(m, s)| sample_len(&mut rng, m, s)));
             let isl = match &item.prompt {
-                files::Prompt::Text(t) => tokenizer.count(t)?,
-                files::Prompt::Messages(m) => m
+                Prompt::Text(t) => tokenizer.count(t)?,
+                Prompt::Messages(m) => m
                     .iter()
                     .filter_map(|x| x.get("content").and_then(Value::as_str))
                     .map(|c| tokenizer.count(c))
                     .sum::<Result<usize, _>>()?,
             } as u32;
-            let body = request_body(spec, &item.prompt, osl);
+            let body = spec.body.render(&item.prompt, osl);
             entries.push(Entry {
                 template: Template::post_json(target, &body),
                 isl,
@@ -352,111 +322,6 @@ impl Dataset {
         out.push(b'\n');
         out
     }
-}
-
-/// The JSON body of one request.
-fn prompt_text(prompt: &files::Prompt) -> String {
-    match prompt {
-        files::Prompt::Text(t) => t.clone(),
-        // An endpoint that takes one text gets the messages' contents, in order.
-        files::Prompt::Messages(msgs) => msgs
-            .iter()
-            .filter_map(|x| x.get("content").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
-    }
-}
-
-/// Checks a request template: it needs `{{prompt}}`, and must be JSON once filled in.
-pub fn check_template(template: &str) -> Result<(), String> {
-    if !template.contains("{{prompt}}") {
-        return Err(
-            "has no {{prompt}} placeholder: ringperf would send the same body every time".into(),
-        );
-    }
-    let filled = fill_template(template, "x", Some(1), "m");
-    serde_json::from_slice::<Value>(&filled)
-        .map(|_| ())
-        .map_err(|e| format!("is not JSON once filled in: {e}"))
-}
-
-fn fill_template(template: &str, prompt: &str, osl: Option<u32>, model: &str) -> Vec<u8> {
-    let q = |s: &str| serde_json::to_string(s).expect("string");
-    template
-        .replace("{{prompt}}", &q(prompt))
-        .replace("{{model}}", &q(model))
-        .replace(
-            "{{max_tokens}}",
-            &osl.map_or("null".to_string(), |n| n.to_string()),
-        )
-        .into_bytes()
-}
-
-/// The JSON body of one request.
-pub fn request_body(spec: &BodySpec, prompt: &files::Prompt, osl: Option<u32>) -> Vec<u8> {
-    use files::Prompt;
-    let mut m = Map::new();
-    m.insert("model".into(), Value::String(spec.model.clone()));
-    match spec.endpoint_type {
-        EndpointType::Template => {
-            let t = spec.template.as_deref().unwrap_or("{}");
-            return fill_template(t, &prompt_text(prompt), osl, &spec.model);
-        }
-        EndpointType::Embeddings => {
-            m.insert("input".into(), Value::String(prompt_text(prompt)));
-            for (k, v) in &spec.extra {
-                m.insert(k.clone(), v.clone());
-            }
-            return serde_json::to_vec(&Value::Object(m)).expect("serializable");
-        }
-        EndpointType::Responses => {
-            let input = match prompt {
-                Prompt::Text(t) => Value::String(t.clone()),
-                Prompt::Messages(msgs) => Value::Array(msgs.clone()),
-            };
-            m.insert("input".into(), input);
-            m.insert("stream".into(), Value::Bool(spec.streaming));
-            if let Some(n) = osl {
-                m.insert("max_output_tokens".into(), Value::from(n));
-            }
-            for (k, v) in &spec.extra {
-                m.insert(k.clone(), v.clone());
-            }
-            return serde_json::to_vec(&Value::Object(m)).expect("serializable");
-        }
-        EndpointType::Chat | EndpointType::Completions => {}
-    }
-    match (spec.endpoint_type, prompt) {
-        (EndpointType::Chat, Prompt::Text(t)) => {
-            m.insert(
-                "messages".into(),
-                serde_json::json!([{ "role": "user", "content": t }]),
-            );
-        }
-        (EndpointType::Chat, Prompt::Messages(msgs)) => {
-            m.insert("messages".into(), Value::Array(msgs.clone()));
-        }
-        (_, p) => {
-            m.insert("prompt".into(), Value::String(prompt_text(p)));
-        }
-    }
-    m.insert("stream".into(), Value::Bool(spec.streaming));
-    if spec.streaming && spec.include_usage {
-        m.insert(
-            "stream_options".into(),
-            serde_json::json!({ "include_usage": true }),
-        );
-    }
-    if let Some(n) = osl {
-        m.insert("max_tokens".into(), Value::from(n));
-        if spec.osl_deterministic {
-            m.insert("min_tokens".into(), Value::from(n));
-        }
-    }
-    for (k, v) in &spec.extra {
-        m.insert(k.clone(), v.clone());
-    }
-    serde_json::to_vec(&Value::Object(m)).expect("serializable")
 }
 
 #[cfg(test)]

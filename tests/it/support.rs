@@ -1,5 +1,4 @@
 //! Helpers shared by the integration tests: the simulator, the CLI, small fake servers.
-#![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -13,7 +12,7 @@ use ringperf::cli::{Cli, Command, ProfileArgs, SimArgs};
 pub fn sim(flags: &str) -> ringperf::sim::SimHandle {
     let mut args = SimArgs::parse_inline(flags).expect("sim flags");
     args.bind = "127.0.0.1:0".into();
-    ringperf::sim::start(&args).expect("sim starts")
+    ringperf::sim::start(&args.config().expect("sim config")).expect("sim starts")
 }
 
 /// Parses `ringperf profile …` flags.
@@ -54,7 +53,6 @@ pub fn profile(
 pub struct FakeServer {
     pub addr: SocketAddr,
     pub requests: Arc<AtomicUsize>,
-    pub connections: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
 }
 
@@ -72,17 +70,15 @@ where
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let requests = Arc::new(AtomicUsize::new(0));
-    let connections = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let respond = Arc::new(respond);
-    let (r, c, s) = (requests.clone(), connections.clone(), stop.clone());
+    let (r, s) = (requests.clone(), stop.clone());
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             if s.load(Ordering::Relaxed) {
                 return;
             }
             let Ok(mut conn) = conn else { continue };
-            c.fetch_add(1, Ordering::Relaxed);
             let (r, respond) = (r.clone(), respond.clone());
             std::thread::spawn(move || {
                 let mut buf = Vec::new();
@@ -119,7 +115,6 @@ where
     FakeServer {
         addr,
         requests,
-        connections,
         stop,
     }
 }

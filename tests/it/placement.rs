@@ -2,12 +2,12 @@
 //! such, with the requests it distorted; a busy CPU is left out of the placement; and the
 //! simulator's self-check measures both sides of every request.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use support::{artifact_dir, profile, sim, timing_lock};
+use crate::support::{artifact_dir, profile, sim, timing_lock};
 
 /// Busy threads pinned to `cpu` until dropped (bounded to a minute whatever happens).
 struct Hogs {
@@ -48,7 +48,7 @@ impl Drop for Hogs {
 }
 
 fn two_cpus() -> Option<Vec<usize>> {
-    let cpus = ringperf::plan::usable_cpus();
+    let cpus = ringperf::cpus::usable_cpus();
     if cpus.len() < 2 {
         eprintln!("skipped: needs two CPUs, this process may use {cpus:?}");
         return None;
@@ -136,8 +136,8 @@ fn placement_for(url: &str) -> ringperf::engine::placement::Placement {
         "--num-dataset-entries",
         "1",
     ]);
-    let plan = ringperf::plan::RunPlan::build(&args).expect("plan");
-    ringperf::engine::place(&plan).expect("placement")
+    let plan = args.plan().expect("plan");
+    ringperf::engine::place(&plan, &[]).expect("placement")
 }
 
 #[test]

@@ -1,8 +1,8 @@
 //! https end to end: the simulator serves TLS with a certificate made here, at test time.
 
-mod support;
+use crate::support;
 
-use support::{artifact_dir, profile, rel};
+use crate::support::{artifact_dir, profile, rel};
 
 struct Certs {
     dir: std::path::PathBuf,

@@ -1,7 +1,7 @@
 //! Server metrics and GPU telemetry: the Prometheus parser on real vLLM pages, window
 //! summaries, and a profile run on this GPU-less machine that says so and completes.
 
-mod support;
+use crate::support;
 
 use ringperf::prom::{self, Kind};
 use ringperf::server_metrics::{summarize, Scrape, Target};

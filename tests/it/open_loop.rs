@@ -1,9 +1,9 @@
 //! Open-loop load: arrivals on a fixed, seeded schedule, latency measured from the intended
 //! send time too, and the coordinated-omission gap shown when the client falls behind.
 
-mod support;
+use crate::support;
 
-use support::{artifact_dir, profile, sim};
+use crate::support::{artifact_dir, profile, sim};
 
 #[test]
 fn poisson_1000_per_second_keeps_dispatch_delay_p99_under_1ms() {
@@ -41,7 +41,7 @@ fn poisson_1000_per_second_keeps_dispatch_delay_p99_under_1ms() {
             &std::fs::read(dir.join("profile_export_ringperf.json")).unwrap(),
         )
         .unwrap();
-        assert_eq!(doc["input_config"]["request_rate"], 1000.0);
+        assert_eq!(doc["input_config"]["load"]["request_rate"], 1000.0);
         assert!(doc["dispatch_delay"]["p99"].as_f64().is_some());
     }
     eprintln!("dispatch delay p99 of three runs: {p99s:?} ns");
@@ -110,38 +110,76 @@ fn same_seed_same_schedule_and_inputs() {
             "127.0.0.1:9",
         ])
     };
-    let a = ringperf::plan::RunPlan::build(&args("7")).unwrap();
-    let b = ringperf::plan::RunPlan::build(&args("7")).unwrap();
-    let c = ringperf::plan::RunPlan::build(&args("8")).unwrap();
-    assert_eq!(a.dataset.inputs_json(), b.dataset.inputs_json());
-    assert_eq!(a.offsets, b.offsets);
-    assert_ne!(a.dataset.inputs_json(), c.dataset.inputs_json());
-    assert_ne!(a.offsets, c.offsets);
+    let a = args("7").plan().unwrap();
+    let b = args("7").plan().unwrap();
+    let c = args("8").plan().unwrap();
+    assert_eq!(
+        a.workload.dataset.inputs_json(),
+        b.workload.dataset.inputs_json()
+    );
+    assert_eq!(a.load.offsets, b.load.offsets);
+    assert_ne!(
+        a.workload.dataset.inputs_json(),
+        c.workload.dataset.inputs_json()
+    );
+    assert_ne!(a.load.offsets, c.load.offsets);
 }
 
 #[test]
 fn goodput_and_error_adjusted_percentiles() {
     let _serial = support::timing_lock();
-    let s = sim("--ttft normal:20ms,8ms --itl 2ms");
-    let url = format!("http://{}", s.addr);
+    // A server that answers every tenth request with a 500 and the others with a real vLLM
+    // stream: failures the goodput counts as not good and the error-adjusted percentiles as
+    // infinitely slow.
+    let ok = support::capture("vllm/chat-stream.http");
+    let server = support::fake_server(move |n, _| {
+        if n % 10 == 9 {
+            (
+                b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 2\r\n\r\n{}".to_vec(),
+                false,
+            )
+        } else {
+            (ok.clone(), false)
+        }
+    });
     let dir = artifact_dir("goodput");
     let res = profile(
         &format!(
-            "--url {url} --streaming --concurrency 8 --request-count 200 --output-tokens-mean 5 \
-             --goodput ttft:20 e2e:1000"
+            "--url http://{} --streaming --concurrency 1 --request-count 200 \
+             --goodput ttft:1000 e2e:1000",
+            server.addr
         ),
         &dir,
     )
     .unwrap();
-    let g = res.report.goodput.as_ref().unwrap();
-    // About half the TTFTs are under their 20 ms median.
-    assert!((0.3..0.7).contains(&g.good_fraction), "{}", g.good_fraction);
-    assert_eq!(g.attainment[1], 1.0);
+    let r = &res.report;
+    assert_eq!((r.completed, r.failed), (180, 20), "{}", res.console);
+    let g = r.goodput.as_ref().unwrap();
+    assert!((g.good_fraction - 0.9).abs() < 1e-12, "{}", g.good_fraction);
+    assert_eq!(g.attainment, vec![0.9, 0.9]);
     assert!(g.goodput > 0.0);
+    // TTFT with 10% of requests at +inf: p50 is the successes' p(50/0.9), p95 and up infinite.
+    let adj = r
+        .error_adjusted
+        .iter()
+        .find(|e| e.metric == "time_to_first_token")
+        .expect("error-adjusted TTFT");
+    let at = |p: &str| adj.percentiles.iter().find(|(n, _)| *n == p).unwrap().1;
+    let want = r.metrics.ttft.percentile(50.0 / 0.9) as f64 / 1e6;
+    assert_eq!(at("p50"), Some(want));
+    assert_eq!(
+        at("p90"),
+        Some(r.metrics.ttft.percentile(100.0) as f64 / 1e6)
+    );
+    assert_eq!(at("p95"), None);
+    assert_eq!(at("p99"), None);
     let doc: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("profile_export_ringperf.json")).unwrap())
             .unwrap();
     assert!(doc["goodput"]["avg"].as_f64().unwrap() > 0.0);
+    let adj = &doc["error_adjusted"]["time_to_first_token"]["percentiles"];
+    assert_eq!(adj["p99"], "inf");
+    assert!(adj["p50"].as_f64().is_some());
 }
 
 #[test]
@@ -159,13 +197,33 @@ fn ramp_up_requests_are_tagged_and_excluded() {
     )
     .unwrap();
     let r = &res.report;
-    assert!(r.ramp_up > 0);
-    let ramp_peak = r
+    use ringperf::record::Phase;
+    let ramp: Vec<_> = r
         .records
         .iter()
-        .filter(|x| x.phase == ringperf::record::Phase::RampUp)
-        .count();
-    assert_eq!(ramp_peak as u64, r.ramp_up);
-    // Every measured request started after the ramp's tagged ones.
-    assert!(r.completed > 0);
+        .filter(|x| x.phase == Phase::RampUp)
+        .collect();
+    let measured: Vec<_> = r
+        .records
+        .iter()
+        .filter(|x| x.phase == Phase::Profiling)
+        .collect();
+    assert!(!ramp.is_empty() && !measured.is_empty());
+    assert_eq!(ramp.len() as u64, r.ramp_up);
+    // Tagged by when they were sent: every ramp-up request left before every measured one.
+    let last_ramp = ramp.iter().map(|x| x.start_ns).max().unwrap();
+    let first_measured = measured.iter().map(|x| x.start_ns).min().unwrap();
+    assert!(last_ramp < first_measured);
+    // Excluded: the report's counts and distributions hold the measured requests alone.
+    assert_eq!(r.completed + r.failed, measured.len() as u64);
+    assert_eq!(r.metrics.ttft.count(), r.completed);
+    assert!(
+        r.tx_ns >= first_measured,
+        "the window starts with the measured requests"
+    );
+    let jsonl = std::fs::read_to_string(dir.join("profile_export.jsonl")).unwrap();
+    assert_eq!(
+        jsonl.matches(r#""benchmark_phase":"ramp_up""#).count(),
+        ramp.len()
+    );
 }

@@ -1,11 +1,9 @@
 //! Server faults: the run finishes, counts each fault by kind, writes its results, and never
 //! hangs or panics.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::{artifact_dir, capture, fake_server, profile, sim};
+use crate::support::{artifact_dir, capture, fake_server, profile, sim};
 
 #[test]
 fn llamacpp_closing_after_every_stream_is_a_reconnect_not_an_error() {

@@ -1,10 +1,8 @@
 //! Multi-turn sessions: every turn carries the history with the server's real answers.
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 
-use support::{artifact_dir, capture, fake_server, profile, sim};
+use crate::support::{artifact_dir, capture, fake_server, profile, sim};
 
 #[test]
 fn turns_carry_the_history_with_the_real_answers() {

@@ -1,9 +1,9 @@
 //! The binary as a user runs it: bad input gets one clear line and exit code 2; Ctrl-C writes
 //! what was measured; `ringperf sim` serves on the port it prints.
 
-mod support;
+use crate::support;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -140,7 +140,7 @@ fn bad_input_is_one_clear_line_and_exit_2() {
 #[test]
 fn ctrl_c_stops_the_run_and_writes_what_was_measured() {
     let dir = support::artifact_dir("cli-ctrlc");
-    let child = ringperf()
+    let mut child = ringperf()
         .args([
             "profile",
             "--sim=--ttft 5ms --itl 5ms",
@@ -160,16 +160,38 @@ fn ctrl_c_stops_the_run_and_writes_what_was_measured() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(2500));
-    // SAFETY: signalling our own child process.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    // Ready when the simulator inside the run has answered a dozen requests: read its
+    // address from stderr, then its /metrics.
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut stderr = String::new();
+    let port = loop {
+        let line = lines
+            .next()
+            .expect("stderr ended before the run began")
+            .unwrap();
+        stderr.push_str(&line);
+        stderr.push('\n');
+        if let Some(rest) = line.split("http://127.0.0.1:").nth(1) {
+            break rest
+                .split(|c: char| !c.is_ascii_digit())
+                .next()
+                .unwrap()
+                .to_string();
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while served(&port) < 12 {
+        assert!(Instant::now() < deadline, "no progress:\n{stderr}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    interrupt(&child);
     let t = Instant::now();
     let out = child.wait_with_output().unwrap();
     assert!(
         t.elapsed() < Duration::from_secs(5),
         "did not stop promptly"
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    stderr.extend(lines.map_while(Result::ok).map(|l| l + "\n"));
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let doc: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("profile_export_ringperf.json")).unwrap())
@@ -178,6 +200,31 @@ fn ctrl_c_stops_the_run_and_writes_what_was_measured() {
     assert!(doc["request_count"]["avg"].as_f64().unwrap() > 10.0);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("Time To First Token (ms)"), "{stdout}");
+}
+
+/// Ctrl-C for a child process.
+fn interrupt(child: &std::process::Child) {
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+}
+
+/// Requests the simulator on `port` has finished, from its /metrics (0 when it does not
+/// answer yet).
+fn served(port: &str) -> u64 {
+    let Ok(mut s) = std::net::TcpStream::connect(format!("127.0.0.1:{port}")) else {
+        return 0;
+    };
+    let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let mut page = String::new();
+    let _ = s.read_to_string(&mut page);
+    page.lines()
+        .find(|l| l.starts_with("vllm:request_success_total"))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Kills the child when the test ends, passed or not.
@@ -242,8 +289,7 @@ fn sim_prints_its_port_and_serves_a_profile_run() {
         .find(|l| l.contains("Request Count (requests)"))
         .unwrap();
     assert_eq!(row.split('│').nth(2).map(str::trim), Some("5.00"), "{row}");
-    // SAFETY: signalling our own child process.
-    unsafe { libc::kill(sim.0.id() as i32, libc::SIGINT) };
+    interrupt(&sim.0);
     assert!(sim.0.wait().unwrap().success());
 }
 

@@ -1,9 +1,9 @@
 //! End to end over loopback against the real simulator: timings within 2% of the truth the
 //! simulator was told, exact counts, artifacts that parse.
 
-mod support;
+use crate::support;
 
-use support::{artifact_dir, profile, rel, sim};
+use crate::support::{artifact_dir, profile, rel, sim};
 
 fn summary(doc: &serde_json::Value, tag: &str, stat: &str) -> f64 {
     doc[tag][stat]

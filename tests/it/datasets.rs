@@ -1,11 +1,11 @@
 //! Datasets from files, made here by the tests: custom JSONL, ShareGPT, mooncake traces
 //! (replayed on their own schedule, with prefix blocks shared by hash id), shared prefixes.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 
-use ringperf::plan::RunPlan;
+use ringperf::plan::Plan;
 
 fn write(name: &str, text: &str) -> PathBuf {
     let dir = support::artifact_dir(&format!("dataset-{name}"));
@@ -15,18 +15,21 @@ fn write(name: &str, text: &str) -> PathBuf {
     p
 }
 
-fn bodies(plan: &RunPlan) -> Vec<serde_json::Value> {
-    plan.dataset
+fn bodies(plan: &Plan) -> Vec<serde_json::Value> {
+    plan.workload
+        .dataset
         .entries
         .iter()
         .map(|e| serde_json::from_slice(e.template.body()).unwrap())
         .collect()
 }
 
-fn plan(flags: &[&str]) -> Result<RunPlan, String> {
+fn plan(flags: &[&str]) -> Result<Plan, String> {
     let mut all = vec!["--url", "127.0.0.1:9"];
     all.extend_from_slice(flags);
-    RunPlan::build(&support::profile_args(&all)).map_err(|e| e.to_string())
+    support::profile_args(&all)
+        .plan()
+        .map_err(|e| e.to_string())
 }
 
 #[test]
@@ -56,7 +59,7 @@ fn custom_jsonl_text_messages_and_max_tokens() {
     let tok = ringperf::workload::Tokenizer::embedded().unwrap();
     let want = tok.count("Be brief.").unwrap() + tok.count("Hi").unwrap();
     assert_eq!(
-        p.dataset.entries[1].isl as usize, want,
+        p.workload.dataset.entries[1].isl as usize, want,
         "tokens of every message"
     );
 }
@@ -65,17 +68,13 @@ fn custom_jsonl_text_messages_and_max_tokens() {
 fn malformed_lines_are_reported_with_their_line_number() {
     let _serial = support::timing_lock();
     let f = write("bad.jsonl", "{\"text\": \"ok\"}\n{\"text\": \n");
-    let e = plan(&["--input-file", f.to_str().unwrap()])
-        .err()
-        .expect("refused");
+    let e = plan(&["--input-file", f.to_str().unwrap()]).expect_err("refused");
     assert!(e.contains("bad.jsonl:2: invalid JSON"), "{e}");
     let f = write(
         "nofield.jsonl",
         "{\"text\": \"ok\"}\n{\"prompt_text\": \"x\"}\n",
     );
-    let e = plan(&["--input-file", f.to_str().unwrap()])
-        .err()
-        .expect("refused");
+    let e = plan(&["--input-file", f.to_str().unwrap()]).expect_err("refused");
     assert!(e.contains("nofield.jsonl:2: expected a \"text\""), "{e}");
 }
 
@@ -104,9 +103,7 @@ fn sharegpt_first_human_turn_and_reply_length() {
         "sg-none.json",
         r#"[{"conversations": [{"from": "gpt", "value": "x"}]}]"#,
     );
-    let e = plan(&["--input-file", f.to_str().unwrap()])
-        .err()
-        .expect("refused");
+    let e = plan(&["--input-file", f.to_str().unwrap()]).expect_err("refused");
     assert!(e.contains("no conversation has a human turn"), "{e}");
 }
 
@@ -147,17 +144,17 @@ fn mooncake_prompts_share_blocks_by_hash_id() {
         "different hash ids, different text"
     );
     for (i, want) in [1100, 600, 700, 300].into_iter().enumerate() {
-        let got = p.dataset.entries[i].isl as i64;
+        let got = p.workload.dataset.entries[i].isl as i64;
         assert!(
             (got - want).abs() <= 8,
             "entry {i}: {got} tokens for {want}"
         );
     }
     assert_eq!(
-        p.offsets.as_deref(),
+        p.load.offsets.as_deref(),
         Some(&vec![0, 10_000_000, 25_000_000, 25_000_000])
     );
-    assert_eq!(p.concurrency, u64::MAX, "a replay is open loop");
+    assert_eq!(p.load.concurrency, u64::MAX, "a replay is open loop");
 }
 
 #[test]
@@ -212,9 +209,7 @@ fn trace_timestamps_going_backwards_are_refused() {
         "back.jsonl",
         "{\"timestamp\": 5, \"input_length\": 10, \"output_length\": 1}\n{\"timestamp\": 3, \"input_length\": 10, \"output_length\": 1}\n",
     );
-    let e = plan(&["--input-file", f.to_str().unwrap(), "--fixed-schedule"])
-        .err()
-        .expect("refused");
+    let e = plan(&["--input-file", f.to_str().unwrap(), "--fixed-schedule"]).expect_err("refused");
     assert!(
         e.contains("back.jsonl:2: timestamp 3 goes backwards"),
         "{e}"

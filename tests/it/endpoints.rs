@@ -1,9 +1,9 @@
 //! Endpoints beyond chat and completions: embeddings and the Responses API against the
 //! simulator, and a template for anything else (a TGI-shaped server made here).
 
-mod support;
+use crate::support;
 
-use support::{artifact_dir, fake_server, profile, sim};
+use crate::support::{artifact_dir, fake_server, profile, sim};
 
 #[test]
 fn responses_api_streamed_and_whole() {
@@ -128,9 +128,6 @@ fn template_without_a_prompt_placeholder_is_refused() {
         "--request-template",
         template.to_str().unwrap(),
     ]);
-    let e = ringperf::plan::RunPlan::build(&args)
-        .err()
-        .expect("refused")
-        .to_string();
+    let e = args.plan().expect_err("refused").to_string();
     assert!(e.contains("has no {{prompt}} placeholder"), "{e}");
 }

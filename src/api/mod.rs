@@ -1,0 +1,288 @@
+//! The API shapes ringperf speaks, for the client and the simulator alike: one place per
+//! endpoint kind (its path, its name, the request body it takes) and, in [`openai`], what its
+//! responses and events say.
+//!
+//! Adding an endpoint kind means a variant here (with its path, name and body), its events
+//! in [`openai`] if they differ, and its reply in the simulator; the command line lists the
+//! kinds from [`Kind::ALL`].
+
+pub mod openai;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// An endpoint kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// `/v1/chat/completions`.
+    Chat,
+    /// `/v1/completions`.
+    Completions,
+    /// `/v1/embeddings` (never streamed: request latency only).
+    Embeddings,
+    /// `/v1/responses`, the OpenAI Responses API (typed events such as
+    /// `response.output_text.delta`).
+    Responses,
+    /// Anything else: a body from a template, the text found with a JSON pointer.
+    Template,
+}
+
+impl Kind {
+    /// Every kind, in the order the command line lists them.
+    pub const ALL: [Kind; 5] = [
+        Kind::Chat,
+        Kind::Completions,
+        Kind::Embeddings,
+        Kind::Responses,
+        Kind::Template,
+    ];
+
+    /// Its name on the command line, in artifacts and folder names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Chat => "chat",
+            Kind::Completions => "completions",
+            Kind::Embeddings => "embeddings",
+            Kind::Responses => "responses",
+            Kind::Template => "template",
+        }
+    }
+
+    /// A sentence for `--help`.
+    pub fn about(self) -> &'static str {
+        match self {
+            Kind::Chat => "/v1/chat/completions",
+            Kind::Completions => "/v1/completions",
+            Kind::Embeddings => "/v1/embeddings (never streamed: request latency only)",
+            Kind::Responses => "/v1/responses, the OpenAI Responses API (typed events)",
+            Kind::Template => {
+                "anything else: the body from --request-template, the text found with --response-text-pointer (needs --endpoint)"
+            }
+        }
+    }
+
+    /// Its path on an OpenAI-compatible server (none for a template: the user gives it).
+    pub fn path(self) -> Option<&'static str> {
+        match self {
+            Kind::Chat => Some("/v1/chat/completions"),
+            Kind::Completions => Some("/v1/completions"),
+            Kind::Embeddings => Some("/v1/embeddings"),
+            Kind::Responses => Some("/v1/responses"),
+            Kind::Template => None,
+        }
+    }
+
+    /// The kind served at `path`.
+    pub fn at(path: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.path() == Some(path))
+    }
+
+    /// Whether its responses can be streamed.
+    pub fn streams(self) -> bool {
+        self != Kind::Embeddings
+    }
+}
+
+/// What one request sends.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Prompt {
+    /// Plain text (a user message for chat).
+    Text(String),
+    /// A whole chat history.
+    Messages(Vec<Value>),
+}
+
+impl Prompt {
+    /// The text, for endpoints that take one: a history's contents, in order.
+    pub fn text(&self) -> String {
+        match self {
+            Prompt::Text(t) => t.clone(),
+            Prompt::Messages(msgs) => msgs
+                .iter()
+                .filter_map(|x| x.get("content").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+}
+
+/// How every request body of a run is shaped.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Body {
+    /// `model` field.
+    pub model: String,
+    /// The endpoint kind.
+    pub kind: Kind,
+    /// `stream` field.
+    pub streaming: bool,
+    /// Send `stream_options.include_usage` with streamed requests.
+    pub include_usage: bool,
+    /// Also send `min_tokens` equal to `max_tokens`.
+    pub min_tokens_too: bool,
+    /// Extra body fields (`--extra-inputs`).
+    pub extra: Map<String, Value>,
+    /// A template's text (`Kind::Template`).
+    #[serde(skip)]
+    pub template: Option<String>,
+}
+
+impl Body {
+    /// The JSON body of one request for `prompt`, asking for `osl` output tokens.
+    pub fn render(&self, prompt: &Prompt, osl: Option<u32>) -> Vec<u8> {
+        let mut m = Map::new();
+        m.insert("model".into(), Value::String(self.model.clone()));
+        match (self.kind, prompt) {
+            (Kind::Template, _) => {
+                let t = self.template.as_deref().unwrap_or("{}");
+                return fill_template(t, &prompt.text(), osl, &self.model);
+            }
+            (Kind::Embeddings, _) => {
+                m.insert("input".into(), Value::String(prompt.text()));
+            }
+            (Kind::Responses, p) => {
+                let input = match p {
+                    Prompt::Text(t) => Value::String(t.clone()),
+                    Prompt::Messages(msgs) => Value::Array(msgs.clone()),
+                };
+                m.insert("input".into(), input);
+                m.insert("stream".into(), Value::Bool(self.streaming));
+                if let Some(n) = osl {
+                    m.insert("max_output_tokens".into(), Value::from(n));
+                }
+            }
+            (Kind::Chat | Kind::Completions, p) => {
+                match (self.kind, p) {
+                    (Kind::Chat, Prompt::Text(t)) => {
+                        m.insert(
+                            "messages".into(),
+                            serde_json::json!([{ "role": "user", "content": t }]),
+                        );
+                    }
+                    (Kind::Chat, Prompt::Messages(msgs)) => {
+                        m.insert("messages".into(), Value::Array(msgs.clone()));
+                    }
+                    (_, p) => {
+                        m.insert("prompt".into(), Value::String(p.text()));
+                    }
+                }
+                m.insert("stream".into(), Value::Bool(self.streaming));
+                if self.streaming && self.include_usage {
+                    m.insert(
+                        "stream_options".into(),
+                        serde_json::json!({ "include_usage": true }),
+                    );
+                }
+                if let Some(n) = osl {
+                    m.insert("max_tokens".into(), Value::from(n));
+                    if self.min_tokens_too {
+                        m.insert("min_tokens".into(), Value::from(n));
+                    }
+                }
+            }
+        }
+        for (k, v) in &self.extra {
+            m.insert(k.clone(), v.clone());
+        }
+        serde_json::to_vec(&Value::Object(m)).expect("serializable")
+    }
+}
+
+fn fill_template(template: &str, prompt: &str, osl: Option<u32>, model: &str) -> Vec<u8> {
+    let q = |s: &str| serde_json::to_string(s).expect("string");
+    template
+        .replace("{{prompt}}", &q(prompt))
+        .replace("{{model}}", &q(model))
+        .replace(
+            "{{max_tokens}}",
+            &osl.map_or("null".to_string(), |n| n.to_string()),
+        )
+        .into_bytes()
+}
+
+/// Checks a request template: it needs `{{prompt}}`, and must be JSON once filled in.
+pub fn check_template(template: &str) -> Result<(), String> {
+    if !template.contains("{{prompt}}") {
+        return Err(
+            "has no {{prompt}} placeholder: ringperf would send the same body every time".into(),
+        );
+    }
+    let filled = fill_template(template, "x", Some(1), "m");
+    serde_json::from_slice::<Value>(&filled)
+        .map(|_| ())
+        .map_err(|e| format!("is not JSON once filled in: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(kind: Kind, streaming: bool) -> Body {
+        Body {
+            model: "m".into(),
+            kind,
+            streaming,
+            include_usage: true,
+            min_tokens_too: true,
+            extra: [("ignore_eos".to_string(), Value::Bool(true))]
+                .into_iter()
+                .collect(),
+            template: Some(r#"{"inputs": {{prompt}}, "n": {{max_tokens}}}"#.into()),
+        }
+    }
+
+    fn json(b: &Body, p: &Prompt) -> Value {
+        serde_json::from_slice(&b.render(p, Some(7))).unwrap()
+    }
+
+    #[test]
+    fn each_kind_renders_its_own_body() {
+        let hi = Prompt::Text("hi".into());
+        let chat = json(&body(Kind::Chat, true), &hi);
+        assert_eq!(chat["messages"][0]["content"], "hi");
+        assert_eq!(chat["stream_options"]["include_usage"], true);
+        assert_eq!(
+            (chat["max_tokens"].clone(), chat["min_tokens"].clone()),
+            (7.into(), 7.into())
+        );
+        assert_eq!(chat["ignore_eos"], true);
+        let c = json(&body(Kind::Completions, false), &hi);
+        assert_eq!(c["prompt"], "hi");
+        assert!(c.get("stream_options").is_none(), "only when streaming");
+        let e = json(&body(Kind::Embeddings, false), &hi);
+        assert_eq!(
+            (e["input"].clone(), e.get("max_tokens")),
+            ("hi".into(), None)
+        );
+        let r = json(&body(Kind::Responses, true), &hi);
+        assert_eq!(
+            (r["input"].clone(), r["max_output_tokens"].clone()),
+            ("hi".into(), 7.into())
+        );
+        let t = json(&body(Kind::Template, true), &hi);
+        assert_eq!(t, serde_json::json!({"inputs": "hi", "n": 7}));
+        let history = Prompt::Messages(vec![serde_json::json!({"role": "user", "content": "a"})]);
+        assert_eq!(
+            json(&body(Kind::Chat, true), &history)["messages"][0]["content"],
+            "a"
+        );
+        assert_eq!(
+            json(&body(Kind::Completions, true), &history)["prompt"],
+            "a"
+        );
+    }
+
+    #[test]
+    fn kinds_and_paths() {
+        for k in Kind::ALL {
+            if let Some(p) = k.path() {
+                assert_eq!(Kind::at(p), Some(k));
+            }
+        }
+        assert_eq!(Kind::at("/v1/other"), None);
+        assert!(!Kind::Embeddings.streams());
+        assert!(check_template("{}").is_err());
+        assert!(check_template(r#"{"a": {{prompt}}"#).is_err());
+        assert!(check_template(r#"{"a": {{prompt}}}"#).is_ok());
+    }
+}

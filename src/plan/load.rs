@@ -1,0 +1,382 @@
+//! The load: how many requests in flight or how many per second, for how long, with what
+//! warm-up and ramp, and the service-level objectives that define goodput.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::PlanError;
+use crate::arrival::{arrival_offsets, Arrival};
+use crate::record::Record;
+
+/// Measured requests when neither a count nor a duration is given (as AIPerf).
+pub const DEFAULT_REQUEST_COUNT: u64 = 10;
+
+/// What the flags say about the load.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadSpec {
+    /// Requests in flight (closed loop), or the cap on them with a rate.
+    pub concurrency: Option<u64>,
+    /// Open loop: requests per second.
+    pub request_rate: Option<f64>,
+    /// How open-loop arrivals are spaced.
+    pub arrival: Arrival,
+    /// Gamma shape for `Arrival::Gamma`.
+    pub burstiness: f64,
+    /// Ramp-up length (ns).
+    pub ramp_up_ns: Option<u64>,
+    /// Count ramp-up requests in the metrics.
+    pub include_ramp_up: bool,
+    /// Goodput objectives.
+    pub goodput: Vec<Slo>,
+    /// Measured requests.
+    pub request_count: Option<u64>,
+    /// Measure for this long instead (ns).
+    pub benchmark_duration_ns: Option<u64>,
+    /// Time allowed after the duration for requests in flight (ns).
+    pub grace_period_ns: u64,
+    /// Requests sent before measuring.
+    pub warmup_request_count: u64,
+}
+
+/// The load, ready.
+#[derive(Debug, Clone)]
+pub struct Load {
+    /// Requests in flight across shards (closed loop), or the cap on them (open loop;
+    /// `u64::MAX` for none).
+    pub concurrency: u64,
+    /// Open loop: requests per second.
+    pub rate: Option<f64>,
+    /// Open loop: every send time of the run (offsets from the start, ns), fixed in advance.
+    pub offsets: Option<Arc<Vec<u64>>>,
+    /// Ramp-up length (ns; 0 = none).
+    pub ramp_ns: u64,
+    /// Count ramp-up requests in the metrics.
+    pub include_ramp: bool,
+    /// Goodput objectives.
+    pub slos: Vec<Slo>,
+    /// Measured requests, when stopping by count.
+    pub request_count: Option<u64>,
+    /// Measurement duration (ns), when stopping by time.
+    pub duration_ns: Option<u64>,
+    /// Grace period after the duration (ns).
+    pub grace_ns: u64,
+    /// Warm-up requests.
+    pub warmup: u64,
+    /// The work to size shards for: requests in flight (open loop: a second's arrivals).
+    pub streams: u64,
+}
+
+impl Load {
+    /// Validates the spec and draws the send times. `trace` holds a replayed file's send
+    /// times (ns from its first line), for `--fixed-schedule`.
+    pub fn build(s: &LoadSpec, seed: u64, trace: Option<Vec<u64>>) -> Result<Load, PlanError> {
+        let flag = |m: &str| Err(PlanError::Flag(m.to_string()));
+        if s.concurrency == Some(0) {
+            return flag("--concurrency must be at least 1");
+        }
+        if let Some(r) = s.request_rate {
+            if !(r > 0.0 && r.is_finite()) {
+                return Err(PlanError::Flag(format!(
+                    "--request-rate {r}: must be a positive number of requests per second"
+                )));
+            }
+        }
+        if !(s.burstiness > 0.0 && s.burstiness.is_finite()) {
+            return flag("--burstiness must be a positive number");
+        }
+        if s.request_count == Some(0) {
+            return flag("--request-count must be at least 1");
+        }
+        if s.benchmark_duration_ns == Some(0) {
+            return flag("--benchmark-duration must be longer than 0");
+        }
+        if s.request_count.is_some() && s.benchmark_duration_ns.is_some() {
+            return flag("give --request-count or --benchmark-duration, not both");
+        }
+        if trace.is_some() && s.request_rate.is_some() {
+            return flag("give --fixed-schedule or --request-rate, not both");
+        }
+        let open_loop = s.request_rate.is_some() || trace.is_some();
+        let concurrency = match (s.concurrency, open_loop) {
+            (Some(c), _) => c,
+            (None, true) => u64::MAX,
+            (None, false) => 1,
+        };
+        let request_count = match s.benchmark_duration_ns {
+            Some(_) => None,
+            None => Some(s.request_count.unwrap_or(DEFAULT_REQUEST_COUNT)),
+        };
+        let ramp_ns = s.ramp_up_ns.unwrap_or(0);
+        let offsets = match (trace, s.request_rate) {
+            (Some(mut t), _) => {
+                if let Some(c) = s.request_count {
+                    t.truncate((c + s.warmup_request_count) as usize);
+                }
+                Some(Arc::new(t))
+            }
+            // Warm-up arrivals come first, then the ramp, then the measured load.
+            (None, Some(rate)) => Some(Arc::new(arrival_offsets(
+                rate,
+                s.arrival,
+                s.burstiness,
+                seed,
+                request_count.map(|c| c + s.warmup_request_count),
+                s.benchmark_duration_ns.map(|d| d + ramp_ns),
+                ramp_ns,
+            ))),
+            (None, None) => None,
+        };
+        let streams = match (&offsets, s.request_rate) {
+            (_, Some(rate)) => (rate.ceil() as u64).min(concurrency),
+            (Some(t), None) => {
+                let span_s = t.last().copied().unwrap_or(0) as f64 / 1e9;
+                ((t.len() as f64 / span_s.max(1.0)).ceil() as u64).min(concurrency)
+            }
+            (None, None) => concurrency,
+        };
+        Ok(Load {
+            concurrency,
+            rate: s.request_rate,
+            offsets,
+            ramp_ns,
+            include_ramp: s.include_ramp_up,
+            slos: s.goodput.clone(),
+            request_count,
+            duration_ns: s.benchmark_duration_ns,
+            grace_ns: s.grace_period_ns,
+            warmup: s.warmup_request_count,
+            streams,
+        })
+    }
+
+    /// The name of the load in folder names: `concurrency8`, `request_rate10`, `trace`.
+    pub fn mode(&self) -> String {
+        match (self.rate, &self.offsets) {
+            (Some(r), _) => format!("request_rate{r}"),
+            (None, Some(_)) => "trace".into(),
+            (None, None) => format!("concurrency{}", self.concurrency),
+        }
+    }
+
+    /// The closed-loop concurrency held steady, if any (not with a rate, a trace or a ramp).
+    pub fn steady_concurrency(&self) -> Option<u64> {
+        (self.offsets.is_none() && self.ramp_ns == 0).then_some(self.concurrency)
+    }
+}
+
+/// One service-level objective.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Slo {
+    /// Which metric.
+    pub metric: SloMetric,
+    /// Upper bound (ms).
+    pub max_ms: f64,
+}
+
+/// Metrics an SLO can bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SloMetric {
+    /// Time to first token.
+    Ttft,
+    /// Inter-token latency.
+    Itl,
+    /// Request latency.
+    E2e,
+}
+
+/// Parses `ttft:200` (vLLM's and GenAI-Perf's syntax, in milliseconds).
+pub fn parse_slo(s: &str) -> Result<Slo, String> {
+    let (name, v) = s
+        .split_once(':')
+        .ok_or_else(|| format!("{s:?}: expected metric:milliseconds, e.g. ttft:200"))?;
+    let metric = match name.trim() {
+        "ttft" | "time_to_first_token" => SloMetric::Ttft,
+        "itl" | "tpot" | "inter_token_latency" => SloMetric::Itl,
+        "e2e" | "e2el" | "request_latency" => SloMetric::E2e,
+        other => return Err(format!("unknown SLO metric {other:?} (ttft, itl, e2e)")),
+    };
+    let max_ms: f64 = v
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?}: {v:?} is not a number of milliseconds"))?;
+    if !(max_ms > 0.0 && max_ms.is_finite()) {
+        return Err(format!(
+            "{s:?}: the bound must be a positive number of milliseconds"
+        ));
+    }
+    Ok(Slo { metric, max_ms })
+}
+
+impl Slo {
+    /// Whether a successful request met this objective (a missing value does not).
+    pub fn met(&self, r: &Record) -> bool {
+        let ns = match self.metric {
+            SloMetric::Ttft => r.ttft().map(|v| v as f64),
+            SloMetric::Itl => r.itl(),
+            SloMetric::E2e => Some(r.latency() as f64),
+        };
+        ns.is_some_and(|v| v <= self.max_ms * 1e6)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Phase;
+
+    fn spec() -> LoadSpec {
+        LoadSpec {
+            concurrency: None,
+            request_rate: None,
+            arrival: Arrival::Poisson,
+            burstiness: 1.0,
+            ramp_up_ns: None,
+            include_ramp_up: false,
+            goodput: Vec::new(),
+            request_count: None,
+            benchmark_duration_ns: None,
+            grace_period_ns: 30_000_000_000,
+            warmup_request_count: 0,
+        }
+    }
+
+    #[test]
+    fn closed_loop_defaults_and_counts() {
+        let l = Load::build(&spec(), 0, None).unwrap();
+        assert_eq!(
+            (l.concurrency, l.request_count, l.streams),
+            (1, Some(DEFAULT_REQUEST_COUNT), 1)
+        );
+        assert_eq!(l.mode(), "concurrency1");
+        assert_eq!(l.steady_concurrency(), Some(1));
+        let l = Load::build(
+            &LoadSpec {
+                concurrency: Some(2500),
+                benchmark_duration_ns: Some(1),
+                ..spec()
+            },
+            0,
+            None,
+        )
+        .unwrap();
+        assert_eq!((l.request_count, l.streams), (None, 2500));
+    }
+
+    #[test]
+    fn open_loop_draws_its_schedule_from_the_seed() {
+        let s = LoadSpec {
+            request_rate: Some(100.0),
+            request_count: Some(50),
+            warmup_request_count: 5,
+            ..spec()
+        };
+        let a = Load::build(&s, 7, None).unwrap();
+        assert_eq!(
+            a.offsets.as_ref().unwrap().len(),
+            55,
+            "warm-up arrivals first"
+        );
+        assert_eq!(a.offsets, Load::build(&s, 7, None).unwrap().offsets);
+        assert_ne!(a.offsets, Load::build(&s, 8, None).unwrap().offsets);
+        assert_eq!((a.concurrency, a.streams), (u64::MAX, 100));
+        assert_eq!(a.mode(), "request_rate100");
+        assert_eq!(a.steady_concurrency(), None);
+        // A replayed trace keeps its own times, cut to the count.
+        let t = Load::build(
+            &LoadSpec {
+                request_count: Some(2),
+                ..spec()
+            },
+            0,
+            Some(vec![0, 10, 20, 30]),
+        )
+        .unwrap();
+        assert_eq!(t.offsets.unwrap().as_slice(), &[0, 10]);
+    }
+
+    #[test]
+    fn bad_loads_say_which_flag() {
+        let cases = [
+            (
+                LoadSpec {
+                    concurrency: Some(0),
+                    ..spec()
+                },
+                "--concurrency",
+            ),
+            (
+                LoadSpec {
+                    request_rate: Some(-1.0),
+                    ..spec()
+                },
+                "--request-rate",
+            ),
+            (
+                LoadSpec {
+                    request_rate: Some(f64::NAN),
+                    ..spec()
+                },
+                "--request-rate",
+            ),
+            (
+                LoadSpec {
+                    burstiness: 0.0,
+                    ..spec()
+                },
+                "--burstiness",
+            ),
+            (
+                LoadSpec {
+                    request_count: Some(0),
+                    ..spec()
+                },
+                "--request-count",
+            ),
+            (
+                LoadSpec {
+                    request_count: Some(1),
+                    benchmark_duration_ns: Some(1),
+                    ..spec()
+                },
+                "not both",
+            ),
+        ];
+        for (s, want) in cases {
+            let e = Load::build(&s, 0, None).unwrap_err().to_string();
+            assert!(e.contains(want), "{e}");
+        }
+        let both = LoadSpec {
+            request_rate: Some(1.0),
+            ..spec()
+        };
+        assert!(Load::build(&both, 0, Some(vec![0])).is_err());
+    }
+
+    #[test]
+    fn slos_parse_and_apply() {
+        assert_eq!(
+            parse_slo("ttft:200").unwrap(),
+            Slo {
+                metric: SloMetric::Ttft,
+                max_ms: 200.0
+            }
+        );
+        assert!(parse_slo("ttft").is_err());
+        assert!(parse_slo("speed:1")
+            .unwrap_err()
+            .contains("unknown SLO metric"));
+        assert!(parse_slo("e2e:-5").is_err());
+        let mut r = Record::new(0, 0, Phase::Profiling, 0, 1);
+        r.start_ns = 0;
+        r.first_content_ns = Some(100_000_000);
+        r.last_content_ns = Some(600_000_000);
+        r.osl = Some(11);
+        // ITL: (600 − 100) / 10 = 50 ms.
+        assert!(parse_slo("itl:50").unwrap().met(&r));
+        assert!(!parse_slo("itl:49").unwrap().met(&r));
+        assert!(parse_slo("ttft:100").unwrap().met(&r));
+        assert!(!parse_slo("e2e:599").unwrap().met(&r));
+    }
+}

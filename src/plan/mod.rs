@@ -1,0 +1,174 @@
+//! The run plan: what was asked, and what was prepared from it before any thread starts.
+//!
+//! The [`Spec`] is what the user asked, in plain types (the command line builds it from the
+//! flags; nothing here knows about clap): serializable, so it is written to the artifacts as
+//! `input_config` (secrets redacted), and re-runnable. [`Plan::build`] turns each part of it
+//! into a ready part, in order: the [`target`] (address resolved, TLS set up, the request head
+//! fixed), the [`workload`] (tokenizer loaded, every request's bytes built), the [`load`]
+//! (send times drawn), the [`output`] (artifact folder). Each part validates its own flags and
+//! is tested on its own. Shards receive the plan read-only.
+
+pub mod load;
+pub mod output;
+pub mod target;
+pub mod workload;
+
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::Value;
+
+pub use load::{parse_slo, Load, LoadSpec, Slo, SloMetric};
+pub use output::{Output, OutputSpec};
+pub use target::{Endpoint, Target, TargetSpec};
+pub use workload::{Workload, WorkloadSpec};
+
+use crate::runtime::Driver;
+use crate::workload::WorkloadError;
+
+/// A flag or input that cannot be used. Shown as one line; the process exits with 2.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// A flag's value is out of range or inconsistent with another.
+    #[error("{0}")]
+    Flag(String),
+    /// The URL cannot be used.
+    #[error("--url {0:?}: {1}")]
+    Url(String, String),
+    /// Preparing prompts or the tokenizer failed.
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+    /// TLS settings are unusable.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+}
+
+/// A value that must never reach an artifact or a log: an API key, a header line. It
+/// serializes as `<redacted>` and prints as `<redacted>`.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl Serialize for Secret {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // A header keeps its name, which is no secret and tells what was sent.
+        match self.0.split_once(':') {
+            Some((name, _)) if !name.contains(' ') => {
+                s.serialize_str(&format!("{}: <redacted>", name.trim()))
+            }
+            _ => s.serialize_str("<redacted>"),
+        }
+    }
+}
+
+/// What the flags say about the engine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EngineSpec {
+    /// Shard threads (default: decided from the work and the host).
+    pub shards: Option<usize>,
+    /// CPUs to pin shards to.
+    pub cpus: Option<Vec<usize>>,
+    /// Do not pin or restrict shards.
+    pub no_pin: bool,
+    /// I/O driver.
+    pub driver: Driver,
+    /// io_uring submission queue entries per shard.
+    pub ring_entries: u32,
+    /// Stamp events with the kernel's receive time (plain http).
+    pub kernel_timestamps: bool,
+}
+
+/// Everything the user asked for a run, in plain types.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spec {
+    /// The server and the endpoint.
+    pub target: TargetSpec,
+    /// How much load, for how long.
+    pub load: LoadSpec,
+    /// Prompts, outputs and the tokenizer.
+    pub workload: WorkloadSpec,
+    /// Where results go.
+    pub output: OutputSpec,
+    /// Threads, CPUs and I/O.
+    pub engine: EngineSpec,
+}
+
+/// A run, ready to go: the spec, and each part prepared from it.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// What was asked.
+    pub spec: Spec,
+    /// The server, ready.
+    pub target: Target,
+    /// The requests, ready.
+    pub workload: Workload,
+    /// The load, with its send times drawn.
+    pub load: Load,
+    /// Where results go.
+    pub output: Output,
+}
+
+impl Plan {
+    /// Validates the spec and prepares every part.
+    pub fn build(spec: Spec) -> Result<Plan, PlanError> {
+        if spec.engine.shards == Some(0) {
+            return Err(PlanError::Flag("--shards must be at least 1".into()));
+        }
+        let target = Target::build(&spec.target)?;
+        let mut workload = Workload::build(&spec.workload, &target)?;
+        let load = Load::build(&spec.load, spec.workload.random_seed, workload.trace.take())?;
+        if workload.sessions.is_some() && load.offsets.is_some() {
+            return Err(PlanError::Flag("multi-turn sessions are closed loop with synthetic prompts: drop --request-rate, --fixed-schedule and --input-file".into()));
+        }
+        let output = Output::build(
+            &spec.output,
+            &target.model,
+            target.kind.name(),
+            &load.mode(),
+        );
+        Ok(Plan {
+            spec,
+            target,
+            workload,
+            load,
+            output,
+        })
+    }
+
+    /// The configuration as written to the artifacts: the spec (secrets redacted), with what
+    /// it resolved to.
+    pub fn input_config(&self) -> Value {
+        let mut v = serde_json::to_value(&self.spec).expect("the spec serializes");
+        v["resolved"] = serde_json::json!({
+            "url": self.target.endpoint.url(),
+            "address": self.target.endpoint.addr.to_string(),
+            "path": self.target.head.path,
+            "streaming": self.target.streaming,
+            "tokenizer": self.workload.tokenizer.source,
+            "concurrency": (self.load.concurrency != u64::MAX).then_some(self.load.concurrency),
+            "request_count": self.load.request_count,
+            "prompts": self.workload.dataset.entries.len(),
+        });
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_serialize_redacted_and_keep_header_names() {
+        let j = |s: &str| serde_json::to_string(&Secret(s.into())).unwrap();
+        assert_eq!(j("sk-123"), r#""<redacted>""#);
+        assert_eq!(j("X-Api-Key: sk-123"), r#""X-Api-Key: <redacted>""#);
+        assert_eq!(j("Authorization Bearer sk-123"), r#""<redacted>""#);
+        assert_eq!(format!("{:?}", Secret("sk-1".into())), "<redacted>");
+        let back: Secret = serde_json::from_str(r#""sk-9""#).unwrap();
+        assert_eq!(back.0, "sk-9");
+    }
+}

@@ -1,0 +1,371 @@
+//! The target: which server, which endpoint, how to reach it and how long to wait.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::{PlanError, Secret};
+use crate::api::openai::Pointers;
+use crate::api::Kind;
+use crate::http::request::Target as Head;
+
+/// What the flags say about the target.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TargetSpec {
+    /// Model name sent in every request.
+    pub model: String,
+    /// `http(s)://host[:port][/prefix]` (scheme optional: http).
+    pub url: String,
+    /// The endpoint kind.
+    pub kind: Kind,
+    /// Request path, overriding the kind's own.
+    pub endpoint: Option<String>,
+    /// `Kind::Template`: the body template file.
+    pub request_template: Option<PathBuf>,
+    /// `Kind::Template`: JSON pointer to each event's text.
+    pub response_text_pointer: String,
+    /// `Kind::Template`: JSON pointer to the output token count.
+    pub response_tokens_pointer: Option<String>,
+    /// Ask for streamed responses.
+    pub streaming: bool,
+    /// API key, sent as `Authorization: Bearer …`.
+    pub api_key: Option<Secret>,
+    /// Extra headers, `Name: value` as given.
+    pub headers: Vec<Secret>,
+    /// CA certificates to trust for https.
+    pub ca_cert: Option<PathBuf>,
+    /// Do not verify the server's certificate.
+    pub insecure: bool,
+    /// Time allowed to connect (ns).
+    pub connect_timeout_ns: u64,
+    /// Time allowed for a whole request (ns).
+    pub request_timeout_ns: u64,
+}
+
+/// A parsed and resolved target URL.
+#[derive(Debug, Clone, Serialize)]
+pub struct Endpoint {
+    /// `https://`.
+    pub tls: bool,
+    /// Host as written (used for `Host`, SNI and certificate checks).
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// Address connected to (resolved once, IPv4 preferred).
+    pub addr: SocketAddr,
+    /// Path prefix from the URL (without a trailing slash).
+    pub prefix: String,
+}
+
+impl Endpoint {
+    /// Parses and resolves `http(s)://host[:port][/prefix]` (scheme optional: http).
+    pub fn parse(url: &str) -> Result<Endpoint, PlanError> {
+        let bad = |why: &str| PlanError::Url(url.to_string(), why.to_string());
+        let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
+            (true, r)
+        } else if let Some(r) = url.strip_prefix("http://") {
+            (false, r)
+        } else if url.contains("://") {
+            return Err(bad("only http:// and https:// are supported"));
+        } else {
+            (false, url)
+        };
+        let (authority, prefix) = match rest.find('/') {
+            Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
+            None => (rest, ""),
+        };
+        if authority.is_empty() {
+            return Err(bad("no host"));
+        }
+        let (host, port) = if let Some(end) = authority.strip_prefix('[').and_then(|a| a.find(']'))
+        {
+            let host = &authority[..end + 2];
+            let port = authority[end + 2..].strip_prefix(':');
+            (host, port)
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (authority, None),
+            }
+        };
+        if host.is_empty() {
+            return Err(bad("no host"));
+        }
+        let port = match port {
+            Some(p) => p
+                .parse::<u16>()
+                .map_err(|_| bad("the port is not a number from 1 to 65535"))?,
+            None if tls => 443,
+            None => 80,
+        };
+        if port == 0 {
+            return Err(bad("port 0"));
+        }
+        let lookup = host.trim_start_matches('[').trim_end_matches(']');
+        let addrs: Vec<SocketAddr> = (lookup, port)
+            .to_socket_addrs()
+            .map_err(|e| bad(&format!("cannot resolve {lookup:?}: {e}")))?
+            .collect();
+        let addr = addrs
+            .iter()
+            .find(|a| a.is_ipv4())
+            .or(addrs.first())
+            .copied()
+            .ok_or_else(|| bad("the host resolves to no address"))?;
+        Ok(Endpoint {
+            tls,
+            host: host.to_string(),
+            port,
+            addr,
+            prefix: prefix.to_string(),
+        })
+    }
+
+    /// `Host` header value.
+    pub fn authority(&self) -> String {
+        let default = if self.tls { 443 } else { 80 };
+        if self.port == default {
+            self.host.clone()
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+
+    /// The URL, normalised (scheme, authority, prefix).
+    pub fn url(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}{}", self.authority(), self.prefix)
+    }
+}
+
+/// The target, ready: resolved, TLS set up, the parts of every request's head fixed.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Where requests go.
+    pub endpoint: Endpoint,
+    /// Model name.
+    pub model: String,
+    /// The endpoint kind.
+    pub kind: Kind,
+    /// Streamed responses (never for embeddings).
+    pub streaming: bool,
+    /// The request head every request shares: host, path, headers (the API key included).
+    pub head: Head,
+    /// TLS client configuration for https.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// JSON pointers for `Kind::Template`.
+    pub pointers: Option<Pointers>,
+    /// The template's text, for `Kind::Template`.
+    pub template: Option<String>,
+    /// Connect timeout (ns).
+    pub connect_timeout_ns: u64,
+    /// Request timeout (ns).
+    pub request_timeout_ns: u64,
+}
+
+/// Splits `Name: value` and checks it is a valid HTTP header.
+fn header(h: &str) -> Result<(String, String), PlanError> {
+    let Some((name, value)) = h.split_once(':') else {
+        // Only the first word: the rest may be a secret.
+        return Err(PlanError::Flag(format!(
+            "--header {:?}…: expected 'Name: value'",
+            h.split([':', ' ']).next().unwrap_or("")
+        )));
+    };
+    let name = name.trim();
+    let valid = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_!#$%&'*+.^`|~".contains(&b));
+    if !valid || value.contains(['\r', '\n']) {
+        return Err(PlanError::Flag(format!(
+            "--header {name:?}: not a valid HTTP header"
+        )));
+    }
+    Ok((name.to_string(), value.trim().to_string()))
+}
+
+impl Target {
+    /// Validates the spec, resolves the address, reads the template and sets up TLS.
+    pub fn build(s: &TargetSpec) -> Result<Target, PlanError> {
+        if s.connect_timeout_ns == 0 || s.request_timeout_ns == 0 {
+            return Err(PlanError::Flag("timeouts must be longer than 0".into()));
+        }
+        let endpoint = Endpoint::parse(&s.url)?;
+        let mut headers = Vec::new();
+        if let Some(key) = s.api_key.as_ref().filter(|k| !k.0.is_empty()) {
+            headers.push(("Authorization".to_string(), format!("Bearer {}", key.0)));
+        }
+        for h in &s.headers {
+            headers.push(header(&h.0)?);
+        }
+        let tls = if endpoint.tls {
+            crate::tls::server_name(&endpoint.host)?;
+            Some(crate::tls::client_config(s.ca_cert.as_deref(), s.insecure)?)
+        } else {
+            None
+        };
+        let path = match (&s.endpoint, s.kind.path()) {
+            (Some(p), _) if p.starts_with('/') => format!("{}{p}", endpoint.prefix),
+            (Some(p), _) => format!("{}/{p}", endpoint.prefix),
+            (None, Some(p)) => format!("{}{p}", endpoint.prefix),
+            (None, None) => {
+                return Err(PlanError::Flag(
+                    "--endpoint-type template needs --endpoint PATH".into(),
+                ))
+            }
+        };
+        let template = match (&s.request_template, s.kind) {
+            (Some(path), Kind::Template) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    PlanError::Flag(format!("--request-template {}: {e}", path.display()))
+                })?;
+                crate::api::check_template(&text).map_err(|e| {
+                    PlanError::Flag(format!("--request-template {}: {e}", path.display()))
+                })?;
+                Some(text)
+            }
+            (None, Kind::Template) => {
+                return Err(PlanError::Flag(
+                    "--endpoint-type template needs --request-template FILE".into(),
+                ))
+            }
+            (Some(_), _) => {
+                return Err(PlanError::Flag(
+                    "--request-template goes with --endpoint-type template".into(),
+                ))
+            }
+            (None, _) => None,
+        };
+        let pointers = (s.kind == Kind::Template).then(|| Pointers {
+            text: s.response_text_pointer.clone(),
+            tokens: s.response_tokens_pointer.clone(),
+        });
+        for p in pointers
+            .iter()
+            .flat_map(|p| std::iter::once(&p.text).chain(p.tokens.as_ref()))
+        {
+            if !(p.is_empty() || p.starts_with('/')) {
+                return Err(PlanError::Flag(format!(
+                    "{p:?} is not a JSON pointer (they start with /)"
+                )));
+            }
+        }
+        let streaming = s.streaming && s.kind.streams();
+        Ok(Target {
+            head: Head {
+                host: endpoint.authority(),
+                path,
+                headers,
+                streaming,
+            },
+            endpoint,
+            model: s.model.clone(),
+            kind: s.kind,
+            streaming,
+            tls,
+            pointers,
+            template,
+            connect_timeout_ns: s.connect_timeout_ns,
+            request_timeout_ns: s.request_timeout_ns,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn spec(url: &str) -> TargetSpec {
+        TargetSpec {
+            model: "m".into(),
+            url: url.into(),
+            kind: Kind::Chat,
+            endpoint: None,
+            request_template: None,
+            response_text_pointer: "/text".into(),
+            response_tokens_pointer: None,
+            streaming: true,
+            api_key: None,
+            headers: Vec::new(),
+            ca_cert: None,
+            insecure: false,
+            connect_timeout_ns: 1,
+            request_timeout_ns: 1,
+        }
+    }
+
+    #[test]
+    fn urls() {
+        let e = Endpoint::parse("http://127.0.0.1:9000/prefix/").unwrap();
+        assert!(!e.tls);
+        assert_eq!(e.port, 9000);
+        assert_eq!(e.prefix, "/prefix");
+        assert_eq!(e.authority(), "127.0.0.1:9000");
+        assert_eq!(e.url(), "http://127.0.0.1:9000/prefix");
+        let e = Endpoint::parse("localhost:8000").unwrap();
+        assert!(e.addr.ip().is_loopback());
+        let e = Endpoint::parse("https://127.0.0.1").unwrap();
+        assert_eq!(
+            (e.tls, e.port, e.authority().as_str()),
+            (true, 443, "127.0.0.1")
+        );
+        let e = Endpoint::parse("http://[::1]:8080").unwrap();
+        assert_eq!(e.host, "[::1]");
+        assert!(e.addr.is_ipv6());
+        for bad in [
+            "ftp://x",
+            "http://",
+            "http://h:notaport",
+            "http://h:70000",
+            "http://:80",
+        ] {
+            assert!(Endpoint::parse(bad).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn paths_headers_and_the_key() {
+        let mut s = spec("http://127.0.0.1:9/base");
+        s.api_key = Some(Secret("sk-1".into()));
+        s.headers = vec![Secret("X-A: b ".into())];
+        let t = Target::build(&s).unwrap();
+        assert_eq!(t.head.path, "/base/v1/chat/completions");
+        assert_eq!(
+            t.head.headers,
+            vec![
+                ("Authorization".to_string(), "Bearer sk-1".to_string()),
+                ("X-A".to_string(), "b".to_string())
+            ]
+        );
+        s.endpoint = Some("custom".into());
+        assert_eq!(Target::build(&s).unwrap().head.path, "/base/custom");
+        s.kind = Kind::Embeddings;
+        assert!(
+            !Target::build(&s).unwrap().streaming,
+            "embeddings never stream"
+        );
+        for bad in ["Authorization Bearer sk-2", "X A: b", "X-A: b\r\nEvil: 1"] {
+            s.headers = vec![Secret(bad.into())];
+            let e = Target::build(&s).unwrap_err().to_string();
+            assert!(e.starts_with("--header"), "{e}");
+            assert!(!e.contains("Evil: 1") && !e.contains("sk-2"), "{e}");
+        }
+        s.headers.clear();
+        s.kind = Kind::Template;
+        s.endpoint = None;
+        assert!(Target::build(&s)
+            .unwrap_err()
+            .to_string()
+            .contains("--endpoint PATH"));
+        s.endpoint = Some("/generate".into());
+        assert!(Target::build(&s)
+            .unwrap_err()
+            .to_string()
+            .contains("--request-template FILE"));
+        s.connect_timeout_ns = 0;
+        assert!(Target::build(&s).is_err());
+    }
+}

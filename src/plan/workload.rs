@@ -1,0 +1,200 @@
+//! The workload: the tokenizer, and every request's bytes (synthetic prompts, a dataset file,
+//! or multi-turn sessions), prepared before the clock starts.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::target::Target;
+use super::PlanError;
+use crate::api::{Body, Kind};
+use crate::workload::files::{self, DatasetType};
+use crate::workload::{Dataset, Gen, Sessions, Tokenizer, MAX_TURNS};
+
+/// What the flags say about the workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadSpec {
+    /// `tokenizer.json`, a directory holding one, or a model id (default: embedded Qwen3).
+    pub tokenizer: Option<String>,
+    /// Mean prompt length in tokens.
+    pub isl_mean: u32,
+    /// Standard deviation of the prompt length.
+    pub isl_stddev: u32,
+    /// Mean output length requested (`max_tokens`).
+    pub osl_mean: Option<u32>,
+    /// Standard deviation of the requested output length.
+    pub osl_stddev: u32,
+    /// Also send `min_tokens` equal to `max_tokens`.
+    pub osl_deterministic: bool,
+    /// Extra request body fields.
+    pub extra_inputs: Map<String, Value>,
+    /// Seed for prompts and lengths (and open-loop arrivals).
+    pub random_seed: u64,
+    /// Distinct prompts to generate (or dataset lines to read).
+    pub num_dataset_entries: u64,
+    /// Leave out `stream_options.include_usage`.
+    pub no_usage: bool,
+    /// Prompts from a file instead of synthetic ones.
+    pub input_file: Option<PathBuf>,
+    /// Its format (default: guessed).
+    pub dataset_type: Option<DatasetType>,
+    /// Replay the file's timestamps as send times.
+    pub fixed_schedule: bool,
+    /// Synthetic prompts start with one of this many shared prefixes.
+    pub num_prefix_prompts: Option<usize>,
+    /// Length of each shared prefix in tokens.
+    pub prefix_prompt_length: u32,
+    /// Multi-turn sessions: mean turns per session.
+    pub session_turns_mean: Option<f64>,
+    /// Standard deviation of the turns per session.
+    pub session_turns_stddev: f64,
+    /// Pause between an answer and the session's next turn (ns).
+    pub session_turn_delay_ns: u64,
+}
+
+/// The workload, ready.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    /// Prepared requests.
+    pub dataset: Arc<Dataset>,
+    /// Multi-turn sessions, when asked for.
+    pub sessions: Option<Arc<Sessions>>,
+    /// The tokenizer (for re-tokenizing outputs after the run).
+    pub tokenizer: Arc<Tokenizer>,
+    /// A replayed file's send times (ns from its first line), for `--fixed-schedule`.
+    pub trace: Option<Vec<u64>>,
+}
+
+fn flag(m: impl Into<String>) -> PlanError {
+    PlanError::Flag(m.into())
+}
+
+impl Workload {
+    /// Loads the tokenizer and prepares every request for `target`.
+    pub fn build(s: &WorkloadSpec, target: &Target) -> Result<Workload, PlanError> {
+        if s.isl_mean == 0 {
+            return Err(flag("--synthetic-input-tokens-mean must be at least 1"));
+        }
+        if s.osl_mean == Some(0) {
+            return Err(flag("--output-tokens-mean must be at least 1"));
+        }
+        if s.osl_deterministic && s.osl_mean.is_none() {
+            return Err(flag(
+                "--output-tokens-mean-deterministic needs --output-tokens-mean",
+            ));
+        }
+        if s.num_dataset_entries == 0 || s.num_dataset_entries > 10_000_000 {
+            return Err(flag("--num-dataset-entries must be from 1 to 10M"));
+        }
+        if s.num_prefix_prompts == Some(0) || s.prefix_prompt_length == 0 {
+            return Err(flag(
+                "--num-prefix-prompts and --prefix-prompt-length must be at least 1",
+            ));
+        }
+        if s.fixed_schedule && s.input_file.is_none() {
+            return Err(flag(
+                "--fixed-schedule replays an --input-file's timestamps: give one",
+            ));
+        }
+        let tokenizer = Tokenizer::load(s.tokenizer.as_deref())?;
+        let gen = Gen {
+            body: Body {
+                model: target.model.clone(),
+                kind: target.kind,
+                streaming: target.streaming,
+                include_usage: !s.no_usage,
+                min_tokens_too: s.osl_deterministic,
+                extra: s.extra_inputs.clone(),
+                template: target.template.clone(),
+            },
+            isl: (s.isl_mean, s.isl_stddev),
+            osl: s.osl_mean.map(|m| (m, s.osl_stddev)),
+            entries: s.num_dataset_entries as usize,
+            prefixes: s.num_prefix_prompts.map(|n| (n, s.prefix_prompt_length)),
+            seed: s.random_seed,
+        };
+        let (dataset, trace) = match &s.input_file {
+            None => (Dataset::synthetic(&gen, &target.head, &tokenizer)?, None),
+            Some(path) => {
+                let kind = match s.dataset_type {
+                    Some(k) => k,
+                    None => files::detect(path)?,
+                };
+                // A replayed trace sends every line; otherwise --num-dataset-entries bounds it.
+                let limit = if s.fixed_schedule {
+                    usize::MAX
+                } else {
+                    s.num_dataset_entries as usize
+                };
+                let items = match kind {
+                    DatasetType::Jsonl => files::read_jsonl(path, limit)?,
+                    DatasetType::Sharegpt => files::read_sharegpt(path, limit, &tokenizer)?,
+                    DatasetType::Mooncake => {
+                        files::read_mooncake(path, limit, &tokenizer, s.random_seed)?
+                    }
+                };
+                let trace = if s.fixed_schedule {
+                    let ts: Vec<f64> = items.iter().filter_map(|i| i.timestamp_ms).collect();
+                    if ts.len() != items.len() {
+                        return Err(flag(format!(
+                            "--fixed-schedule: {} of {} lines of {} have no \"timestamp\"",
+                            items.len() - ts.len(),
+                            items.len(),
+                            path.display()
+                        )));
+                    }
+                    Some(
+                        ts.iter()
+                            .map(|t| ((t - ts[0]) * 1e6).round() as u64)
+                            .collect(),
+                    )
+                } else {
+                    None
+                };
+                (
+                    Dataset::from_items(&gen, &target.head, &tokenizer, &items)?,
+                    trace,
+                )
+            }
+        };
+        let sessions = match s.session_turns_mean {
+            None => None,
+            Some(m) => {
+                if !(m >= 1.0 && m <= MAX_TURNS as f64) || s.session_turns_stddev < 0.0 {
+                    return Err(flag(
+                        "--session-turns-mean must be from 1 to 1024, and -stddev not negative",
+                    ));
+                }
+                if target.kind != Kind::Chat {
+                    return Err(flag("multi-turn sessions need --endpoint-type chat"));
+                }
+                if s.input_file.is_some() {
+                    return Err(flag("multi-turn sessions are closed loop with synthetic prompts: drop --request-rate, --fixed-schedule and --input-file"));
+                }
+                let list = Sessions::synthetic(&gen, &tokenizer, (m, s.session_turns_stddev))?;
+                Some(Arc::new(Sessions {
+                    body: gen.body.clone(),
+                    head: target.head.clone(),
+                    list,
+                    delay_ns: s.session_turn_delay_ns,
+                }))
+            }
+        };
+        Ok(Workload {
+            dataset: Arc::new(dataset),
+            sessions,
+            tokenizer: Arc::new(tokenizer),
+            trace,
+        })
+    }
+
+    /// `inputs.json`: the request bodies, GenAI-Perf's layout.
+    pub fn inputs_json(&self) -> Vec<u8> {
+        match &self.sessions {
+            Some(s) => s.inputs_json(),
+            None => self.dataset.inputs_json(),
+        }
+    }
+}
