@@ -122,13 +122,13 @@ pub fn profile(
     };
     let plan = Plan::build(spec).map_err(Fatal::from)?;
     eprintln!("ringperf: tokenizer: {}", plan.workload.tokenizer.source);
-    let placement = crate::engine::place(&plan, &reserved).map_err(Fatal)?;
+    let placement = crate::engine::place(&plan, &reserved).map_err(Fatal::from)?;
     eprintln!("ringperf: shards: {}", placement.reason);
     let plan = Arc::new(plan);
     let spare = placement.spare_cpu(&crate::cpus::usable_cpus());
     let telemetry_cfg = args.telemetry.config();
     let telemetry =
-        crate::telemetry::Telemetry::start(&telemetry_cfg, &plan, spare).map_err(Fatal)?;
+        crate::telemetry::Telemetry::start(&telemetry_cfg, &plan, spare).map_err(Fatal::from)?;
     let start = unix_time_secs();
     let probe = sim.as_ref().map(|h| h.in_flight_probe());
     let out = crate::engine::run(plan.clone(), placement, stop, probe).map_err(Fatal::from)?;

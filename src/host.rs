@@ -8,7 +8,7 @@ use std::net::IpAddr;
 
 /// Cumulative time one CPU spent busy and in all (clock ticks, from `/proc/stat`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct CpuTime {
+pub(crate) struct CpuTime {
     /// Ticks busy with work that competes with the client: user, system, irq, softirq and
     /// steal. Work at a positive nice value (`nice`: a compiler in the background, say) is
     /// left out: the client out-ranks it, so a CPU it keeps busy is still free for a shard.
@@ -18,7 +18,7 @@ pub struct CpuTime {
 }
 
 /// Parses the `cpuN` lines of `/proc/stat` into (CPU id, times).
-pub fn parse_proc_stat(text: &str) -> Vec<(usize, CpuTime)> {
+pub(crate) fn parse_proc_stat(text: &str) -> Vec<(usize, CpuTime)> {
     let mut out = Vec::new();
     for line in text.lines() {
         let mut f = line.split_ascii_whitespace();
@@ -47,14 +47,17 @@ pub fn parse_proc_stat(text: &str) -> Vec<(usize, CpuTime)> {
 }
 
 /// Per-CPU times now (empty where `/proc/stat` cannot be read).
-pub fn cpu_times() -> Vec<(usize, CpuTime)> {
+pub(crate) fn cpu_times() -> Vec<(usize, CpuTime)> {
     std::fs::read_to_string("/proc/stat")
         .map(|t| parse_proc_stat(&t))
         .unwrap_or_default()
 }
 
 /// Share of each CPU's time spent busy between two readings of [`cpu_times`].
-pub fn busy_shares(before: &[(usize, CpuTime)], after: &[(usize, CpuTime)]) -> Vec<(usize, f64)> {
+pub(crate) fn busy_shares(
+    before: &[(usize, CpuTime)],
+    after: &[(usize, CpuTime)],
+) -> Vec<(usize, f64)> {
     after
         .iter()
         .filter_map(|(id, b)| {
@@ -75,7 +78,7 @@ pub fn busy_shares(before: &[(usize, CpuTime)], after: &[(usize, CpuTime)]) -> V
 
 /// A thread's time on a CPU and time runnable but waiting for one (ns, cumulative).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct SchedStat {
+pub(crate) struct SchedStat {
     /// Time spent running.
     pub run_ns: u64,
     /// Time spent on a run queue, ready but not running.
@@ -83,7 +86,7 @@ pub struct SchedStat {
 }
 
 /// Parses `/proc/<pid>/task/<tid>/schedstat` (`run_ns wait_ns timeslices`).
-pub fn parse_schedstat(text: &str) -> Option<SchedStat> {
+pub(crate) fn parse_schedstat(text: &str) -> Option<SchedStat> {
     let mut f = text.split_ascii_whitespace().map(|x| x.parse::<u64>().ok());
     Some(SchedStat {
         run_ns: f.next()??,
@@ -92,7 +95,7 @@ pub fn parse_schedstat(text: &str) -> Option<SchedStat> {
 }
 
 /// Scheduler times of thread `tid` of this process (`None` where the kernel keeps none).
-pub fn thread_schedstat(tid: i32) -> Option<SchedStat> {
+pub(crate) fn thread_schedstat(tid: i32) -> Option<SchedStat> {
     let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
     parse_schedstat(&text)
 }
@@ -100,7 +103,7 @@ pub fn thread_schedstat(tid: i32) -> Option<SchedStat> {
 /// True when `ip` is an address of this host (loopback, unspecified, or one of its
 /// interfaces'): a server there shares this host's CPUs with the client. A UDP socket binds
 /// only to a local address, so binding one answers without reading any table.
-pub fn is_local(ip: IpAddr) -> bool {
+pub(crate) fn is_local(ip: IpAddr) -> bool {
     ip.is_loopback() || ip.is_unspecified() || std::net::UdpSocket::bind((ip, 0)).is_ok()
 }
 

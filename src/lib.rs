@@ -1,13 +1,16 @@
 //! ringperf: a thread-per-core load generator for OpenAI-compatible LLM inference servers.
 //!
-//! The crate is organised the way a request flows. [`plan`] turns flags into one validated,
-//! immutable run plan; [`workload`] builds every request's bytes before the clock starts;
-//! [`engine`] runs one pinned monoio runtime per shard, each driving its own connections and
-//! recording into its own histograms; the sans-IO layers [`http`], [`sse`], [`openai`] and
-//! [`exchange`] turn received bytes into measurements; [`report`] merges the shards and writes
-//! what GenAI-Perf and AIPerf users expect. [`sim`] is the built-in server that proves the
-//! client's own overhead.
+//! The crate is organised the way a request flows: [`cli`] turns flags into a plain
+//! [`plan::Spec`]; [`plan`] validates it and prepares every request before the clock starts;
+//! [`engine`] places its shards from what the host is doing and runs one monoio runtime per
+//! shard, each driving its own connections; the sans-IO layers [`http`], [`sse`],
+//! [`api::openai`] and [`exchange`] turn received bytes into [`record`]s; [`report`] merges
+//! them and writes what GenAI-Perf and AIPerf users expect. [`sim`] is the built-in server,
+//! beside the engine, that proves the client's own overhead. Imports point one way; see the
+//! README's *Code layout*.
 #![deny(missing_docs)]
+#![deny(unsafe_code)]
+#![warn(unreachable_pub)]
 
 pub mod api;
 pub mod app;
@@ -18,9 +21,9 @@ pub mod cpus;
 pub mod engine;
 pub mod exchange;
 pub mod gpu;
-pub mod host;
+mod host;
 pub mod http;
-pub mod net;
+mod net;
 pub mod plan;
 pub mod prom;
 pub mod record;
@@ -30,9 +33,10 @@ pub mod server_metrics;
 pub mod sim;
 pub mod sse;
 pub mod stats;
+#[allow(unsafe_code)]
 pub mod sys;
 pub mod telemetry;
-pub mod timer;
-pub mod tls;
+mod timer;
+mod tls;
 pub mod units;
 pub mod workload;

@@ -27,7 +27,7 @@ struct Tls {
 }
 
 /// An open connection.
-pub struct Conn {
+pub(crate) struct Conn {
     tcp: TcpStream,
     tls: Option<Box<Tls>>,
     /// True once it has carried a request (a later failure before any byte may be a stale
@@ -52,7 +52,7 @@ struct TxTrack {
 
 /// Why a connection could not be opened.
 #[derive(Debug)]
-pub struct ConnectError {
+pub(crate) struct ConnectError {
     /// Outcome kind to count.
     pub outcome: Outcome,
     /// What happened.
@@ -61,7 +61,7 @@ pub struct ConnectError {
 
 impl Conn {
     /// Opens a connection to `addr`, with TLS when `tls` is given.
-    pub async fn open(
+    pub(crate) async fn open(
         addr: std::net::SocketAddr,
         tls: Option<(&Arc<rustls::ClientConfig>, &ServerName<'static>)>,
     ) -> Result<Conn, ConnectError> {
@@ -100,7 +100,7 @@ impl Conn {
     }
 
     /// Wraps an accepted connection, completing the TLS handshake when `tls` is given.
-    pub async fn accept(
+    pub(crate) async fn accept(
         tcp: TcpStream,
         tls: Option<&Arc<rustls::ServerConfig>>,
     ) -> io::Result<Conn> {
@@ -123,7 +123,7 @@ impl Conn {
     }
 
     /// The socket's descriptor (for `shutdown` on cancellation).
-    pub fn fd(&self) -> RawFd {
+    pub(crate) fn fd(&self) -> RawFd {
         self.tcp.as_raw_fd()
     }
 
@@ -208,7 +208,7 @@ impl Conn {
 
     /// Writes all of `buf` and returns when its first byte was handed to the kernel
     /// (`CLOCK_MONOTONIC` ns, read just before the send).
-    pub async fn send(&mut self, buf: Vec<u8>) -> (io::Result<u64>, Vec<u8>) {
+    pub(crate) async fn send(&mut self, buf: Vec<u8>) -> (io::Result<u64>, Vec<u8>) {
         if let Some(tls) = self.tls.as_mut() {
             if let Err(e) = tls.conn.writer().write_all(&buf) {
                 return (Err(e), buf);
@@ -230,7 +230,7 @@ impl Conn {
 
     /// Turns on kernel transmit stamps (plain connections; see [`sys::set_tx_timestamps`]),
     /// read back with [`Conn::tx_stamp`].
-    pub fn enable_tx_timestamps(&mut self) {
+    pub(crate) fn enable_tx_timestamps(&mut self) {
         if self.tls.is_none() && sys::set_tx_timestamps(self.fd()) {
             self.tx = Some(TxTrack::default());
         }
@@ -238,7 +238,7 @@ impl Conn {
 
     /// When the kernel sent the last byte of the latest [`Conn::send`] (`CLOCK_MONOTONIC`
     /// ns), once its stamp is on the error queue; it is there before any reply can arrive.
-    pub fn tx_stamp(&mut self) -> Option<u64> {
+    pub(crate) fn tx_stamp(&mut self) -> Option<u64> {
         if self.tx.as_ref()?.got.is_none() {
             self.drain_tx();
         }
@@ -261,7 +261,7 @@ impl Conn {
 
     /// Appends received bytes to `buf` (at least one, or none at end of file) and returns how
     /// many.
-    pub async fn recv(&mut self, mut buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>) {
+    pub(crate) async fn recv(&mut self, mut buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>) {
         let len = buf.len();
         if buf.capacity() - len < 1024 {
             buf.reserve(buf.capacity().max(4096));
@@ -315,7 +315,7 @@ impl Conn {
 impl Conn {
     /// Asks the kernel to stamp received data (`SO_TIMESTAMPNS`), for [`Conn::recv_stamped`].
     /// Plain connections only: under TLS the stamps would not line up with decrypted bytes.
-    pub fn enable_rx_timestamps(&mut self) {
+    pub(crate) fn enable_rx_timestamps(&mut self) {
         if self.tls.is_some() {
             return;
         }
@@ -327,7 +327,7 @@ impl Conn {
     /// (`CLOCK_MONOTONIC` ns), on plain connections with [`Conn::enable_rx_timestamps`]. The
     /// simulator anchors its timings there, so a burst of requests it has not read yet does
     /// not shift them.
-    pub async fn recv_stamped(
+    pub(crate) async fn recv_stamped(
         &mut self,
         mut buf: Vec<u8>,
     ) -> (io::Result<(usize, Option<u64>)>, Vec<u8>) {
@@ -353,18 +353,18 @@ impl Conn {
 }
 
 /// Shuts a socket down so that any pending read on it completes.
-pub use sys::shutdown;
+pub(crate) use sys::shutdown;
 
 /// Descriptors of connections in use, so that a stop can cut them all.
 #[derive(Default)]
-pub struct FdSet {
+pub(crate) struct FdSet {
     fds: Vec<RawFd>,
     free: Vec<usize>,
 }
 
 impl FdSet {
     /// Reserves a place; fill it with [`FdSet::set`].
-    pub fn insert(&mut self) -> usize {
+    pub(crate) fn insert(&mut self) -> usize {
         match self.free.pop() {
             Some(i) => i,
             None => {
@@ -374,16 +374,16 @@ impl FdSet {
         }
     }
     /// Records the descriptor at place `i`.
-    pub fn set(&mut self, i: usize, fd: RawFd) {
+    pub(crate) fn set(&mut self, i: usize, fd: RawFd) {
         self.fds[i] = fd;
     }
     /// Frees place `i`.
-    pub fn remove(&mut self, i: usize) {
+    pub(crate) fn remove(&mut self, i: usize) {
         self.fds[i] = -1;
         self.free.push(i);
     }
     /// Shuts every recorded socket down, so pending reads on them complete.
-    pub fn shutdown_all(&self) {
+    pub(crate) fn shutdown_all(&self) {
         for &fd in self.fds.iter().filter(|&&fd| fd >= 0) {
             shutdown(fd);
         }

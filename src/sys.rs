@@ -84,6 +84,81 @@ pub fn affinity(tid: i32) -> io::Result<Vec<usize>> {
         .collect())
 }
 
+/// A `CLOCK_MONOTONIC` timer descriptor (non-blocking), wrapped in a `UdpSocket` so that an
+/// async runtime, which waits for readiness of sockets only, can wait for it to fire (a
+/// timerfd polls like any descriptor). The wrapper owns and closes it.
+pub fn timerfd() -> io::Result<std::net::UdpSocket> {
+    // SAFETY: plain syscall; the result is checked.
+    let fd = unsafe {
+        libc::timerfd_create(
+            libc::CLOCK_MONOTONIC,
+            libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor, handed to the wrapper that now owns it.
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
+}
+
+/// Arms timer `fd` to fire once at `deadline_ns` (`CLOCK_MONOTONIC`, absolute).
+pub fn timerfd_arm(fd: RawFd, deadline_ns: u64) {
+    let spec = libc::itimerspec {
+        it_interval: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+        it_value: libc::timespec {
+            tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
+        },
+    };
+    // SAFETY: `spec` is a valid itimerspec; a bad descriptor only makes the call fail.
+    unsafe { libc::timerfd_settime(fd, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) };
+}
+
+/// Clears a fired timer `fd` (reads its expiration count; nothing to read is harmless).
+pub fn timerfd_clear(fd: RawFd) {
+    let mut expirations = [0u8; 8];
+    // SAFETY: reading at most 8 bytes into a local buffer of 8.
+    unsafe { libc::read(fd, expirations.as_mut_ptr().cast(), 8) };
+}
+
+static INTERRUPT: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicBool>> =
+    std::sync::OnceLock::new();
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    if let Some(s) = INTERRUPT.get() {
+        s.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    // A second Ctrl-C ends the process at once.
+    // SAFETY: signal() is async-signal-safe.
+    unsafe { libc::signal(libc::SIGINT, libc::SIG_DFL) };
+}
+
+/// A flag that Ctrl-C (SIGINT) and SIGTERM set; a second Ctrl-C ends the process at once.
+/// The handlers are installed on the first call.
+pub fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    let mut fresh = false;
+    let flag = INTERRUPT
+        .get_or_init(|| {
+            fresh = true;
+            std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false))
+        })
+        .clone();
+    if fresh {
+        let handler = on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        // SAFETY: the handler only stores to an atomic and calls signal(), both
+        // async-signal-safe.
+        unsafe {
+            libc::signal(libc::SIGINT, handler);
+            libc::signal(libc::SIGTERM, handler);
+        }
+    }
+    flag
+}
+
 /// Sets thread `tid`'s nice value (0: the calling thread). Raising it needs no privilege;
 /// lowering it below the current value does.
 pub fn set_nice(tid: i32, nice: i32) -> io::Result<()> {

@@ -24,6 +24,17 @@ pub struct Config {
     pub server_metrics_interval_ns: u64,
 }
 
+/// Telemetry flags that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `--gpus` is not `all` or a list of indices.
+    #[error("{0}")]
+    Gpus(String),
+    /// A `--server-metrics-url` cannot be used.
+    #[error("{0}")]
+    ServerMetricsUrl(String),
+}
+
 /// Telemetry threads while the run is live.
 pub struct Telemetry {
     gpu: Option<Sampler>,
@@ -55,11 +66,11 @@ pub struct TelemetryReport {
 impl Telemetry {
     /// Starts what `cfg` asks for around `plan`, its threads on `cpu` when given. A missing
     /// GPU or driver is a note, not an error.
-    pub fn start(cfg: &Config, plan: &Plan, cpu: Option<usize>) -> Result<Telemetry, String> {
+    pub fn start(cfg: &Config, plan: &Plan, cpu: Option<usize>) -> Result<Telemetry, Error> {
         let (gpu, gpu_unavailable) = if !cfg.gpu {
             (None, Some("turned off (--no-gpu-telemetry)".to_string()))
         } else {
-            let want = gpu::parse_gpus(&cfg.gpus)?;
+            let want = gpu::parse_gpus(&cfg.gpus).map_err(Error::Gpus)?;
             match gpu::Nvml::open().and_then(|n| {
                 Sampler::start(
                     Box::new(n),
@@ -79,7 +90,8 @@ impl Telemetry {
             .server_metrics_urls
             .iter()
             .map(|u| Target::parse(u, &plan.target.endpoint))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(Error::ServerMetricsUrl)?;
         let scraper = (!targets.is_empty()).then(|| {
             let tls = plan
                 .target

@@ -20,7 +20,7 @@ use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::future::Future;
-use std::os::fd::{FromRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
@@ -64,58 +64,28 @@ struct Inner {
 impl Inner {
     fn arm(&self, deadline: u64) {
         let deadline = deadline.max(1);
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: (deadline / 1_000_000_000) as libc::time_t,
-                tv_nsec: (deadline % 1_000_000_000) as libc::c_long,
-            },
-        };
-        // SAFETY: `fd` is the timerfd this struct owns (closed by the driver's socket wrapper);
-        // `spec` is a valid itimerspec.
-        unsafe {
-            libc::timerfd_settime(
-                self.fd,
-                libc::TFD_TIMER_ABSTIME,
-                &spec,
-                std::ptr::null_mut(),
-            )
-        };
+        crate::sys::timerfd_arm(self.fd, deadline);
         self.armed.set(deadline);
     }
 }
 
 /// Handle to the shard's fine timer. Cheap to clone; single-threaded by design.
 #[derive(Clone)]
-pub struct FineTimer {
+pub(crate) struct FineTimer {
     inner: Rc<Inner>,
 }
 
 impl FineTimer {
     /// Creates the timer and spawns its driver task on the current monoio runtime.
-    pub fn start() -> std::io::Result<FineTimer> {
+    pub(crate) fn start() -> std::io::Result<FineTimer> {
         FineTimer::with_slack(0)
     }
 
     /// Like [`FineTimer::start`], with sleeps that may end up to `slack_ns` early.
-    pub fn with_slack(slack_ns: u64) -> std::io::Result<FineTimer> {
-        // SAFETY: plain syscall; the result is checked.
-        let fd = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // monoio can wait for readability of sockets only; a timerfd behaves the same under
-        // poll/epoll, and the wrapper is used for nothing but `readable()` and closing the fd.
-        // SAFETY: `fd` is a fresh descriptor that the wrapper now owns.
-        let std_sock = unsafe { std::net::UdpSocket::from_raw_fd(fd) };
+    pub(crate) fn with_slack(slack_ns: u64) -> std::io::Result<FineTimer> {
+        // The wrapper is used for nothing but `readable()` and closing the descriptor.
+        let std_sock = crate::sys::timerfd()?;
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&std_sock);
         let sock = monoio::net::udp::UdpSocket::from_std(std_sock)?;
         let inner = Rc::new(Inner {
             fd,
@@ -134,7 +104,7 @@ impl FineTimer {
 
     /// Stops the driver task and closes the timerfd. monoio does not drop unfinished tasks
     /// with its runtime, so a shard closes its timer before its runtime ends.
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         self.inner.closed.set(true);
         self.inner.arm(1);
         let driver = self.inner.driver.borrow_mut().take();
@@ -144,7 +114,7 @@ impl FineTimer {
     }
 
     /// Completes at `deadline` (absolute `clock::now_ns()` nanoseconds), at once if past.
-    pub fn sleep_until(&self, deadline: u64) -> Sleep {
+    pub(crate) fn sleep_until(&self, deadline: u64) -> Sleep {
         Sleep {
             timer: self.clone(),
             deadline,
@@ -152,8 +122,9 @@ impl FineTimer {
         }
     }
 
-    /// How many times the timerfd fired (for overhead reports).
-    pub fn wakeups(&self) -> u64 {
+    /// How many times the timerfd fired.
+    #[cfg(test)]
+    fn wakeups(&self) -> u64 {
         self.inner.wakeups.get()
     }
 }
@@ -163,10 +134,7 @@ async fn drive(inner: Rc<Inner>, sock: monoio::net::udp::UdpSocket) {
         if sock.readable(false).await.is_err() || inner.closed.get() {
             return;
         }
-        let mut expirations = [0u8; 8];
-        // SAFETY: reading 8 bytes into a local buffer from the non-blocking timerfd; EAGAIN
-        // (a stale readiness) is harmless.
-        unsafe { libc::read(inner.fd, expirations.as_mut_ptr().cast(), 8) };
+        crate::sys::timerfd_clear(inner.fd);
         inner.wakeups.set(inner.wakeups.get() + 1);
         inner.armed.set(u64::MAX);
         let until = now_ns() + inner.slack;
@@ -185,7 +153,7 @@ async fn drive(inner: Rc<Inner>, sock: monoio::net::udp::UdpSocket) {
 }
 
 /// Future returned by [`FineTimer::sleep_until`].
-pub struct Sleep {
+pub(crate) struct Sleep {
     timer: FineTimer,
     deadline: u64,
     registered: bool,

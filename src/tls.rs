@@ -28,7 +28,7 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 
 /// A client configuration trusting `ca_file` (PEM) or the web PKI roots; `insecure` trusts any
 /// certificate.
-pub fn client_config(
+pub(crate) fn client_config(
     ca_file: Option<&Path>,
     insecure: bool,
 ) -> Result<Arc<ClientConfig>, TlsError> {
@@ -70,7 +70,7 @@ pub fn client_config(
 }
 
 /// A server configuration from PEM files (the simulator's https mode).
-pub fn server_config(
+pub(crate) fn server_config(
     cert_file: &Path,
     key_file: &Path,
 ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
@@ -98,7 +98,7 @@ pub fn server_config(
 }
 
 /// The server name to send in SNI and to verify.
-pub fn server_name(host: &str) -> Result<ServerName<'static>, TlsError> {
+pub(crate) fn server_name(host: &str) -> Result<ServerName<'static>, TlsError> {
     ServerName::try_from(
         host.trim_start_matches('[')
             .trim_end_matches(']')

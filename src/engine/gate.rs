@@ -17,7 +17,7 @@ struct State {
 }
 
 /// A reusable, breakable barrier for `n` shards.
-pub struct Gate {
+pub(super) struct Gate {
     state: Mutex<State>,
     cv: Condvar,
     n: usize,
@@ -25,7 +25,7 @@ pub struct Gate {
 
 impl Gate {
     /// A gate for `n` shards.
-    pub fn new(n: usize) -> Gate {
+    pub(super) fn new(n: usize) -> Gate {
         Gate {
             state: Mutex::new(State::default()),
             cv: Condvar::new(),
@@ -34,7 +34,7 @@ impl Gate {
     }
 
     /// Waits until all `n` shards have come, or the gate is broken.
-    pub fn pass(&self) -> Result<(), Broken> {
+    pub(super) fn pass(&self) -> Result<(), Broken> {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if st.broken {
             return Err(Broken);
@@ -58,7 +58,7 @@ impl Gate {
     }
 
     /// Breaks the gate: every `pass`, now and later, fails.
-    pub fn break_it(&self) {
+    pub(super) fn break_it(&self) {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).broken = true;
         self.cv.notify_all();
     }

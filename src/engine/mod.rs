@@ -2,16 +2,17 @@
 //!
 //! Shards meet only at the start (the plan and a start [`gate`]), at the end of warm-up (the
 //! gate again, when there is a warm-up), and at the end (their reports, merged by
-//! [`crate::report`]). Before the run, [`place`] decides how many shards and where from what
+//! the report). Before the run, [`place`] decides how many shards and where from what
 //! the host is doing ([`placement`]). While the run is live the main thread reads the shards'
 //! progress counters and scheduler times, and moves a shard that is starved of CPU
 //! ([`starvation`]).
 
-pub mod gate;
+mod gate;
+mod limits;
 pub mod placement;
-pub mod schedule;
+mod schedule;
 mod shard;
-pub mod starvation;
+pub(crate) mod starvation;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -34,6 +35,31 @@ use starvation::{ShardWatch, Watch};
 const HOST_SAMPLE: Duration = Duration::from_millis(100);
 /// How often the progress line is redrawn.
 const PROGRESS_EVERY_NS: u64 = 100_000_000;
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The I/O driver asked for cannot run here.
+    #[error("--driver {0:?}: cannot start the runtime: {1}")]
+    Driver(crate::runtime::Driver, std::io::Error),
+    /// A shard thread could not be created.
+    #[error("cannot start a shard thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// Why one shard failed (its requests are lost, and the report says so).
+#[derive(Debug, thiserror::Error)]
+pub enum ShardError {
+    /// Its runtime could not be built.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+    /// Its timer, TLS name or another resource could not be set up.
+    #[error("{0}")]
+    Setup(#[from] std::io::Error),
+    /// Another shard failed to start, so this one stopped at the start gate.
+    #[error(transparent)]
+    Gate(#[from] gate::Broken),
+}
 
 /// What one shard hands back.
 #[derive(Debug)]
@@ -89,7 +115,7 @@ pub type InFlightProbe = Box<dyn Fn() -> InFlightSample>;
 
 /// Decides where the shards of `plan` run, from a short look at the host (skipped where the
 /// flags leave nothing to decide).
-pub fn place(plan: &Plan, reserved: &[usize]) -> Result<Placement, String> {
+pub fn place(plan: &Plan, reserved: &[usize]) -> Result<Placement, placement::Error> {
     let e = &plan.spec.engine;
     if e.kernel_timestamps {
         // Early, so that stamping is on when the first request goes out.
@@ -122,7 +148,7 @@ pub fn run(
     placement: Placement,
     stop: Arc<AtomicBool>,
     probe: Option<InFlightProbe>,
-) -> anyhow::Result<RunOutput> {
+) -> Result<RunOutput, Error> {
     let nofile = raise_nofile_limit();
     let concurrency = plan.load.concurrency;
     let needed = concurrency.saturating_add(64);
@@ -133,16 +159,9 @@ pub fn run(
         );
     }
     // Fail early, with one message, when the asked-for driver cannot run here.
-    crate::runtime::build(
-        plan.spec.engine.driver,
-        plan.spec.engine.ring_entries.min(256),
-    )
-    .map_err(|e| {
-        anyhow::anyhow!(
-            "--driver {:?}: cannot start the runtime: {e}",
-            plan.spec.engine.driver
-        )
-    })?;
+    let driver = plan.spec.engine.driver;
+    crate::runtime::build(driver, plan.spec.engine.ring_entries.min(256))
+        .map_err(|e| Error::Driver(driver, e))?;
 
     let allowed = crate::cpus::usable_cpus();
     // A first reading before any request leaves, so the window is covered from its start.
@@ -175,7 +194,8 @@ pub fn run(
                     gate.break_it();
                 }
                 r
-            })?;
+            })
+            .map_err(Error::Thread)?;
         handles.push(handle);
     }
 
@@ -300,11 +320,11 @@ fn shard_thread(
     stop: Arc<AtomicBool>,
     gate: &Gate,
     start: Arc<OnceLock<u64>>,
-) -> anyhow::Result<ShardReport> {
+) -> Result<ShardReport, ShardError> {
     progress.tid.store(crate::sys::gettid(), Ordering::Relaxed);
     let (mut rt, driver) =
         crate::runtime::build(plan.spec.engine.driver, plan.spec.engine.ring_entries)
-            .map_err(|e| anyhow::anyhow!("cannot start the runtime: {e}"))?;
+            .map_err(ShardError::Runtime)?;
     let (index, n) = (me.index, me.of);
     let load = &plan.load;
     let conc = if load.concurrency == u64::MAX {
@@ -327,45 +347,24 @@ fn shard_thread(
                 let (cpu0, wait0) = (thread_cpu_ns(), own_schedstat());
                 let ramp_end = if l.include_ramp { 0 } else { l.ramp_ns };
                 let mut s = OpenLoop::new(offsets.clone(), index, n, t0, warmup, entries, ramp_end);
-                let hard = l.duration_ns.map(|d| t0 + d + l.ramp_ns + l.grace_ns);
-                let limits = shard::Limits {
-                    cap: conc,
-                    ramp: None,
-                    dispatch_deadline: None,
-                    hard_deadline: hard,
-                };
-                shard.run_phase(&mut s, limits).await;
+                shard
+                    .run_phase(&mut s, limits::Limits::open_loop(l, conc, t0))
+                    .await;
                 (t0, cpu0, wait0)
             }
             None => {
                 if warmup > 0 {
                     let mut s = ClosedLoop::new(0, Some(warmup), index, n, entries, Phase::Warmup);
-                    let limits = shard::Limits {
-                        cap: conc,
-                        ramp: None,
-                        dispatch_deadline: None,
-                        hard_deadline: None,
-                    };
-                    shard.run_phase(&mut s, limits).await;
+                    shard.run_phase(&mut s, limits::Limits::capped(conc)).await;
                     gate.pass()?;
                 }
                 let t0 = now_ns();
                 let (cpu0, wait0) = (thread_cpu_ns(), own_schedstat());
                 let end = l.request_count.map(|c| warmup + c);
                 let mut s = ClosedLoop::new(warmup, end, index, n, entries, Phase::Profiling);
-                let dispatch_until = l.duration_ns.map(|d| t0 + l.ramp_ns + d);
-                let ramp = (l.ramp_ns > 0).then_some(shard::Ramp {
-                    start_ns: t0,
-                    len_ns: l.ramp_ns,
-                    tag: !l.include_ramp,
-                });
-                let limits = shard::Limits {
-                    cap: conc,
-                    ramp,
-                    dispatch_deadline: dispatch_until,
-                    hard_deadline: dispatch_until.map(|d| d + l.grace_ns),
-                };
-                shard.run_phase(&mut s, limits).await;
+                shard
+                    .run_phase(&mut s, limits::Limits::closed_loop(l, conc, t0))
+                    .await;
                 (t0, cpu0, wait0)
             }
         };
@@ -378,7 +377,7 @@ fn shard_thread(
         let records = std::mem::take(&mut *shard.records.borrow_mut());
         let scratch = std::mem::take(&mut *shard.scratch.borrow_mut());
         let record_lag = std::mem::take(&mut *shard.record_lag.borrow_mut());
-        Ok::<_, anyhow::Error>((
+        Ok::<_, ShardError>((
             records,
             scratch.client_delay,
             record_lag,

@@ -136,18 +136,34 @@ pub struct Placement {
     pub reason: String,
 }
 
+/// A placement the flags ask for that cannot be.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Error {
+    /// `--shards 0`.
+    #[error("--shards must be at least 1")]
+    NoShards,
+    /// `--cpus` names a CPU outside the process's affinity.
+    #[error("--cpus: CPU {cpu} is not one this process may use ({allowed})")]
+    CpuNotAllowed {
+        /// The CPU asked for.
+        cpu: usize,
+        /// The CPUs the process may use.
+        allowed: String,
+    },
+}
+
 /// Decides the shards' placement. Pure: the host view is measured by the caller.
-pub fn place(ask: &Ask, host: &HostView) -> Result<Placement, String> {
+pub fn place(ask: &Ask, host: &HostView) -> Result<Placement, Error> {
     if ask.shards == Some(0) {
-        return Err("--shards must be at least 1".into());
+        return Err(Error::NoShards);
     }
     let allowed = &host.allowed;
     if let Some(cpus) = &ask.cpus {
-        if let Some(c) = cpus.iter().find(|c| !allowed.contains(c)) {
-            return Err(format!(
-                "--cpus: CPU {c} is not one this process may use ({})",
-                cpu_list(allowed)
-            ));
+        if let Some(&cpu) = cpus.iter().find(|c| !allowed.contains(c)) {
+            return Err(Error::CpuNotAllowed {
+                cpu,
+                allowed: cpu_list(allowed),
+            });
         }
     }
     let mut candidates: Vec<usize> = allowed
@@ -350,6 +366,7 @@ mod tests {
             &h
         )
         .unwrap_err()
+        .to_string()
         .contains("CPU 9 is not one this process may use (0-3)"));
         assert!(place(
             &Ask {

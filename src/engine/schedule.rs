@@ -9,7 +9,7 @@ use crate::record::Phase;
 
 /// One request to send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ticket {
+pub(super) struct Ticket {
     /// Global request number.
     pub id: u64,
     /// Dataset entry to send.
@@ -21,14 +21,14 @@ pub struct Ticket {
 }
 
 /// A source of tickets for one shard.
-pub trait Schedule {
+pub(super) trait Schedule {
     /// The next ticket, or `None` when this shard's share is done.
     fn next(&mut self) -> Option<Ticket>;
 }
 
 /// Closed loop: ids `first, first + step, …` below `end` (unbounded without one).
 #[derive(Debug, Clone)]
-pub struct ClosedLoop {
+pub(super) struct ClosedLoop {
     next: u64,
     step: u64,
     end: Option<u64>,
@@ -38,7 +38,7 @@ pub struct ClosedLoop {
 
 impl ClosedLoop {
     /// Shard `shard` of `shards` takes every `shards`-th id of `[first, end)`.
-    pub fn new(
+    pub(super) fn new(
         first: u64,
         end: Option<u64>,
         shard: usize,
@@ -74,7 +74,7 @@ impl Schedule for ClosedLoop {
 
 /// Open loop: the shard's share of a run-wide schedule of send times.
 #[derive(Debug, Clone)]
-pub struct OpenLoop {
+pub(super) struct OpenLoop {
     offsets: std::sync::Arc<Vec<u64>>,
     next: usize,
     step: usize,
@@ -88,7 +88,7 @@ impl OpenLoop {
     /// Shard `shard` of `shards` takes arrivals `shard, shard + shards, …`; the first
     /// `warmup` arrivals are warm-up, those before `ramp_end_ns` (offset) are ramp-up.
     /// Arrival `i` sends dataset entry `i mod entries` (a trace's own line, when replayed).
-    pub fn new(
+    pub(super) fn new(
         offsets: std::sync::Arc<Vec<u64>>,
         shard: usize,
         shards: usize,
@@ -131,7 +131,7 @@ impl Schedule for OpenLoop {
 }
 
 /// Splits `total` into `parts` shares that differ by at most one.
-pub fn share(total: u64, parts: usize, index: usize) -> u64 {
+pub(super) fn share(total: u64, parts: usize, index: usize) -> u64 {
     let parts = parts as u64;
     total / parts + u64::from((index as u64) < total % parts)
 }

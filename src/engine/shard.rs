@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use rustls::pki_types::ServerName;
 
+use super::limits::{Due, Limits};
 use super::schedule::{Schedule, Ticket};
 use crate::clock::now_ns;
 use crate::exchange::{Exchange, Scratch};
@@ -30,7 +31,7 @@ use crate::timer::FineTimer;
 /// Initial read buffer per connection. Only the pages the kernel writes become resident.
 const READ_BUF: usize = 16 * 1024;
 /// Requests sent in a row before the dispatcher lets the runtime reap completed I/O.
-const DISPATCH_BATCH: usize = 64;
+const DISPATCH_BATCH: usize = 256;
 /// How often the watcher looks at the stop flag and deadlines.
 const WATCH_EVERY: Duration = Duration::from_millis(10);
 
@@ -72,8 +73,7 @@ pub(crate) struct Shard {
     waker: RefCell<Option<Waker>>,
     stop_dispatch: Cell<bool>,
     cancelled: Cell<bool>,
-    dispatch_deadline: Cell<Option<u64>>,
-    hard_deadline: Cell<Option<u64>>,
+    limits: Cell<Option<Limits>>,
     finished: Cell<bool>,
     ramping: Cell<bool>,
     fds: RefCell<FdSet>,
@@ -87,7 +87,7 @@ pub(crate) struct Shard {
 }
 
 impl Shard {
-    pub fn new(
+    pub(super) fn new(
         index: u16,
         plan: Arc<Plan>,
         progress: Arc<Progress>,
@@ -113,8 +113,7 @@ impl Shard {
             waker: RefCell::new(None),
             stop_dispatch: Cell::new(false),
             cancelled: Cell::new(false),
-            dispatch_deadline: Cell::new(None),
-            hard_deadline: Cell::new(None),
+            limits: Cell::new(None),
             finished: Cell::new(false),
             ramping: Cell::new(false),
             fds: RefCell::new(FdSet::default()),
@@ -149,10 +148,9 @@ impl Shard {
 
     /// Runs one phase: dispatches the schedule's tickets within `limits`, and returns when
     /// nothing is in flight.
-    pub async fn run_phase(self: &Rc<Self>, schedule: &mut dyn Schedule, limits: Limits) {
+    pub(super) async fn run_phase(self: &Rc<Self>, schedule: &mut dyn Schedule, limits: Limits) {
         self.stop_dispatch.set(self.cancelled.get());
-        self.dispatch_deadline.set(limits.dispatch_deadline);
-        self.hard_deadline.set(limits.hard_deadline);
+        self.limits.set(Some(limits));
         self.ramping.set(limits.ramp.is_some());
         self.freed.borrow_mut().clear();
         self.cap.set(limits.cap);
@@ -218,14 +216,13 @@ impl Shard {
             ready: |s: &Shard| s.in_flight.get() == 0,
         }
         .await;
-        self.dispatch_deadline.set(None);
-        self.hard_deadline.set(None);
+        self.limits.set(None);
         self.ramping.set(false);
     }
 
     /// Closes every connection and ends the shard's helper tasks. monoio does not drop
     /// unfinished tasks with its runtime, so without this their sockets would stay open.
-    pub async fn close(&self) {
+    pub(super) async fn close(&self) {
         self.finished.set(true);
         self.pool.borrow_mut().clear();
         let watcher = self.watcher.borrow_mut().take();
@@ -263,43 +260,6 @@ impl Shard {
     }
 }
 
-/// A linear ramp of the concurrency cap from 1 to the phase's cap.
-#[derive(Debug, Clone, Copy)]
-pub struct Ramp {
-    /// When it starts (`CLOCK_MONOTONIC` ns).
-    pub start_ns: u64,
-    /// How long it lasts (ns).
-    pub len_ns: u64,
-    /// Tag requests sent meanwhile as ramp-up.
-    pub tag: bool,
-}
-
-/// What bounds a phase's dispatching.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    /// Most requests in flight.
-    pub cap: usize,
-    /// Closed-loop ramp of `cap`.
-    pub ramp: Option<Ramp>,
-    /// Stop dispatching at this time.
-    pub dispatch_deadline: Option<u64>,
-    /// Cut what is in flight at this time.
-    pub hard_deadline: Option<u64>,
-}
-
-impl Limits {
-    /// The cap at time `now`.
-    fn cap_at(&self, now: u64) -> usize {
-        match self.ramp {
-            Some(r) if now < r.start_ns + r.len_ns && self.cap > 1 => {
-                let f = now.saturating_sub(r.start_ns) as f64 / r.len_ns as f64;
-                1 + ((self.cap - 1) as f64 * f) as usize
-            }
-            _ => self.cap,
-        }
-    }
-}
-
 /// Waits until `ready(shard)` holds; re-checked whenever the shard wakes its dispatcher.
 struct WaitFor<'a, F> {
     shard: &'a Shard,
@@ -326,16 +286,21 @@ async fn watch(shard: std::rc::Weak<Shard>) {
         if shard.finished.get() {
             return;
         }
-        let now = now_ns();
-        if shard.stop.load(Ordering::Relaxed) && !shard.cancelled.get() {
+        let interrupted = shard.stop.load(Ordering::Relaxed);
+        let due = match shard.limits.get() {
+            Some(l) => l.due(now_ns(), interrupted),
+            None => Due {
+                stop_dispatch: interrupted,
+                cancel: interrupted,
+            },
+        };
+        if due.cancel {
+            // Every tick: a connection that opened since the last one is cut too.
             shard.cancel_all();
         }
-        if shard.dispatch_deadline.get().is_some_and(|d| now >= d) && !shard.stop_dispatch.get() {
+        if due.stop_dispatch && !shard.stop_dispatch.get() {
             shard.stop_dispatch.set(true);
             shard.wake();
-        }
-        if shard.hard_deadline.get().is_some_and(|d| now >= d) {
-            shard.cancel_all();
         }
         if shard.ramping.get() {
             // The concurrency cap grows with time: let the dispatcher look again.

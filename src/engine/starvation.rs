@@ -19,11 +19,11 @@ use super::placement::{widen, Pin, Placement};
 use crate::host::SchedStat;
 
 /// How often the engine samples the shards' scheduler times.
-pub const INTERVAL_NS: u64 = 10_000_000;
+pub(crate) const INTERVAL_NS: u64 = 10_000_000;
 /// A shard that waited at least this long for a CPU in one interval…
-pub const STARVED_WAIT_NS: u64 = 2_000_000;
+pub(crate) const STARVED_WAIT_NS: u64 = 2_000_000;
 /// …and at least this share of the interval, was starved in it.
-pub const STARVED_SHARE: f64 = 0.2;
+pub(crate) const STARVED_SHARE: f64 = 0.2;
 /// Starved intervals in a row, on the quiet CPUs already, before a shard may go anywhere.
 const STARVED_BEFORE_ANYWHERE: u32 = 3;
 /// Episodes kept per shard; later ones are merged into the last (bounded memory).
@@ -68,7 +68,7 @@ pub struct ShardWatch {
 
 /// Every shard under watch.
 #[derive(Debug, Clone)]
-pub struct Watch {
+pub(crate) struct Watch {
     /// Per shard, in shard order.
     pub shards: Vec<ShardWatch>,
     placement: Placement,
@@ -77,7 +77,7 @@ pub struct Watch {
 
 impl Watch {
     /// Watches shards placed by `placement` on a process that may use `allowed`.
-    pub fn new(placement: &Placement, allowed: &[usize]) -> Watch {
+    pub(crate) fn new(placement: &Placement, allowed: &[usize]) -> Watch {
         Watch {
             shards: placement
                 .shards
@@ -97,7 +97,7 @@ impl Watch {
 
     /// Takes shard `i`'s scheduler times read at `t_ns`. Returns the CPUs it should be moved
     /// to, when it was starved and can go somewhere wider.
-    pub fn observe(&mut self, i: usize, t_ns: u64, now: SchedStat) -> Option<Vec<usize>> {
+    pub(crate) fn observe(&mut self, i: usize, t_ns: u64, now: SchedStat) -> Option<Vec<usize>> {
         let s = &mut self.shards[i];
         let prev = s.last.replace((t_ns, now));
         let (t0, before) = prev?;
@@ -145,7 +145,7 @@ impl Watch {
 
 /// Total waiting time of `episodes` that falls inside `[from, to]`, and the longest single
 /// episode's wait there (ns).
-pub fn within(episodes: &[Episode], from: u64, to: u64) -> (u64, u64) {
+pub(crate) fn within(episodes: &[Episode], from: u64, to: u64) -> (u64, u64) {
     let mut total = 0;
     let mut worst = 0;
     for e in episodes

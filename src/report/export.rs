@@ -10,10 +10,10 @@ use super::Report;
 use crate::stats::PERCENTILES;
 
 /// Schema version of `profile_export_ringperf.json`.
-pub const SCHEMA_VERSION: &str = "1.0";
+pub(crate) const SCHEMA_VERSION: &str = "1.0";
 
 /// Start and end of the run, for the JSON export.
-pub struct Times {
+pub(crate) struct Times {
     /// Unix seconds at start.
     pub start: f64,
     /// Unix seconds at end.
@@ -21,7 +21,7 @@ pub struct Times {
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` for Unix seconds.
-pub fn iso8601(unix: f64) -> String {
+pub(crate) fn iso8601(unix: f64) -> String {
     let secs = unix.floor() as i64;
     let ms = ((unix - secs as f64) * 1000.0) as i64;
     let days = secs.div_euclid(86_400);
@@ -45,7 +45,7 @@ pub fn iso8601(unix: f64) -> String {
 }
 
 /// The `profile_export_ringperf.json` document.
-pub fn profile_json(r: &Report, input_config: &Value, times: &Times) -> Value {
+pub(crate) fn profile_json(r: &Report, input_config: &Value, times: &Times) -> Value {
     let mut doc = Map::new();
     doc.insert("schema_version".into(), json!(SCHEMA_VERSION));
     for (tag, label, d, scale) in dist_rows(r) {
@@ -172,7 +172,7 @@ pub fn profile_json(r: &Report, input_config: &Value, times: &Times) -> Value {
 }
 
 /// The `profile_export_ringperf.csv` text: distributions, then single values.
-pub fn profile_csv(r: &Report) -> Result<Vec<u8>, csv::Error> {
+pub(crate) fn profile_csv(r: &Report) -> Result<Vec<u8>, csv::Error> {
     let mut w = csv::WriterBuilder::new()
         .flexible(true)
         .from_writer(Vec::new());
@@ -230,7 +230,7 @@ fn ms(ns: u64) -> Value {
 }
 
 /// Writes `profile_export.jsonl`: one line per request, metadata and metric values.
-pub fn write_records(r: &Report, path: &Path) -> std::io::Result<()> {
+pub(crate) fn write_records(r: &Report, path: &Path) -> std::io::Result<()> {
     let mut w = BufWriter::new(std::fs::File::create(path)?);
     for rec in &r.records {
         let mut metrics = Map::new();
@@ -303,7 +303,7 @@ pub fn write_records(r: &Report, path: &Path) -> std::io::Result<()> {
 }
 
 /// Writes every artifact into `dir`.
-pub fn write_all(
+pub(crate) fn write_all(
     r: &Report,
     dir: &Path,
     input_config: &Value,

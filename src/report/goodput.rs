@@ -22,7 +22,7 @@ pub struct Goodput {
 }
 
 /// Goodput of the measured requests (`ok` successful, `failed` failed) over `window_ns`.
-pub fn compute<'a>(
+pub(super) fn compute<'a>(
     slos: &[Slo],
     ok: impl Iterator<Item = &'a Record>,
     failed: u64,

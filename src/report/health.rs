@@ -29,7 +29,7 @@ const CPU_LIMIT: f64 = 0.90;
 /// Per-request client-added delay (simulator self-check) p99 above this distorts results.
 const DELAY_LIMIT_NS: u64 = 1_000_000;
 /// Open loop: dispatch delay p99 above this, requests left late.
-pub const DISPATCH_LIMIT_NS: u64 = 1_000_000;
+pub(super) const DISPATCH_LIMIT_NS: u64 = 1_000_000;
 /// A shard that records events this long after they arrived has fallen behind.
 const LAG_LIMIT_NS: u64 = 10_000_000;
 /// Starvation distorts the percentiles when more than this share of measured requests were
@@ -147,7 +147,7 @@ fn per_sec(n: u64, ns: u64) -> f64 {
 
 /// Marks each record that was in flight while its shard was starved; returns how many
 /// measured ones were, per shard.
-pub fn mark_starved(records: &mut [Record], watch: &[ShardWatch]) -> Vec<u64> {
+pub(super) fn mark_starved(records: &mut [Record], watch: &[ShardWatch]) -> Vec<u64> {
     let mut counts = vec![0u64; watch.len()];
     for r in records.iter_mut() {
         let Some(w) = watch.get(usize::from(r.shard)) else {
@@ -165,7 +165,7 @@ pub fn mark_starved(records: &mut [Record], watch: &[ShardWatch]) -> Vec<u64> {
 }
 
 /// Mean requests in flight over `[from, to]` from a probe's integral readings.
-pub fn mean_in_flight(samples: &[InFlightSample], from: u64, to: u64) -> Option<f64> {
+pub(super) fn mean_in_flight(samples: &[InFlightSample], from: u64, to: u64) -> Option<f64> {
     if to <= from {
         return None;
     }
@@ -179,7 +179,7 @@ pub fn mean_in_flight(samples: &[InFlightSample], from: u64, to: u64) -> Option<
 }
 
 /// What the report needs to judge the client.
-pub struct Inputs<'a> {
+pub(super) struct Inputs<'a> {
     /// The shards' reports (records already marked).
     pub shards: &'a [ShardReport],
     /// Starved requests per shard, from [`mark_starved`].
@@ -211,7 +211,7 @@ pub struct Inputs<'a> {
 /// arrive during the wait are read together and take the newest one's stamp, so the wait
 /// must reach the typical gap between a stream's events (the median inter-chunk latency).
 /// Without kernel stamps every late read is a late stamp: 1 ms.
-pub fn merge_window_ns(kernel_stamps: bool, chunk_gaps: &Dist) -> u64 {
+pub(super) fn merge_window_ns(kernel_stamps: bool, chunk_gaps: &Dist) -> u64 {
     if kernel_stamps && chunk_gaps.count() > 0 {
         chunk_gaps.percentile(50.0).max(DELAY_LIMIT_NS)
     } else {
@@ -247,7 +247,7 @@ fn held(records: &[Record], asked: u64) -> Option<Held> {
 }
 
 /// Judges the client from the evidence; warnings go to `warnings`.
-pub fn assess(i: &Inputs<'_>, warnings: &mut Vec<String>) -> Health {
+pub(super) fn assess(i: &Inputs<'_>, warnings: &mut Vec<String>) -> Health {
     let shards: Vec<ShardHealth> = i
         .shards
         .iter()

@@ -4,7 +4,7 @@ use crate::record::Record;
 use crate::stats::Dist;
 
 /// Per-user throughput is kept in milli-tokens per second so it fits an integer histogram.
-pub const PER_USER_SCALE: f64 = 1000.0;
+pub(super) const PER_USER_SCALE: f64 = 1000.0;
 
 /// The distributions of one shard (or, merged, of the run).
 #[derive(Debug, Clone, Default)]

@@ -5,17 +5,20 @@
 //! every distribution and counted by kind.
 
 pub mod console;
-pub mod export;
-pub mod goodput;
-pub mod health;
-pub mod metrics;
+pub(crate) mod export;
+mod goodput;
+mod health;
+mod metrics;
+
+pub use goodput::Goodput;
+pub use health::{Distortion, Health, Held, MoveNote, SelfCheck, ShardHealth};
+pub use metrics::Metrics;
 
 use std::collections::BTreeMap;
 
 use crate::engine::RunOutput;
 use crate::record::{Outcome, Record, TokenSource};
 use crate::stats::Dist;
-use metrics::Metrics;
 
 /// One row of the error summary.
 #[derive(Debug, Clone, serde::Serialize)]

@@ -14,14 +14,14 @@ struct Grant {
 }
 
 /// A shard's batch: active streams and the queue waiting for a place.
-pub struct Batch {
+pub(super) struct Batch {
     active: Cell<usize>,
     cap: usize,
     queue: RefCell<VecDeque<Rc<Grant>>>,
 }
 
 /// A place in the batch, given back when dropped.
-pub struct Permit {
+pub(super) struct Permit {
     batch: Rc<Batch>,
     /// True if the request had to wait in the queue for it.
     pub queued: bool,
@@ -35,7 +35,7 @@ impl Drop for Permit {
 
 impl Batch {
     /// A batch of `cap` places (0: unlimited).
-    pub fn new(cap: usize) -> Rc<Batch> {
+    pub(super) fn new(cap: usize) -> Rc<Batch> {
         Rc::new(Batch {
             active: Cell::new(0),
             cap,
@@ -44,17 +44,17 @@ impl Batch {
     }
 
     /// Streams generating now.
-    pub fn active(&self) -> usize {
+    pub(super) fn active(&self) -> usize {
         self.active.get()
     }
 
     /// Places in the batch (0: unlimited).
-    pub fn cap(&self) -> usize {
+    pub(super) fn cap(&self) -> usize {
         self.cap
     }
 
     /// Waits for a place.
-    pub async fn admit(self: &Rc<Self>) -> Permit {
+    pub(super) async fn admit(self: &Rc<Self>) -> Permit {
         if self.cap == 0 || self.active.get() < self.cap {
             self.active.set(self.active.get() + 1);
             return Permit {

@@ -6,7 +6,7 @@
 //! so the same `--random-seed` gives byte-identical request bodies and `inputs.json`.
 
 pub mod files;
-pub mod tokenizer;
+mod tokenizer;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

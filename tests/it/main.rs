@@ -13,6 +13,7 @@ mod datasets;
 mod e2e;
 mod endpoints;
 mod faults;
+mod layers;
 mod open_loop;
 mod placement;
 mod protocol;
