@@ -78,6 +78,28 @@ impl Kind {
         Kind::ALL.into_iter().find(|k| k.path() == Some(path))
     }
 
+    /// The `object` of its responses (`chat.completion`, …).
+    pub fn object(self) -> &'static str {
+        match self {
+            Kind::Chat => "chat.completion",
+            Kind::Completions => "text_completion",
+            Kind::Embeddings => "list",
+            Kind::Responses => "response",
+            Kind::Template => "object",
+        }
+    }
+
+    /// The prefix of its response ids (`chatcmpl-…`), as OpenAI-compatible servers write them.
+    pub fn id_prefix(self) -> &'static str {
+        match self {
+            Kind::Chat => "chatcmpl",
+            Kind::Completions => "cmpl",
+            Kind::Embeddings => "embd",
+            Kind::Responses => "resp",
+            Kind::Template => "gen",
+        }
+    }
+
     /// Whether its responses can be streamed.
     pub fn streams(self) -> bool {
         self != Kind::Embeddings

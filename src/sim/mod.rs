@@ -14,6 +14,8 @@
 //! the API shapes and the fine timer with the client, and nothing else.
 
 mod batch;
+mod counters;
+mod reply;
 mod server;
 
 use std::net::SocketAddr;

@@ -1,0 +1,116 @@
+//! What the simulator counts: requests, events, tokens, its running and waiting gauges, and
+//! the requests in flight integrated over time; and its `/metrics` page in vLLM's names.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::clock::now_ns;
+use crate::record::InFlightSample;
+
+#[derive(Default)]
+pub(super) struct Counters {
+    pub(super) requests: AtomicU64,
+    pub(super) events: AtomicU64,
+    pub(super) tokens: AtomicU64,
+    pub(super) finished: AtomicU64,
+    pub(super) running: AtomicU64,
+    pub(super) waiting: AtomicU64,
+    pub(super) in_flight: std::sync::Mutex<InFlight>,
+}
+
+/// Requests received and not yet answered, and their integral over time, so a run can show
+/// the load the server really saw.
+#[derive(Default)]
+pub(super) struct InFlight {
+    now: u64,
+    since_ns: u64,
+    integral: u128,
+}
+
+impl InFlight {
+    fn advance(&mut self, t: u64) {
+        let t = t.max(self.since_ns);
+        self.integral += u128::from(self.now) * u128::from(t - self.since_ns);
+        self.since_ns = t;
+    }
+}
+
+/// Counts one request in flight for as long as it lives.
+pub(super) struct Busy<'a>(&'a std::sync::Mutex<InFlight>);
+
+impl<'a> Busy<'a> {
+    pub(super) fn enter(m: &'a std::sync::Mutex<InFlight>) -> Busy<'a> {
+        let mut f = m.lock().unwrap_or_else(|e| e.into_inner());
+        f.advance(now_ns());
+        f.now += 1;
+        Busy(m)
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        let mut f = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        f.advance(now_ns());
+        f.now -= 1;
+    }
+}
+
+impl Counters {
+    pub(super) fn in_flight(&self) -> (u64, InFlightSample) {
+        let mut f = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        let t = now_ns();
+        f.advance(t);
+        (
+            f.now,
+            InFlightSample {
+                t_ns: t,
+                integral: f.integral,
+            },
+        )
+    }
+}
+
+/// Adds one to a gauge for as long as it lives.
+pub(super) struct Gauge<'a>(&'a AtomicU64);
+
+impl<'a> Gauge<'a> {
+    pub(super) fn up(g: &'a AtomicU64) -> Gauge<'a> {
+        g.fetch_add(1, Ordering::Relaxed);
+        Gauge(g)
+    }
+}
+
+impl Drop for Gauge<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The simulator's `/metrics`, in vLLM's names, so `--server-metrics-url auto` has
+/// something real to read.
+pub(super) fn metrics_page(model: &str, c: &Counters) -> String {
+    let m = model
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n");
+    let g = |v: &AtomicU64| v.load(Ordering::Relaxed);
+    let (in_flight, integral) = c.in_flight();
+    format!(
+        "# HELP vllm:num_requests_running Requests generating now.\n# TYPE vllm:num_requests_running gauge\n\
+         vllm:num_requests_running{{model_name=\"{m}\"}} {}\n\
+         # HELP vllm:num_requests_waiting Requests queued for a batch place.\n# TYPE vllm:num_requests_waiting gauge\n\
+         vllm:num_requests_waiting{{model_name=\"{m}\"}} {}\n\
+         # HELP vllm:generation_tokens_total Tokens generated.\n# TYPE vllm:generation_tokens_total counter\n\
+         vllm:generation_tokens_total{{model_name=\"{m}\"}} {}\n\
+         # HELP vllm:request_success_total Requests finished.\n# TYPE vllm:request_success_total counter\n\
+         vllm:request_success_total{{model_name=\"{m}\"}} {}\n\
+         # HELP ringperf_sim_requests_in_flight Requests received and not yet answered.\n# TYPE ringperf_sim_requests_in_flight gauge\n\
+         ringperf_sim_requests_in_flight {in_flight}\n\
+         # HELP ringperf_sim_in_flight_seconds_total Requests in flight integrated over time; its rise over a window divided by the window is the mean in flight.\n# TYPE ringperf_sim_in_flight_seconds_total counter\n\
+         ringperf_sim_in_flight_seconds_total {:.6}\n",
+        g(&c.running),
+        g(&c.waiting),
+        g(&c.tokens),
+        g(&c.finished),
+        integral.integral as f64 / 1e9
+    )
+}

@@ -1,0 +1,357 @@
+//! The simulator's replies to generation requests: what a request asked for, the output
+//! length and pacing, and every event (or the whole body) of the answer, for each API kind.
+
+use std::io::Write;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+
+use rand::Rng;
+
+use super::batch::Permit;
+use super::counters::Gauge;
+use super::server::{respond, Ctx};
+use super::WORDS;
+use crate::api::Kind;
+use crate::clock::now_ns;
+use crate::net::Conn;
+
+/// What a generation request asked for.
+pub(super) struct Gen {
+    api: Kind,
+    stream: bool,
+    usage: bool,
+    max_tokens: u32,
+    min_tokens: u32,
+    ignore_eos: bool,
+    prompt_tokens: u64,
+}
+
+/// The fields of a generation request the simulator reads; everything else is skipped.
+#[derive(serde::Deserialize)]
+pub(super) struct GenRequest<'a> {
+    #[serde(borrow, default)]
+    pub(super) model: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    stream: bool,
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    max_tokens: Option<u64>,
+    #[serde(default)]
+    max_completion_tokens: Option<u64>,
+    #[serde(default)]
+    min_tokens: Option<u64>,
+    #[serde(default)]
+    ignore_eos: bool,
+    #[serde(borrow, default)]
+    messages: Option<Vec<MessageIn<'a>>>,
+    #[serde(borrow, default)]
+    prompt: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    input: Option<&'a serde_json::value::RawValue>,
+    #[serde(default)]
+    max_output_tokens: Option<u64>,
+}
+
+#[derive(serde::Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: bool,
+}
+
+#[derive(serde::Deserialize)]
+struct MessageIn<'a> {
+    #[serde(borrow, default)]
+    content: Option<&'a serde_json::value::RawValue>,
+}
+
+pub(super) fn read_gen(r: &GenRequest<'_>, api: Kind, default_max: u32) -> Gen {
+    let clamp = |n: u64| n.min(u64::from(u32::MAX)) as u32;
+    let prompt_chars = match api {
+        Kind::Chat => r
+            .messages
+            .iter()
+            .flatten()
+            .filter_map(|m| m.content.map(|c| c.get().len()))
+            .sum::<usize>(),
+        Kind::Responses | Kind::Embeddings => r.input.map_or(0, |p| p.get().len()),
+        Kind::Completions | Kind::Template => r.prompt.map_or(0, |p| p.get().len()),
+    };
+    let max_tokens = r
+        .max_tokens
+        .or(r.max_completion_tokens)
+        .or(r.max_output_tokens)
+        .map_or(default_max, clamp)
+        .max(1);
+    Gen {
+        api,
+        stream: r.stream,
+        usage: r.stream_options.as_ref().is_some_and(|o| o.include_usage),
+        max_tokens,
+        min_tokens: r.min_tokens.map_or(0, clamp).min(max_tokens),
+        ignore_eos: r.ignore_eos,
+        // An estimate (about four characters a token); the simulator carries no tokenizer.
+        prompt_tokens: prompt_chars.div_ceil(4) as u64,
+    }
+}
+
+/// Output length: max_tokens, or earlier at a random EOS after min_tokens.
+fn output_len(gen: &Gen, eos_p: f64, rng: &mut impl Rng) -> u32 {
+    if gen.ignore_eos || eos_p <= 0.0 {
+        return gen.max_tokens;
+    }
+    let mut n = gen.min_tokens.max(1);
+    while n < gen.max_tokens && !rng.random_bool(eos_p) {
+        n += 1;
+    }
+    n
+}
+
+fn itl_now(ctx: &Ctx, base: u64) -> u64 {
+    let cap = ctx.batch.cap();
+    if cap == 0 {
+        return base;
+    }
+    let load = ctx.batch.active() as f64 / cap as f64;
+    (base as f64 * (1.0 + ctx.args.itl_growth * load)) as u64
+}
+
+pub(super) async fn generate(
+    ctx: &Rc<Ctx>,
+    stream: &mut Conn,
+    out: &mut Vec<u8>,
+    gen: Gen,
+    close: bool,
+    arrived: u64,
+) -> bool {
+    let (n_out, ttft, itl) = {
+        let mut rng = ctx.rng.borrow_mut();
+        let n = output_len(&gen, ctx.args.eos_probability, &mut *rng);
+        (
+            n,
+            ctx.args.ttft.sample(&mut *rng),
+            ctx.args.itl.sample(&mut *rng),
+        )
+    };
+    let id = ctx.next_id.get();
+    ctx.next_id.set(id + 1);
+    let id = format!("{}-{:x}-{id:x}", gen.api.id_prefix(), ctx.shard);
+    let created = crate::clock::unix_time_secs() as u64;
+    let finish = if n_out == gen.max_tokens {
+        "length"
+    } else {
+        "stop"
+    };
+    let object = gen.api.object();
+    // The first event (or the whole body) tells when the request reached the kernel, so the
+    // client can check its own send stamps against it.
+    let mut arrival = format!(r#","x_ringperf_arrived_ns":{arrived}"#);
+
+    if gen.stream {
+        out.clear();
+        let _ = write!(
+            out,
+            "HTTP/1.1 200 OK\r\nserver: ringperf-sim\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n{}\r\n",
+            if close { "connection: close\r\n" } else { "" }
+        );
+        if gen.api == Kind::Responses {
+            let ev = format!(
+                r#"{{"type":"response.created","response":{{"id":"{id}","object":"response","created_at":{created},"status":"in_progress","model":{}}}{}}}"#,
+                ctx.model_json,
+                std::mem::take(&mut arrival)
+            );
+            push_named_event(out, "response.created", ev.as_bytes());
+        }
+        if gen.api == Kind::Chat {
+            // vLLM's first chunk: the role, with empty content (not a content event).
+            let ev = format!(
+                r#"{{"id":"{id}","object":"chat.completion.chunk","created":{created},"model":{},"choices":[{{"index":0,"delta":{{"role":"assistant","content":""}},"finish_reason":null}}]{}}}"#,
+                ctx.model_json,
+                std::mem::take(&mut arrival)
+            );
+            push_event(out, ev.as_bytes());
+        }
+        // The head and the role chunk go out with the first token: one write instead of two,
+        // which keeps the simulator's per-request cost low when many requests arrive at once.
+    }
+    let waiting = Gauge::up(&ctx.counters.waiting);
+    let permit: Permit = ctx.batch.admit().await;
+    drop(waiting);
+    let _running = Gauge::up(&ctx.counters.running);
+    // A request that got its place at once starts at its arrival; a queued one when admitted.
+    let start = if permit.queued { now_ns() } else { arrived };
+    let mut deadline = start + ttft;
+    let tpc = ctx.args.tokens_per_chunk;
+    let mut sent = 0u32;
+    let mut text = String::new();
+    let mut word = (id.len() + n_out as usize) % WORDS.len();
+    // What every event of this response shares, formatted once: the part before the new
+    // text, and the part right after it.
+    let (prefix, after_text) = match gen.api {
+        Kind::Chat => (
+            format!(
+                r#"{{"id":"{id}","object":"chat.completion.chunk","created":{created},"model":{},"choices":[{{"index":0,"delta":{{"content":""#,
+                ctx.model_json
+            ),
+            r#""},"finish_reason":"#,
+        ),
+        Kind::Responses => (
+            format!(
+                r#"{{"type":"response.output_text.delta","item_id":"msg-{id}","output_index":0,"content_index":0,"delta":""#
+            ),
+            r#"""#,
+        ),
+        _ => (
+            format!(
+                r#"{{"id":"{id}","object":"{object}","created":{created},"model":{},"choices":[{{"index":0,"text":""#,
+                ctx.model_json
+            ),
+            r#"","finish_reason":"#,
+        ),
+    };
+    let mut ev: Vec<u8> = Vec::with_capacity(prefix.len() + 128);
+    while sent < n_out {
+        let n = tpc.min(n_out - sent);
+        ctx.timer.sleep_until(deadline).await;
+        ev.clear();
+        ev.extend_from_slice(prefix.as_bytes());
+        for _ in 0..n {
+            let w = WORDS[word];
+            if gen.stream {
+                ev.extend_from_slice(w.as_bytes());
+            } else {
+                text.push_str(w);
+            }
+            word = (word + 1) % WORDS.len();
+        }
+        sent += n;
+        ctx.counters
+            .tokens
+            .fetch_add(u64::from(n), Ordering::Relaxed);
+        if gen.stream {
+            ev.extend_from_slice(after_text.as_bytes());
+            if gen.api != Kind::Responses {
+                if sent == n_out {
+                    let _ = write!(ev, "\"{finish}\"");
+                } else {
+                    ev.extend_from_slice(b"null");
+                }
+                ev.extend_from_slice(b"}]");
+                ev.extend_from_slice(std::mem::take(&mut arrival).as_bytes());
+            }
+            let _ = write!(ev, r#","x_ringperf_sent_ns":{}}}"#, now_ns());
+            if gen.api == Kind::Responses {
+                push_named_event(out, "response.output_text.delta", &ev);
+            } else {
+                push_event(out, &ev);
+            }
+            if !send(stream, out).await {
+                return false;
+            }
+            out.clear();
+            ctx.counters.events.fetch_add(1, Ordering::Relaxed);
+        }
+        if sent < n_out {
+            deadline += itl_now(ctx, itl) * u64::from(tpc.min(n_out - sent));
+        }
+    }
+    ctx.counters.finished.fetch_add(1, Ordering::Relaxed);
+    let usage = format!(
+        r#"{{"prompt_tokens":{},"completion_tokens":{n_out},"total_tokens":{}}}"#,
+        gen.prompt_tokens,
+        gen.prompt_tokens + u64::from(n_out)
+    );
+    let responses_usage = format!(
+        r#"{{"input_tokens":{},"output_tokens":{n_out},"total_tokens":{}}}"#,
+        gen.prompt_tokens,
+        gen.prompt_tokens + u64::from(n_out)
+    );
+    if gen.stream {
+        if gen.api == Kind::Responses {
+            let ev = format!(
+                r#"{{"type":"response.completed","response":{{"id":"{id}","object":"response","created_at":{created},"status":"completed","model":{},"usage":{responses_usage}}}}}"#,
+                ctx.model_json
+            );
+            push_named_event(out, "response.completed", ev.as_bytes());
+        } else {
+            if gen.usage {
+                let ev = format!(
+                    r#"{{"id":"{id}","object":"{object}{}","created":{created},"model":{},"choices":[],"usage":{usage}}}"#,
+                    if gen.api == Kind::Chat { ".chunk" } else { "" },
+                    ctx.model_json
+                );
+                push_event(out, ev.as_bytes());
+            }
+            push_event(out, b"[DONE]");
+        }
+        out.extend_from_slice(b"0\r\n\r\n");
+        send(stream, out).await && !close
+    } else {
+        let b = match gen.api {
+            Kind::Chat => format!(
+                r#"{{"id":"{id}","object":"{object}","created":{created},"model":{},"choices":[{{"index":0,"message":{{"role":"assistant","content":"{text}"}},"finish_reason":"{finish}"}}],"usage":{usage}{arrival}}}"#,
+                ctx.model_json
+            ),
+            Kind::Responses => format!(
+                r#"{{"id":"{id}","object":"response","created_at":{created},"status":"completed","model":{},"output":[{{"type":"message","role":"assistant","content":[{{"type":"output_text","text":"{text}"}}]}}],"usage":{responses_usage}{arrival}}}"#,
+                ctx.model_json
+            ),
+            _ => format!(
+                r#"{{"id":"{id}","object":"{object}","created":{created},"model":{},"choices":[{{"index":0,"text":"{text}","finish_reason":"{finish}"}}],"usage":{usage}{arrival}}}"#,
+                ctx.model_json
+            ),
+        };
+        respond(stream, out, 200, "application/json", b.as_bytes(), close).await
+    }
+}
+
+/// `/v1/embeddings`: a small fixed vector after the TTFT (the compute time).
+pub(super) async fn embed(
+    ctx: &Rc<Ctx>,
+    stream: &mut Conn,
+    out: &mut Vec<u8>,
+    r: &GenRequest<'_>,
+    close: bool,
+    arrived: u64,
+) -> bool {
+    let ttft = ctx.args.ttft.sample(&mut *ctx.rng.borrow_mut());
+    let tokens = r.input.map_or(0, |i| i.get().len()).div_ceil(4);
+    {
+        let _waiting = Gauge::up(&ctx.counters.waiting);
+        let permit = ctx.batch.admit().await;
+        let start = if permit.queued { now_ns() } else { arrived };
+        drop(_waiting);
+        let _running = Gauge::up(&ctx.counters.running);
+        ctx.timer.sleep_until(start + ttft).await;
+    }
+    ctx.counters.finished.fetch_add(1, Ordering::Relaxed);
+    let b = format!(
+        r#"{{"object":"list","data":[{{"object":"embedding","index":0,"embedding":[0.125,-0.25,0.5,0.0625,-0.5,0.25,0.375,-0.125]}}],"model":{},"usage":{{"prompt_tokens":{tokens},"total_tokens":{tokens}}},"x_ringperf_arrived_ns":{arrived}}}"#,
+        ctx.model_json
+    );
+    respond(stream, out, 200, "application/json", b.as_bytes(), close).await
+}
+
+/// Appends one named SSE event (`event:` then `data:`) as one HTTP chunk.
+fn push_named_event(out: &mut Vec<u8>, name: &str, data: &[u8]) {
+    let _ = write!(
+        out,
+        "{:x}\r\nevent: {name}\ndata: ",
+        data.len() + name.len() + 16
+    );
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\n\n\r\n");
+}
+
+/// Appends one SSE event as one HTTP chunk.
+fn push_event(out: &mut Vec<u8>, data: &[u8]) {
+    let _ = write!(out, "{:x}\r\ndata: ", data.len() + 8);
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\n\n\r\n");
+}
+
+async fn send(stream: &mut Conn, out: &mut Vec<u8>) -> bool {
+    let (res, o) = stream.send(std::mem::take(out)).await;
+    *out = o;
+    res.is_ok()
+}
