@@ -498,6 +498,7 @@ fn run_raw(streams: usize, rate: u64, driver: Driver, secs: u64) -> Figures {
 
 /// One co-located run's figures.
 struct Colocated {
+    event_p99_us: f64,
     held: f64,
     client_cpu: f64,
     sim_cpu: f64,
@@ -529,6 +530,7 @@ fn colocated(streams: usize, opts: &Opts) -> Colocated {
         (c + s.cpu_us_per_event * ev, e + ev)
     });
     Colocated {
+        event_p99_us: us(&r.client_delay, 99.0),
         held: r.health.held.map_or(f64::NAN, |h| h.mean / streams as f64),
         client_cpu: r.health.shards.iter().map(|s| s.cpu_utilization).sum(),
         sim_cpu,
@@ -554,11 +556,12 @@ fn print_colocated(opts: &Opts) {
         opts.ttft, opts.itl, opts.osl, opts.runs, opts.secs
     );
     println!(
-        "{:>7} | {:>23} {:>10} {:>10} | {:>13} {:>6} | {:>13} | {:>10} {:>6} {:>6} | {:>7}",
+        "{:>7} | {:>23} {:>10} {:>10} {:>10} | {:>13} {:>6} | {:>13} | {:>10} {:>6} {:>6} | {:>7}",
         "streams",
         "added/request p50, p99",
         "send p99",
         "recv p99",
+        "event p99",
         "sim in flight",
         "held",
         "sent late p99",
@@ -571,11 +574,12 @@ fn print_colocated(opts: &Opts) {
         let mut runs: Vec<Colocated> = (0..opts.runs).map(|_| colocated(n, opts)).collect();
         let m = |g: fn(&Colocated) -> f64| median(runs.iter().map(g).collect());
         println!(
-            "{n:>7} | {:>10.0} µs {:>8.0} µs {:>7.0} µs {:>7.0} µs | {:>12.1}% {:>5.1}% | {:>10.0} µs | {:>10.2} {:>5.0}% {:>5.0}% | {:>7.0}",
+            "{n:>7} | {:>10.0} µs {:>8.0} µs {:>7.0} µs {:>7.0} µs {:>7.0} µs | {:>12.1}% {:>5.1}% | {:>10.0} µs | {:>10.2} {:>5.0}% {:>5.0}% | {:>7.0}",
             m(|c| c.total_p50_us),
             m(|c| c.total_p99_us),
             m(|c| c.send_p99_us),
             m(|c| c.recv_p99_us),
+            m(|c| c.event_p99_us),
             m(|c| c.in_flight) * 100.0,
             m(|c| c.held) * 100.0,
             m(|c| c.sent_late_p99_us),

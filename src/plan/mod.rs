@@ -1,8 +1,8 @@
 //! The run plan: what was asked, and what was prepared from it before any thread starts.
 //!
 //! The [`Spec`] is what the user asked, in plain types (the command line builds it from the
-//! flags; nothing here knows about clap): serializable, so it is written to the artifacts as
-//! `input_config` (secrets redacted), and re-runnable. [`Plan::build`] turns each part of it
+//! flags; nothing here knows about the flag parser): serializable, so it is written to the
+//! artifacts as `input_config` (secrets redacted), and re-runnable. [`Plan::build`] turns each part of it
 //! into a ready part, in order: the [`target`] (address resolved, TLS set up, the request head
 //! fixed), the [`workload`] (tokenizer loaded, every request's bytes built), the [`load`]
 //! (send times drawn), the [`output`] (artifact folder). Each part validates its own flags and
