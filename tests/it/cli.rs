@@ -36,6 +36,7 @@ fn error_line(stderr: &str) -> &str {
 
 #[test]
 fn bad_input_is_one_clear_line_and_exit_2() {
+    let _shared = support::shared();
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -139,6 +140,7 @@ fn bad_input_is_one_clear_line_and_exit_2() {
 
 #[test]
 fn ctrl_c_stops_the_run_and_writes_what_was_measured() {
+    let _shared = support::shared();
     let dir = support::artifact_dir("cli-ctrlc");
     let mut child = ringperf()
         .args([
@@ -239,6 +241,7 @@ impl Drop for Reap {
 
 #[test]
 fn sim_prints_its_port_and_serves_a_profile_run() {
+    let _shared = support::shared();
     let sim = ringperf()
         .args([
             "sim",
@@ -295,6 +298,7 @@ fn sim_prints_its_port_and_serves_a_profile_run() {
 
 #[test]
 fn secrets_never_reach_artifacts_or_output() {
+    let _shared = support::shared();
     let dir = support::artifact_dir("cli-secrets");
     let out = ringperf()
         .args([

@@ -34,7 +34,7 @@ fn plan(flags: &[&str]) -> Result<Plan, String> {
 
 #[test]
 fn custom_jsonl_text_messages_and_max_tokens() {
-    let _serial = support::timing_lock();
+    let _shared = support::shared();
     let f = write(
         "custom.jsonl",
         "{\"text\": \"Hello there\", \"max_tokens\": 7}\n\n\
@@ -66,7 +66,7 @@ fn custom_jsonl_text_messages_and_max_tokens() {
 
 #[test]
 fn malformed_lines_are_reported_with_their_line_number() {
-    let _serial = support::timing_lock();
+    let _shared = support::shared();
     let f = write("bad.jsonl", "{\"text\": \"ok\"}\n{\"text\": \n");
     let e = plan(&["--input-file", f.to_str().unwrap()]).expect_err("refused");
     assert!(e.contains("bad.jsonl:2: invalid JSON"), "{e}");
@@ -80,7 +80,7 @@ fn malformed_lines_are_reported_with_their_line_number() {
 
 #[test]
 fn sharegpt_first_human_turn_and_reply_length() {
-    let _serial = support::timing_lock();
+    let _shared = support::shared();
     let f = write(
         "sg.json",
         r#"[
@@ -120,7 +120,7 @@ fn trace() -> String {
 
 #[test]
 fn mooncake_prompts_share_blocks_by_hash_id() {
-    let _serial = support::timing_lock();
+    let _shared = support::shared();
     let f = write("trace.jsonl", &trace());
     let p = plan(&["--input-file", f.to_str().unwrap(), "--fixed-schedule"]).unwrap();
     let tok = ringperf::workload::Tokenizer::embedded().unwrap();
@@ -159,7 +159,7 @@ fn mooncake_prompts_share_blocks_by_hash_id() {
 
 #[test]
 fn mooncake_replay_keeps_dispatch_delay_p99_under_1ms() {
-    let _serial = support::timing_lock();
+    let _alone = support::alone();
     // 3,000 requests over 3 s on the trace's own clock, prefixes shared in groups of ten (long
     // enough that one stall of a shared VM does not decide the p99 alone).
     let lines: Vec<String> = (0..3000)
@@ -204,7 +204,7 @@ fn mooncake_replay_keeps_dispatch_delay_p99_under_1ms() {
 
 #[test]
 fn trace_timestamps_going_backwards_are_refused() {
-    let _serial = support::timing_lock();
+    let _shared = support::shared();
     let f = write(
         "back.jsonl",
         "{\"timestamp\": 5, \"input_length\": 10, \"output_length\": 1}\n{\"timestamp\": 3, \"input_length\": 10, \"output_length\": 1}\n",
@@ -218,7 +218,7 @@ fn trace_timestamps_going_backwards_are_refused() {
 
 #[test]
 fn shared_prefixes_start_every_prompt() {
-    let _serial = support::timing_lock();
+    let _shared = support::shared();
     let p = plan(&[
         "--num-prefix-prompts",
         "3",

@@ -92,13 +92,13 @@ fn timed_run(concurrency: usize, requests: usize, ttft: &str) {
 
 #[test]
 fn timings_within_2_percent_at_concurrency_1() {
-    let _serial = support::timing_lock();
+    let _alone = support::alone();
     timed_run(1, 12, "50ms");
 }
 
 #[test]
 fn timings_within_2_percent_at_concurrency_256() {
-    let _serial = support::timing_lock();
+    let _alone = support::alone();
     // With one fixed TTFT all 256 streams would stay in lockstep, and the simulator cannot
     // read 256 requests or write 256 events in the same microsecond: spread the first tokens
     // as a real server's are, around a 50 ms median.
@@ -107,7 +107,7 @@ fn timings_within_2_percent_at_concurrency_256() {
 
 #[test]
 fn concurrency_is_held_exactly_and_warmup_is_excluded() {
-    let _serial = support::timing_lock();
+    let _alone = support::alone();
     let s = sim("--ttft 5ms --itl 2ms");
     let url = format!("http://{}", s.addr);
     let dir = artifact_dir("e2e-warmup");
@@ -147,7 +147,7 @@ fn concurrency_is_held_exactly_and_warmup_is_excluded() {
 
 #[test]
 fn non_streaming_and_completions_and_retokenized_osl() {
-    let _serial = support::timing_lock();
+    let _shared = support::shared();
     let s = sim("--ttft 2ms --itl 1ms");
     let url = format!("http://{}", s.addr);
     let dir = artifact_dir("e2e-nonstream");
@@ -170,7 +170,7 @@ fn non_streaming_and_completions_and_retokenized_osl() {
 
 #[test]
 fn benchmark_duration_stops_by_time_and_counts_what_finished() {
-    let _serial = support::timing_lock();
+    let _alone = support::alone();
     let s = sim("--ttft 5ms --itl 5ms");
     let url = format!("http://{}", s.addr);
     let dir = artifact_dir("e2e-duration");
@@ -190,7 +190,7 @@ fn benchmark_duration_stops_by_time_and_counts_what_finished() {
 
 #[test]
 fn saturation_shows_queueing_in_ttft() {
-    let _serial = support::timing_lock();
+    let _alone = support::alone();
     // 16 streams against a batch of 4: three quarters queue, so TTFT grows far past 20 ms.
     let s = sim("--ttft 20ms --itl 2ms --max-batch 4");
     let url = format!("http://{}", s.addr);

@@ -7,6 +7,7 @@ use crate::support::{artifact_dir, fake_server, profile, sim};
 
 #[test]
 fn responses_api_streamed_and_whole() {
+    let _shared = support::shared();
     let s = sim("--ttft 20ms --itl 4ms");
     let url = format!("http://{}", s.addr);
     let dir = artifact_dir("ep-responses");
@@ -39,6 +40,7 @@ fn responses_api_streamed_and_whole() {
 
 #[test]
 fn embeddings_measure_request_latency() {
+    let _shared = support::shared();
     let s = sim("--ttft 15ms");
     let url = format!("http://{}", s.addr);
     let dir = artifact_dir("ep-embeddings");
@@ -81,6 +83,7 @@ fn tgi_stream() -> Vec<u8> {
 
 #[test]
 fn template_endpoint_for_a_tgi_shaped_server() {
+    let _shared = support::shared();
     let server = fake_server(|_, _| (tgi_stream(), false));
     let dir = artifact_dir("ep-template");
     std::fs::create_dir_all(&dir).unwrap();
@@ -114,6 +117,7 @@ fn template_endpoint_for_a_tgi_shaped_server() {
 
 #[test]
 fn template_without_a_prompt_placeholder_is_refused() {
+    let _shared = support::shared();
     let dir = artifact_dir("ep-template-bad");
     std::fs::create_dir_all(&dir).unwrap();
     let template = dir.join("bad.json");

@@ -1,12 +1,14 @@
 //! Server faults: the run finishes, counts each fault by kind, writes its results, and never
 //! hangs or panics.
 
+use crate::support;
 use std::time::{Duration, Instant};
 
 use crate::support::{artifact_dir, capture, fake_server, profile, sim};
 
 #[test]
 fn llamacpp_closing_after_every_stream_is_a_reconnect_not_an_error() {
+    let _shared = support::shared();
     // llama.cpp advertises keep-alive but closes after each streamed response.
     let body = capture("llamacpp/chat-stream.http");
     let server = fake_server(move |_, _| (body.clone(), true));
@@ -32,6 +34,7 @@ fn llamacpp_closing_after_every_stream_is_a_reconnect_not_an_error() {
 
 #[test]
 fn http_errors_and_cut_streams_are_counted_by_kind_and_the_run_completes() {
+    let _shared = support::shared();
     let ok = capture("vllm/chat-stream.http");
     let err500 = capture("llamacpp/error-bad-json.http");
     let cut = ok[..ok.len() / 2].to_vec();
@@ -69,6 +72,7 @@ fn http_errors_and_cut_streams_are_counted_by_kind_and_the_run_completes() {
 
 #[test]
 fn a_silent_server_hits_the_request_timeout_without_hanging() {
+    let _shared = support::shared();
     let server = fake_server(|_, _| {
         std::thread::sleep(Duration::from_secs(3));
         (Vec::new(), true)
@@ -96,6 +100,7 @@ fn a_silent_server_hits_the_request_timeout_without_hanging() {
 
 #[test]
 fn refused_connection_and_unknown_model_are_clear_errors() {
+    let _shared = support::shared();
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()

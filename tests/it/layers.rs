@@ -3,6 +3,7 @@
 //! running layer the engine, the simulator and telemetry stay apart (telemetry may use its
 //! scraper). A backward import fails this test with the file and the offending module.
 
+use crate::support;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -113,6 +114,7 @@ fn violations(src: &Path) -> Vec<String> {
 
 #[test]
 fn imports_point_one_way() {
+    let _shared = support::shared();
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
     let bad = violations(&src);
     assert!(bad.is_empty(), "backward imports:\n{}", bad.join("\n"));
@@ -120,6 +122,7 @@ fn imports_point_one_way() {
 
 #[test]
 fn a_backward_import_is_caught() {
+    let _shared = support::shared();
     // A copy of two modules where the plan reaches up into the report, and the engine
     // sideways into the simulator.
     let dir = crate::support::artifact_dir("layers");

@@ -4,9 +4,8 @@
 //! By theme: `protocol` (real vLLM and llama.cpp captures at every byte split), `e2e` (the
 //! simulator over loopback), `faults`, `cli` (the binary as a user runs it), `tls`,
 //! `open_loop`, `datasets`, `endpoints`, `sessions`, `telemetry`, `placement` (placement and
-//! starvation), `layers` (the import rule). Tests that assert timings hold
-//! [`support::timing_lock`], so nothing else that asserts timings runs beside them on a 2-core
-//! machine.
+//! starvation), `layers` (the import rule). Each test first takes [`support::alone`] or
+//! [`support::shared`], so that nothing runs beside a test that asserts timings.
 
 mod cli;
 mod datasets;
@@ -21,3 +20,40 @@ mod sessions;
 mod support;
 mod telemetry;
 mod tls;
+
+/// Every test's first statement takes a guard, so that a new test cannot run beside one that
+/// asserts timings by forgetting it.
+#[test]
+fn every_test_takes_a_guard() {
+    let _shared = support::shared();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
+    let mut tests = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let src = std::fs::read_to_string(&path).unwrap();
+        let mut lines = src.lines().enumerate();
+        while let Some((n, line)) = lines.next() {
+            if line.trim() != "#[test]" {
+                continue;
+            }
+            tests += 1;
+            let body = lines
+                .by_ref()
+                .skip_while(|(_, l)| !l.trim_end().ends_with('{'))
+                .nth(1)
+                .map_or("", |(_, l)| l.trim());
+            assert!(
+                body.starts_with("let _alone = support::alone();")
+                    || body.starts_with("let _shared = support::shared();"),
+                "{}:{}: the test's first statement must take support::alone() or support::shared(), found {body:?}",
+                path.display(),
+                n + 1
+            );
+        }
+    }
+    assert!(
+        tests > 50,
+        "found only {tests} tests under {}",
+        dir.display()
+    );
+}

@@ -7,7 +7,7 @@ use crate::support::{artifact_dir, profile, sim};
 
 #[test]
 fn poisson_1000_per_second_keeps_dispatch_delay_p99_under_1ms() {
-    let _serial = support::timing_lock();
+    let _alone = support::alone();
     // The simulator on CPU 0, the client's one shard on CPU 1: neither preempts the other.
     let s = sim("--ttft 10ms --itl 5ms --cpus 0");
     let url = format!("http://{}", s.addr);
@@ -55,7 +55,7 @@ fn poisson_1000_per_second_keeps_dispatch_delay_p99_under_1ms() {
 
 #[test]
 fn an_overloaded_client_shows_the_coordinated_omission_gap_and_warns() {
-    let _serial = support::timing_lock();
+    let _alone = support::alone();
     // One shard capped at 4 requests in flight, asked for 2000/s of 60 ms requests: requests
     // queue in the client, so what users would see (scheduled) far exceeds what the server did.
     let s = sim("--ttft 50ms --itl 5ms");
@@ -89,7 +89,7 @@ fn an_overloaded_client_shows_the_coordinated_omission_gap_and_warns() {
 
 #[test]
 fn same_seed_same_schedule_and_inputs() {
-    let _serial = support::timing_lock();
+    let _shared = support::shared();
     let args = |seed: &str| {
         support::profile_args(&[
             "--request-rate",
@@ -127,7 +127,7 @@ fn same_seed_same_schedule_and_inputs() {
 
 #[test]
 fn goodput_and_error_adjusted_percentiles() {
-    let _serial = support::timing_lock();
+    let _alone = support::alone();
     // A server that answers every tenth request with a 500 and the others with a real vLLM
     // stream: failures the goodput counts as not good and the error-adjusted percentiles as
     // infinitely slow.
@@ -184,7 +184,7 @@ fn goodput_and_error_adjusted_percentiles() {
 
 #[test]
 fn ramp_up_requests_are_tagged_and_excluded() {
-    let _serial = support::timing_lock();
+    let _alone = support::alone();
     let s = sim("--ttft 5ms --itl 5ms");
     let url = format!("http://{}", s.addr);
     let dir = artifact_dir("ramp");

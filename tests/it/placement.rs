@@ -7,7 +7,7 @@ use crate::support;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::support::{artifact_dir, profile, sim, timing_lock};
+use crate::support::{artifact_dir, profile, sim};
 
 /// Busy threads pinned to `cpu` until dropped (bounded to a minute whatever happens).
 struct Hogs {
@@ -58,7 +58,7 @@ fn two_cpus() -> Option<Vec<usize>> {
 
 #[test]
 fn a_starved_shard_is_reported_with_the_requests_it_distorted() {
-    let _t = timing_lock();
+    let _alone = support::alone();
     let Some(cpus) = two_cpus() else { return };
     let (shard_cpu, sim_cpu) = (cpus[0], cpus[1]);
     let s = sim(&format!("--ttft 20ms --itl 2ms --cpus {sim_cpu}"));
@@ -142,7 +142,7 @@ fn placement_for(url: &str) -> ringperf::engine::placement::Placement {
 
 #[test]
 fn the_placement_leaves_a_busy_cpu_out() {
-    let _t = timing_lock();
+    let _alone = support::alone();
     let Some(cpus) = two_cpus() else { return };
     let _hogs = Hogs::on(cpus[0], 1);
     // A server on another host (TEST-NET-3, RFC 5737: nothing is sent there, placing only
@@ -163,7 +163,7 @@ fn the_placement_leaves_a_busy_cpu_out() {
 
 #[test]
 fn the_simulator_self_check_measures_both_sides_of_every_request() {
-    let _t = timing_lock();
+    let _alone = support::alone();
     let dir = artifact_dir("self-check");
     let res = profile(
         "--sim --streaming --concurrency 16 --warmup-request-count 16 --request-count 96 --output-tokens-mean 16 --synthetic-input-tokens-mean 32 --num-dataset-entries 16",

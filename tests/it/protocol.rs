@@ -3,6 +3,7 @@
 //! the network cut the bytes. An independent oracle (serde_json over the raw `data:` lines)
 //! says what the answer must be.
 
+use crate::support;
 use std::path::PathBuf;
 
 use ringperf::exchange::{Exchange, Scratch};
@@ -142,26 +143,31 @@ fn streamed(name: &str, osl: u64, isl: Option<u64>, keep_alive: bool) {
 
 #[test]
 fn vllm_chat_stream() {
+    let _shared = support::shared();
     streamed("vllm/chat-stream.http", 16, Some(9), true);
 }
 
 #[test]
 fn vllm_completions_stream() {
+    let _shared = support::shared();
     streamed("vllm/completions-stream.http", 16, Some(1), true);
 }
 
 #[test]
 fn llamacpp_chat_stream_role_and_token_share_a_chunk() {
+    let _shared = support::shared();
     streamed("llamacpp/chat-stream.http", 16, Some(9), true);
 }
 
 #[test]
 fn llamacpp_completions_stream_usage_in_final_chunk() {
+    let _shared = support::shared();
     streamed("llamacpp/completions-stream.http", 16, Some(1), true);
 }
 
 #[test]
 fn llamacpp_keepalive_pings_are_comments_not_events() {
+    let _shared = support::shared();
     let body = capture("llamacpp/completions-stream-with-sse-ping.chunked");
     let raw = with_head(
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n",
@@ -180,6 +186,7 @@ fn llamacpp_keepalive_pings_are_comments_not_events() {
 
 #[test]
 fn vllm_ignore_eos_role_and_usage_chunks_are_not_content() {
+    let _shared = support::shared();
     let body = capture("vllm/chat-stream-ignore-eos-64.sse");
     // A de-chunked body: framed by connection close.
     let raw = with_head(
@@ -207,6 +214,7 @@ fn whole_body(name: &str) -> Seen {
 
 #[test]
 fn non_streamed_responses() {
+    let _shared = support::shared();
     for name in [
         "vllm/chat-nonstream.http",
         "vllm/completions-nonstream.http",
@@ -221,6 +229,7 @@ fn non_streamed_responses() {
 
 #[test]
 fn error_responses_keep_status_and_server_message() {
+    let _shared = support::shared();
     let cases = [
         ("vllm/error-401.http", 401, "Unauthorized"),
         ("vllm/error-bad-model.http", 404, "does not exist"),
@@ -244,6 +253,7 @@ fn error_responses_keep_status_and_server_message() {
 
 #[test]
 fn truncated_stream_is_closed_early_not_ok() {
+    let _shared = support::shared();
     let raw = capture("vllm/chat-stream.http");
     for cut in [raw.len() / 3, raw.len() / 2, raw.len() - 10] {
         let (seen, rec) = decode(&[&raw[..cut]]);
@@ -254,6 +264,7 @@ fn truncated_stream_is_closed_early_not_ok() {
 
 #[test]
 fn stream_error_event_is_counted_as_server_error() {
+    let _shared = support::shared();
     let body = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n\
                 data: {\"error\":{\"message\":\"out of memory\",\"code\":500}}\n\n\
                 data: [DONE]\n\n";

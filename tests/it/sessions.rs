@@ -1,11 +1,13 @@
 //! Multi-turn sessions: every turn carries the history with the server's real answers.
 
+use crate::support;
 use std::sync::{Arc, Mutex};
 
 use crate::support::{artifact_dir, capture, fake_server, profile, sim};
 
 #[test]
 fn turns_carry_the_history_with_the_real_answers() {
+    let _shared = support::shared();
     // A server that answers with vLLM's captured stream and keeps every request body.
     let bodies: Arc<Mutex<Vec<serde_json::Value>>> = Arc::default();
     let seen = bodies.clone();
@@ -63,6 +65,7 @@ fn turns_carry_the_history_with_the_real_answers() {
 
 #[test]
 fn sessions_against_the_simulator() {
+    let _shared = support::shared();
     let s = sim("--ttft 5ms --itl 2ms");
     let url = format!("http://{}", s.addr);
     let dir = artifact_dir("sessions-sim");

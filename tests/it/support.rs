@@ -134,9 +134,18 @@ pub fn rel(a: f64, b: f64) -> f64 {
     (a - b).abs() / b
 }
 
-/// Held by every test of a binary that asserts timings, so that nothing else of that binary
-/// runs beside them on a 2-core machine.
-pub fn timing_lock() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+/// Tests on a 2-core machine disturb each other's timings. Every test takes one of two guards
+/// first: [`alone`] where it asserts a timing or burns CPU on purpose (nothing else runs beside
+/// it), [`shared`] otherwise (any number of these run together). `every_test_takes_a_guard`
+/// checks that none forgets.
+static GUARD: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Runs the test with nothing else beside it.
+pub fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    GUARD.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs the test beside other `shared` tests, never beside an `alone` one.
+pub fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    GUARD.read().unwrap_or_else(|e| e.into_inner())
 }

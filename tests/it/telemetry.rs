@@ -12,6 +12,7 @@ fn page(name: &str) -> String {
 
 #[test]
 fn real_vllm_pages_parse_with_types_labels_and_histograms() {
+    let _shared = support::shared();
     for name in [
         "metrics-idle.prom",
         "metrics-busy.prom",
@@ -46,6 +47,7 @@ fn scrape(t_ns: u64, text: &str) -> Scrape {
 
 #[test]
 fn window_summary_of_real_pages() {
+    let _shared = support::shared();
     let server = ringperf::plan::Endpoint::parse("http://127.0.0.1:8000").unwrap();
     let target = Target::parse("auto", &server).unwrap();
     assert_eq!(target.url, "http://127.0.0.1:8000/metrics");
@@ -76,6 +78,7 @@ fn window_summary_of_real_pages() {
 
 #[test]
 fn dcgm_style_page_made_here() {
+    let _shared = support::shared();
     let text = "# HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).\n\
                 # TYPE DCGM_FI_DEV_POWER_USAGE gauge\n\
                 DCGM_FI_DEV_POWER_USAGE{gpu=\"0\",UUID=\"GPU-1\",modelName=\"NVIDIA H200 \\\"SXM\\\"\",Hostname=\"a\\\\b\"} 350.5\n\
@@ -100,6 +103,7 @@ fn dcgm_style_page_made_here() {
 
 #[test]
 fn profile_without_a_gpu_says_so_and_scrapes_the_simulator() {
+    let _shared = support::shared();
     let s = support::sim("--ttft 5ms --itl 5ms --max-batch 4");
     let url = format!("http://{}", s.addr);
     let dir = support::artifact_dir("telemetry-run");

@@ -28,6 +28,7 @@ impl Certs {
 
 #[test]
 fn streaming_over_tls_with_a_test_made_certificate() {
+    let _shared = support::shared();
     let certs = Certs::make("tls-ok");
     let s = support::sim(&format!(
         "--ttft 30ms --itl 5ms --tls-cert {} --tls-key {}",
@@ -52,6 +53,7 @@ fn streaming_over_tls_with_a_test_made_certificate() {
 
 #[test]
 fn an_untrusted_certificate_fails_the_handshake_and_insecure_accepts_it() {
+    let _shared = support::shared();
     let certs = Certs::make("tls-untrusted");
     let s = support::sim(&format!(
         "--tls-cert {} --tls-key {}",
