@@ -43,7 +43,9 @@ fn main() {
         .decode(chunked_body, &mut |d| sse.extend_from_slice(d))
         .unwrap();
     let mut events: Vec<Vec<u8>> = Vec::new();
-    Framer::new().feed(&sse, &mut |e| events.push(e.data.to_vec()));
+    Framer::new()
+        .feed(&sse, &mut |e| events.push(e.data.to_vec()))
+        .unwrap();
     let n = events.len();
     println!("vllm/chat-stream.http: {} bytes, {n} events", raw.len());
 
@@ -62,7 +64,9 @@ fn main() {
     let t = median_ns_per(n, || {
         framer.reset();
         let mut k = 0;
-        framer.feed(std::hint::black_box(&sse), &mut |_| k += 1);
+        framer
+            .feed(std::hint::black_box(&sse), &mut |_| k += 1)
+            .unwrap();
         std::hint::black_box(k);
     });
     println!("{:<40} {t:>8.1} ns/event", "SSE framing");

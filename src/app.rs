@@ -45,6 +45,7 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<(), Fatal> {
 fn serve_sim(args: &SimArgs, stop: Arc<AtomicBool>) -> Result<(), Fatal> {
     let cfg = args.config().map_err(Fatal::from)?;
     let handle = crate::sim::start(&cfg).map_err(Fatal::from)?;
+    crate::sys::interrupt_gracefully();
     eprintln!(
         "ringperf sim: serving model {:?} on {}://{} ({} driver, {} shard(s); ttft {}, itl {}); Ctrl-C stops",
         cfg.model,
@@ -105,6 +106,51 @@ fn start_sim(flags: &str, spec: &mut Spec) -> Result<(crate::sim::SimHandle, Vec
     Ok((h, cfg.cpus))
 }
 
+fn preparing(w: &crate::plan::WorkloadSpec) -> String {
+    match &w.input_file {
+        Some(f) => format!("the requests of {}", f.display()),
+        None => format!(
+            "{} prompts of about {} tokens",
+            w.num_dataset_entries, w.isl_mean
+        ),
+    }
+}
+
+/// Results that cannot be written are found out before the run, not after it.
+fn check_artifact_dir(dir: &std::path::Path) -> Result<(), Fatal> {
+    let probe = dir.join(".ringperf-write-check");
+    std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&probe, b""))
+        .and_then(|()| std::fs::remove_file(&probe))
+        .map_err(|e| {
+            Fatal(format!(
+                "--artifact-dir {}: cannot write there ({e}); nothing was run",
+                dir.display()
+            ))
+        })
+}
+
+/// Every connection is an open file, two with the in-process simulator (it holds the other
+/// end). A run that cannot open them would stall on connections nobody accepts: refuse it.
+fn check_open_files(plan: &Plan, in_process_sim: bool) -> Result<(), Fatal> {
+    let limit = crate::sys::raise_nofile_limit();
+    let streams = plan.load.streams;
+    let per_stream = if in_process_sim { 2 } else { 1 };
+    let needed = streams.saturating_mul(per_stream).saturating_add(256);
+    if limit == 0 || needed <= limit {
+        return Ok(());
+    }
+    let sim_note = if in_process_sim {
+        ", both ends of each connection with the in-process simulator,"
+    } else {
+        ""
+    };
+    Err(Fatal(format!(
+        "{streams} connections need about {needed} open files{sim_note} but this process may \
+         open {limit}: raise the limit (`ulimit -n`, see tuning/) or ask for fewer in flight"
+    )))
+}
+
 /// Runs `profile`: starts the in-process simulator when asked, plans, places, runs, reports
 /// and writes the artifacts. `print` sends the table to stdout.
 pub fn profile(
@@ -120,8 +166,11 @@ pub fn profile(
         }
         None => (None, Vec::new()),
     };
+    eprintln!("ringperf: preparing {}", preparing(&spec.workload));
     let plan = Plan::build(spec).map_err(Fatal::from)?;
     eprintln!("ringperf: tokenizer: {}", plan.workload.tokenizer.source);
+    check_artifact_dir(&plan.output.artifact_dir)?;
+    check_open_files(&plan, sim.is_some())?;
     let placement = crate::engine::place(&plan, &reserved).map_err(Fatal::from)?;
     eprintln!("ringperf: shards: {}", placement.reason);
     let plan = Arc::new(plan);
@@ -131,6 +180,7 @@ pub fn profile(
         crate::telemetry::Telemetry::start(&telemetry_cfg, &plan, spare).map_err(Fatal::from)?;
     let start = unix_time_secs();
     let probe = sim.as_ref().map(|h| h.in_flight_probe());
+    crate::sys::interrupt_gracefully();
     let out = crate::engine::run(plan.clone(), placement, stop, probe).map_err(Fatal::from)?;
     let end = unix_time_secs();
     let mut report = report::build(out, &report::Settings::of(&plan));

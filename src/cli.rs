@@ -1,6 +1,6 @@
 //! Command-line interface: one definition per flag, doc comments as help text.
 //!
-//! Flag names follow GenAI-Perf and AIPerf (REFERENCE §3–4) so commands port over; aliases
+//! Flag names follow GenAI-Perf and AIPerf so commands port over; aliases
 //! cover the spellings of both. Flags only parse here: [`crate::plan`] validates them into a
 //! run plan before any thread starts.
 

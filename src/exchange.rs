@@ -14,7 +14,8 @@ use crate::http::ProtocolError;
 use crate::record::{Outcome, Phase, Record};
 use crate::stats::Dist;
 
-/// Bodies of error and non-streamed responses are kept up to this size.
+/// Bodies of non-streamed responses are kept up to this size: a larger successful body is
+/// `body_too_large`; of an error body, the first bytes are enough for its message.
 const BODY_LIMIT: usize = 4 << 20;
 /// One request in this many keeps its text even with server usage, so the run can check the
 /// tokenizer against the server's counts.
@@ -30,6 +31,8 @@ pub struct Scratch {
     pub client_delay: Dist,
     /// JSON pointers for non-OpenAI servers (`--endpoint-type template`).
     pub pointers: Option<openai::Pointers>,
+    /// Responses must carry generated text (every kind but embeddings).
+    pub expects_text: bool,
 }
 
 impl Scratch {
@@ -50,6 +53,7 @@ impl Default for Scratch {
             json: simd_json::Buffers::new(4096),
             client_delay: Dist::new(),
             pointers: None,
+            expects_text: true,
         }
     }
 }
@@ -115,19 +119,44 @@ impl Exchange {
             done,
             ..
         } = self;
+        let mut too_large = None;
         let result = parser.feed(bytes, &mut |part| match part {
             Part::Head(head) => on_head(head, status, keep_alive, streaming),
+            Part::Body(_) if too_large.is_some() => {}
             Part::Body(data) => {
                 if *streaming {
-                    framer.feed(data, &mut |ev| {
+                    let fed = framer.feed(data, &mut |ev| {
                         on_event(ev.data, t, rec, scratch, failure);
                     });
+                    if fed.is_err() {
+                        too_large = Some(Outcome::EventTooLarge);
+                    }
                 } else if body.len() + data.len() <= BODY_LIMIT {
                     body.extend_from_slice(data);
+                } else if (200..300).contains(status) {
+                    too_large = Some(Outcome::BodyTooLarge);
                 }
             }
             Part::End => *done = true,
         });
+        if let Some(outcome) = too_large {
+            // The rest of this response is of no use: end it here and close the connection.
+            let what = match outcome {
+                Outcome::EventTooLarge => "one server-sent event",
+                _ => "the response body",
+            };
+            let cap = match outcome {
+                Outcome::EventTooLarge => crate::sse::MAX_EVENT,
+                _ => BODY_LIMIT,
+            };
+            self.end_with(
+                outcome,
+                format!("{what} grew past {} KiB; the stream was cut", cap >> 10),
+                t,
+                rec,
+            );
+            return bytes.len();
+        }
         match result {
             Ok(used) => {
                 if self.done {
@@ -169,11 +198,20 @@ impl Exchange {
     }
 
     fn fail_protocol(&mut self, e: ProtocolError, t: u64, rec: &mut Record) {
+        let outcome = match e {
+            ProtocolError::HeadTooLarge(_) => Outcome::HeaderTooLarge,
+            _ => Outcome::BadHttp,
+        };
+        self.end_with(outcome, e.to_string(), t, rec);
+    }
+
+    /// Ends the exchange as failed; the connection is not reused.
+    fn end_with(&mut self, outcome: Outcome, error: String, t: u64, rec: &mut Record) {
         self.done = true;
         self.keep_alive = false;
         rec.end_ns = t;
-        rec.outcome = Outcome::BadHttp;
-        rec.error = Some(e.to_string());
+        rec.outcome = outcome;
+        rec.error = Some(error);
     }
 
     fn finish(&mut self, t: u64, rec: &mut Record, scratch: &mut Scratch) {
@@ -196,6 +234,18 @@ impl Exchange {
         if let Some((outcome, text)) = self.failure.take() {
             rec.outcome = outcome;
             rec.error = Some(text);
+            return;
+        }
+        if scratch.expects_text && rec.last_content_ns.is_none() {
+            rec.outcome = Outcome::NoContent;
+            rec.error = Some(match rec.osl {
+                Some(n) if n > 0 => {
+                    format!("the server counted {n} output tokens but sent no text")
+                }
+                _ => "a successful response with no generated text (no content or reasoning in \
+                      any choice; tool calls are not timed)"
+                    .into(),
+            });
             return;
         }
         rec.outcome = Outcome::Ok;

@@ -1,7 +1,7 @@
 //! What ringperf keeps about each request.
 //!
 //! A failed request is data, not an error: its [`Outcome`] says what happened, is counted by
-//! kind, and the request is excluded from latency distributions (REFERENCE §1).
+//! kind, and the request is excluded from latency distributions (as in GenAI-Perf and AIPerf).
 
 use serde::Serialize;
 
@@ -43,6 +43,15 @@ pub enum Outcome {
     BadHttp,
     /// An event or body was not valid JSON.
     BadJson,
+    /// The response head exceeded its cap (64 KiB).
+    HeaderTooLarge,
+    /// One server-sent event exceeded its cap (1 MiB): a line or an event that never ends.
+    EventTooLarge,
+    /// A whole (non-streamed) successful body exceeded its cap (4 MiB).
+    BodyTooLarge,
+    /// A successful response that carried no generated text (empty `choices`, an empty body,
+    /// only tool calls): there is no first token to time, so it is not counted as `ok`.
+    NoContent,
     /// Cut short by Ctrl-C or by the end of the grace period.
     Cancelled,
 }
@@ -62,6 +71,10 @@ impl Outcome {
             Outcome::ClosedEarly => "closed_early".into(),
             Outcome::BadHttp => "bad_http".into(),
             Outcome::BadJson => "bad_json".into(),
+            Outcome::HeaderTooLarge => "header_too_large".into(),
+            Outcome::EventTooLarge => "event_too_large".into(),
+            Outcome::BodyTooLarge => "body_too_large".into(),
+            Outcome::NoContent => "no_content".into(),
             Outcome::Cancelled => "cancelled".into(),
         }
     }

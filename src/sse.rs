@@ -9,8 +9,25 @@
 //!
 //! The event's data is handed out as a mutable slice of the framer's own buffer, so the JSON
 //! decoder can parse it in place (simd-json needs that) without another copy.
+//!
+//! Memory is bounded: an event (its unfinished line plus its data so far) may hold at most
+//! [`MAX_EVENT`] bytes. A server that never ends a line or an event gets [`TooLarge`], not
+//! the client's memory.
 
 const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
+
+/// The most bytes one event may hold while it is read: its unfinished line plus the data
+/// lines gathered so far. One streamed chunk of an LLM server is a few hundred bytes; 1 MiB
+/// leaves room for large tool-call arguments and log-probabilities, and keeps 64 streams
+/// under 64 MiB even if every one of them misbehaves.
+pub const MAX_EVENT: usize = 1 << 20;
+
+/// Buffers grown past this are given back when the framer is reset for the next stream.
+const KEEP_CAPACITY: usize = 64 << 10;
+
+/// An event grew past [`MAX_EVENT`]; the framer has dropped it and must be reset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooLarge;
 
 /// One dispatched event.
 #[derive(Debug)]
@@ -42,8 +59,12 @@ impl Framer {
 
     /// Forgets everything, keeping the buffers' capacity, for the next stream.
     pub fn reset(&mut self) {
-        self.line.clear();
-        self.data.clear();
+        for buf in [&mut self.line, &mut self.data] {
+            buf.clear();
+            if buf.capacity() > KEEP_CAPACITY {
+                *buf = Vec::new();
+            }
+        }
         self.event.clear();
         self.last_id.clear();
         self.after_cr = false;
@@ -68,12 +89,17 @@ impl Framer {
         !self.line.is_empty() || !self.data.is_empty()
     }
 
-    /// Feeds body bytes, reporting each complete event to `on`.
-    pub fn feed(&mut self, mut input: &[u8], on: &mut impl FnMut(Event<'_>)) {
+    /// Feeds body bytes, reporting each complete event to `on`. Fails, and drops what it
+    /// held, when an event grows past [`MAX_EVENT`].
+    pub fn feed(
+        &mut self,
+        mut input: &[u8],
+        on: &mut impl FnMut(Event<'_>),
+    ) -> Result<(), TooLarge> {
         if !self.started {
             input = self.skip_bom(input);
             if !self.started {
-                return;
+                return Ok(());
             }
         }
         while !input.is_empty() {
@@ -97,13 +123,26 @@ impl Framer {
                         self.line = line;
                     }
                     input = &input[end + 1..];
+                    if self.data.len() > MAX_EVENT {
+                        return Err(self.too_large());
+                    }
                 }
                 None => {
+                    if self.line.len() + self.data.len() + input.len() > MAX_EVENT {
+                        return Err(self.too_large());
+                    }
                     self.line.extend_from_slice(input);
-                    return;
+                    return Ok(());
                 }
             }
         }
+        Ok(())
+    }
+
+    fn too_large(&mut self) -> TooLarge {
+        self.line = Vec::new();
+        self.data = Vec::new();
+        TooLarge
     }
 
     fn skip_bom<'a>(&mut self, mut input: &'a [u8]) -> &'a [u8] {
@@ -186,7 +225,8 @@ mod tests {
                     String::from_utf8_lossy(e.event).into_owned(),
                     String::from_utf8_lossy(e.data).into_owned(),
                 ))
-            });
+            })
+            .unwrap();
         }
         out
     }
@@ -247,7 +287,7 @@ mod tests {
     fn pending_event_at_end_is_reported_not_dispatched() {
         let mut f = Framer::new();
         let mut n = 0;
-        f.feed(b"data: x\n", &mut |_| n += 1);
+        f.feed(b"data: x\n", &mut |_| n += 1).unwrap();
         assert_eq!(n, 0);
         assert!(f.has_pending());
     }
@@ -255,8 +295,65 @@ mod tests {
     #[test]
     fn comments_and_ids_are_tracked() {
         let mut f = Framer::new();
-        f.feed(b":\n: ping\nid: 42\ndata: x\n\n", &mut |_| {});
+        f.feed(b":\n: ping\nid: 42\ndata: x\n\n", &mut |_| {})
+            .unwrap();
         assert_eq!(f.comments(), 2);
         assert_eq!(f.last_event_id(), b"42");
+    }
+
+    #[test]
+    fn a_line_that_never_ends_is_cut_at_the_cap() {
+        let mut f = Framer::new();
+        f.feed(b"data: ", &mut |_| panic!()).unwrap();
+        let block = vec![b'x'; 64 << 10];
+        let mut fed = 6;
+        let err = loop {
+            match f.feed(&block, &mut |_| panic!("no event ends")) {
+                Ok(()) => fed += block.len(),
+                Err(e) => break e,
+            }
+            assert!(fed <= MAX_EVENT, "held {fed} bytes");
+        };
+        assert_eq!(err, TooLarge);
+        assert!(fed + block.len() > MAX_EVENT, "cut early, at {fed}");
+        assert!(!f.has_pending(), "what it held is dropped");
+        f.reset();
+        let mut got = 0;
+        f.feed(b"data: ok\n\n", &mut |_| got += 1).unwrap();
+        assert_eq!(got, 1, "usable again after a reset");
+    }
+
+    #[test]
+    fn many_short_data_lines_are_capped_too() {
+        let mut f = Framer::new();
+        let line = [b"data: ".as_slice(), &[b'y'; 1000], b"\n"].concat();
+        let per_line = 1001; // what one line adds to the event's data
+        let mut lines = 0;
+        while f.feed(&line, &mut |_| panic!("no blank line")).is_ok() {
+            lines += 1;
+            assert!(
+                lines * per_line <= MAX_EVENT + per_line,
+                "held {lines} lines"
+            );
+        }
+        assert!(
+            (lines + 1) * per_line > MAX_EVENT,
+            "cut early, after {lines} lines"
+        );
+        // A comment line that never ends is a line like any other.
+        let mut f = Framer::new();
+        let comment = vec![b':'; MAX_EVENT + 1];
+        assert_eq!(f.feed(&comment, &mut |_| {}), Err(TooLarge));
+    }
+
+    #[test]
+    fn an_event_just_under_the_cap_is_dispatched() {
+        let mut f = Framer::new();
+        let data = vec![b'z'; MAX_EVENT - 16];
+        let mut got = 0;
+        for part in [b"data: ".as_slice(), &data, b"\n\n"] {
+            f.feed(part, &mut |e| got = e.data.len()).unwrap();
+        }
+        assert_eq!(got, data.len());
     }
 }

@@ -128,16 +128,33 @@ pub fn timerfd_clear(fd: RawFd) {
 static INTERRUPT: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicBool>> =
     std::sync::OnceLock::new();
 
-extern "C" fn on_interrupt(_: libc::c_int) {
+/// Until the run begins to measure, a signal ends the process at once: nothing is lost, and
+/// preparing a run (tokenizing, reading a dataset) can take minutes that no one should have to
+/// wait out.
+static GRACEFUL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_interrupt(signal: libc::c_int) {
+    if !GRACEFUL.load(std::sync::atomic::Ordering::Relaxed) {
+        const MSG: &[u8] = b"\nringperf: interrupted before anything was measured\n";
+        // SAFETY: write() and _exit() are async-signal-safe; MSG is a valid static buffer.
+        unsafe {
+            libc::write(2, MSG.as_ptr().cast(), MSG.len());
+            libc::_exit(128 + signal);
+        }
+    }
     if let Some(s) = INTERRUPT.get() {
         s.store(true, std::sync::atomic::Ordering::Relaxed);
     }
-    // A second Ctrl-C ends the process at once.
+    // A second Ctrl-C or SIGTERM ends the process at once.
     // SAFETY: signal() is async-signal-safe.
-    unsafe { libc::signal(libc::SIGINT, libc::SIG_DFL) };
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_DFL);
+        libc::signal(libc::SIGTERM, libc::SIG_DFL);
+    }
 }
 
-/// A flag that Ctrl-C (SIGINT) and SIGTERM set; a second Ctrl-C ends the process at once.
+/// A flag that Ctrl-C (SIGINT) and SIGTERM set once [`interrupt_gracefully`] was called;
+/// before that, either signal ends the process at once, and after the first, a second does.
 /// The handlers are installed on the first call.
 pub fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     let mut fresh = false;
@@ -149,7 +166,7 @@ pub fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
         .clone();
     if fresh {
         let handler = on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        // SAFETY: the handler only stores to an atomic and calls signal(), both
+        // SAFETY: the handler only uses an atomic, write(), _exit() and signal(), all
         // async-signal-safe.
         unsafe {
             libc::signal(libc::SIGINT, handler);
@@ -157,6 +174,12 @@ pub fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
         }
     }
     flag
+}
+
+/// From now on the first Ctrl-C or SIGTERM sets the [`interrupt_flag`] instead of ending the
+/// process, so that what was measured can be written.
+pub fn interrupt_gracefully() {
+    GRACEFUL.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Sets thread `tid`'s nice value (0: the calling thread). Raising it needs no privilege;

@@ -42,6 +42,7 @@ pub(crate) fn client_config(
             .with_no_client_auth()
     } else {
         let mut roots = RootCertStore::empty();
+        let mut given = Vec::new();
         match ca_file {
             Some(path) => {
                 let shown = path.display().to_string();
@@ -55,15 +56,25 @@ pub(crate) fn client_config(
                         "no PEM certificate in the file".into(),
                     ));
                 }
-                for c in certs {
+                for c in &certs {
                     roots
-                        .add(c)
+                        .add(c.clone())
                         .map_err(|e| TlsError::CaFile(shown.clone(), e.to_string()))?;
                 }
+                given = certs;
             }
             None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
         }
-        builder.with_root_certificates(roots).with_no_client_auth()
+        let web_pki = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider(),
+        )
+        .build()
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(TrustGiven { web_pki, given }))
+            .with_no_client_auth()
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
@@ -105,6 +116,66 @@ pub(crate) fn server_name(host: &str) -> Result<ServerName<'static>, TlsError> {
             .to_string(),
     )
     .map_err(|e| TlsError::Config(format!("invalid server name {host:?}: {e}")))
+}
+
+/// The web PKI's verification, plus one case it refuses and curl accepts: the server presents,
+/// as its own certificate, exactly a certificate given with `--ca-cert` that is marked as a CA
+/// (what `openssl req -x509` makes by default). That certificate is then trusted as it is; its
+/// names must still match the server's.
+#[derive(Debug)]
+struct TrustGiven {
+    web_pki: Arc<rustls::client::WebPkiServerVerifier>,
+    given: Vec<CertificateDer<'static>>,
+}
+
+impl ServerCertVerifier for TrustGiven {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let verdict =
+            self.web_pki
+                .verify_server_cert(end_entity, intermediates, server_name, ocsp, now);
+        match &verdict {
+            Err(rustls::Error::InvalidCertificate(rustls::CertificateError::Other(other)))
+                if matches!(
+                    other.0.downcast_ref::<webpki::Error>(),
+                    Some(webpki::Error::CaUsedAsEndEntity)
+                ) && self.given.iter().any(|c| c.as_ref() == end_entity.as_ref()) =>
+            {
+                webpki::EndEntityCert::try_from(end_entity)
+                    .and_then(|cert| cert.verify_is_valid_for_subject_name(server_name))
+                    .map_err(|_| {
+                        rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName)
+                    })?;
+                Ok(ServerCertVerified::assertion())
+            }
+            _ => verdict,
+        }
+    }
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.web_pki.verify_tls12_signature(message, cert, dss)
+    }
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.web_pki.verify_tls13_signature(message, cert, dss)
+    }
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.web_pki.supported_verify_schemes()
+    }
 }
 
 #[derive(Debug)]

@@ -149,15 +149,7 @@ pub fn run(
     stop: Arc<AtomicBool>,
     probe: Option<InFlightProbe>,
 ) -> Result<RunOutput, Error> {
-    let nofile = raise_nofile_limit();
-    let concurrency = plan.load.concurrency;
-    let needed = concurrency.saturating_add(64);
-    if nofile > 0 && nofile < needed && concurrency != u64::MAX {
-        eprintln!(
-            "warning: the open-files limit is {nofile} but concurrency {} needs about {needed}; see tuning/",
-            concurrency
-        );
-    }
+    raise_nofile_limit();
     // Fail early, with one message, when the asked-for driver cannot run here.
     let driver = plan.spec.engine.driver;
     crate::runtime::build(driver, plan.spec.engine.ring_entries.min(256))

@@ -101,6 +101,7 @@ impl Shard {
             None => None,
         };
         let pointers = plan.target.pointers.clone();
+        let expects_text = plan.target.kind != crate::api::Kind::Embeddings;
         let shard = Rc::new(Shard {
             index,
             plan,
@@ -119,6 +120,7 @@ impl Shard {
             fds: RefCell::new(FdSet::default()),
             scratch: RefCell::new(Scratch {
                 pointers: pointers.clone(),
+                expects_text,
                 ..Scratch::default()
             }),
             record_lag: RefCell::new(Dist::new()),

@@ -10,7 +10,7 @@ use super::ProtocolError;
 
 /// The largest response head accepted.
 pub const MAX_HEAD: usize = 64 * 1024;
-const MAX_HEADERS: usize = 64;
+const MAX_HEADERS: usize = 128;
 
 /// How the body of a response is delimited (RFC 9112 §6.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,7 +180,14 @@ pub fn parse_head(input: &[u8]) -> Result<Option<(Head, usize)>, ProtocolError> 
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut resp = httparse::Response::new(&mut headers);
         let used = match resp.parse(&input[offset..]) {
-            Ok(httparse::Status::Complete(n)) => n,
+            Ok(httparse::Status::Complete(n)) if offset + n <= MAX_HEAD => n,
+            // The same cap whether the head came in one read or in many.
+            Ok(httparse::Status::Complete(_)) => {
+                return Err(ProtocolError::HeadTooLarge(MAX_HEAD));
+            }
+            Err(httparse::Error::TooManyHeaders) => {
+                return Err(ProtocolError::HeadTooLarge(MAX_HEAD));
+            }
             Ok(httparse::Status::Partial) => {
                 if input.len() - offset > MAX_HEAD {
                     return Err(ProtocolError::HeadTooLarge(MAX_HEAD));
@@ -206,6 +213,12 @@ pub fn parse_head(input: &[u8]) -> Result<Option<(Head, usize)>, ProtocolError> 
                 let n: u64 = text
                     .parse()
                     .map_err(|_| ProtocolError::BadHead(format!("bad Content-Length {text:?}")))?;
+                // RFC 9112 §6.3: differing lengths leave the body's end unknown.
+                if length.is_some_and(|m| m != n) {
+                    return Err(ProtocolError::BadHead(
+                        "two different Content-Length values".into(),
+                    ));
+                }
                 length = Some(n);
             } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
                 chunked = has_token(value, "chunked");
@@ -357,5 +370,47 @@ mod tests {
             &mut |_| {},
         );
         assert_eq!(r, Err(ProtocolError::TrailingBytes));
+    }
+
+    #[test]
+    fn the_head_cap_holds_however_the_reads_split() {
+        let big = |filler: usize| {
+            let mut h = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Pad: ".to_vec();
+            h.resize(h.len() + filler, b'a');
+            h.extend_from_slice(b"\r\n\r\n");
+            h
+        };
+        let over = big(MAX_HEAD);
+        assert!(matches!(
+            parse_head(&over),
+            Err(ProtocolError::HeadTooLarge(_))
+        ));
+        for cut in [1, 4096, MAX_HEAD / 2, MAX_HEAD] {
+            let mut p = Parser::new();
+            let first = p.feed(&over[..cut], &mut |_| {});
+            let r = first.and_then(|used| p.feed(&over[used..], &mut |_| {}));
+            assert!(
+                matches!(r, Err(ProtocolError::HeadTooLarge(_))),
+                "cut {cut}: {r:?}"
+            );
+        }
+        assert!(parse_head(&big(MAX_HEAD - 100)).unwrap().is_some());
+    }
+
+    #[test]
+    fn eighty_headers_are_fine_and_conflicting_lengths_are_not() {
+        let mut h = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n".to_vec();
+        for i in 0..80 {
+            h.extend_from_slice(format!("X-H{i}: v\r\n").as_bytes());
+        }
+        h.extend_from_slice(b"\r\n");
+        assert!(parse_head(&h).unwrap().is_some());
+        let same = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n";
+        assert!(parse_head(same).unwrap().is_some());
+        let differ = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n";
+        assert!(parse_head(differ)
+            .unwrap_err()
+            .to_string()
+            .contains("two different Content-Length"));
     }
 }

@@ -67,20 +67,47 @@ pub struct Load {
     pub streams: u64,
 }
 
+/// The most requests one run plans: each keeps a record (a few hundred bytes) until the
+/// report, and an open loop's send times are drawn before the start.
+pub const MAX_REQUESTS: u64 = 10_000_000;
+
+/// The lowest open-loop rate: one request every 1,000 s.
+const MIN_RATE: f64 = 0.001;
+
+/// How many requests the flags plan, warm-up included, counted before anything is allocated.
+fn planned_requests(s: &LoadSpec) -> f64 {
+    let warmup = s.warmup_request_count as f64;
+    match (s.request_count, s.benchmark_duration_ns, s.request_rate) {
+        (Some(n), _, _) => n as f64 + warmup,
+        (None, Some(d), Some(rate)) => rate * (d + s.ramp_up_ns.unwrap_or(0)) as f64 / 1e9 + warmup,
+        // Closed loop for a duration: as many as finish, one record each.
+        (None, _, _) => warmup,
+    }
+}
+
 impl Load {
     /// Validates the spec and draws the send times. `trace` holds a replayed file's send
     /// times (ns from its first line), for `--fixed-schedule`.
+    /// Builds the load; refuses contradictory flags and plans over [`MAX_REQUESTS`].
     pub fn build(s: &LoadSpec, seed: u64, trace: Option<Vec<u64>>) -> Result<Load, PlanError> {
         let flag = |m: &str| Err(PlanError::Flag(m.to_string()));
         if s.concurrency == Some(0) {
             return flag("--concurrency must be at least 1");
         }
         if let Some(r) = s.request_rate {
-            if !(r > 0.0 && r.is_finite()) {
+            if !(MIN_RATE..=MAX_REQUESTS as f64).contains(&r) {
                 return Err(PlanError::Flag(format!(
-                    "--request-rate {r}: must be a positive number of requests per second"
+                    "--request-rate {r:?}: must be from {MIN_RATE} to {MAX_REQUESTS} requests per second"
                 )));
             }
+        }
+        let planned = planned_requests(s);
+        if planned > MAX_REQUESTS as f64 {
+            return Err(PlanError::Flag(format!(
+                "this load plans {planned:.3e} requests; a run holds at most {MAX_REQUESTS} \
+                 (every request's record is kept until the end, and an open-loop schedule is \
+                 drawn before the start): lower --request-count, or the rate or the duration"
+            )));
         }
         if !(s.burstiness > 0.0 && s.burstiness.is_finite()) {
             return flag("--burstiness must be a positive number");
@@ -294,6 +321,52 @@ mod tests {
         )
         .unwrap();
         assert_eq!(t.offsets.unwrap().as_slice(), &[0, 10]);
+    }
+
+    #[test]
+    fn plans_over_the_budget_are_refused_before_anything_is_drawn() {
+        let too_many = [
+            LoadSpec {
+                request_count: Some(MAX_REQUESTS + 1),
+                ..spec()
+            },
+            LoadSpec {
+                request_count: Some(u64::MAX),
+                request_rate: Some(10.0),
+                ..spec()
+            },
+            LoadSpec {
+                request_count: None,
+                benchmark_duration_ns: Some(100_000_000_000),
+                request_rate: Some(1e6),
+                ..spec()
+            },
+            LoadSpec {
+                request_count: Some(MAX_REQUESTS),
+                warmup_request_count: 1,
+                ..spec()
+            },
+        ];
+        for s in too_many {
+            let e = Load::build(&s, 1, None).unwrap_err().to_string();
+            assert!(e.contains("plans") && e.contains("10000000"), "{e}");
+        }
+        for rate in [1e-300, 1e9] {
+            let s = LoadSpec {
+                request_rate: Some(rate),
+                ..spec()
+            };
+            let e = Load::build(&s, 1, None).unwrap_err().to_string();
+            assert!(e.contains("--request-rate") && e.len() < 200, "{e}");
+        }
+        let ok = LoadSpec {
+            request_count: Some(MAX_REQUESTS),
+            ..spec()
+        };
+        assert!(
+            Load::build(&ok, 1, None).is_ok(),
+            "closed loop draws nothing"
+        );
     }
 
     #[test]

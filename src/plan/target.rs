@@ -275,7 +275,7 @@ impl Target {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn spec(url: &str) -> TargetSpec {

@@ -11,7 +11,9 @@ use super::target::Target;
 use super::PlanError;
 use crate::api::{Body, Kind};
 use crate::workload::files::{self, DatasetType};
-use crate::workload::{Dataset, Gen, Sessions, Tokenizer, MAX_TURNS};
+use crate::workload::{
+    Dataset, Gen, Sessions, Tokenizer, MAX_PLAN_TOKENS, MAX_PROMPT_TOKENS, MAX_TURNS,
+};
 
 /// What the flags say about the workload.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -92,6 +94,25 @@ impl Workload {
             return Err(flag(
                 "--num-prefix-prompts and --prefix-prompt-length must be at least 1",
             ));
+        }
+        let prefixes = s.num_prefix_prompts.unwrap_or(0) as u64;
+        let planned = u64::from(s.isl_mean) * s.num_dataset_entries
+            + prefixes * u64::from(s.prefix_prompt_length);
+        let longest = u64::from(s.isl_mean) + 4 * u64::from(s.isl_stddev);
+        if s.input_file.is_none()
+            && longest.max(u64::from(s.prefix_prompt_length)) > MAX_PROMPT_TOKENS
+        {
+            return Err(flag(format!(
+                "prompts of up to {} tokens asked for: the cap on one prompt is {MAX_PROMPT_TOKENS} \
+                 (--synthetic-input-tokens-mean/-stddev, --prefix-prompt-length)",
+                longest.max(u64::from(s.prefix_prompt_length))
+            )));
+        }
+        if s.input_file.is_none() && planned > MAX_PLAN_TOKENS {
+            return Err(flag(format!(
+                "{planned} prompt tokens asked for (entries × mean length, plus prefixes): a run \
+                 prepares at most {MAX_PLAN_TOKENS}; lower --num-dataset-entries or the lengths"
+            )));
         }
         if s.fixed_schedule && s.input_file.is_none() {
             return Err(flag(
@@ -196,5 +217,126 @@ impl Workload {
             Some(s) => s.inputs_json(),
             None => self.dataset.inputs_json(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::target::tests::spec;
+
+    fn workload_spec() -> WorkloadSpec {
+        WorkloadSpec {
+            tokenizer: None,
+            isl_mean: 40,
+            isl_stddev: 0,
+            osl_mean: Some(7),
+            osl_stddev: 0,
+            osl_deterministic: false,
+            extra_inputs: Map::new(),
+            random_seed: 3,
+            num_dataset_entries: 5,
+            no_usage: false,
+            input_file: None,
+            dataset_type: None,
+            fixed_schedule: false,
+            num_prefix_prompts: None,
+            prefix_prompt_length: 100,
+            session_turns_mean: None,
+            session_turns_stddev: 0.0,
+            session_turn_delay_ns: 0,
+        }
+    }
+
+    #[test]
+    fn synthetic_prompts_are_exact_and_seeded() {
+        let target = Target::build(&spec("http://127.0.0.1:9")).unwrap();
+        let w = Workload::build(&workload_spec(), &target).unwrap();
+        assert_eq!(w.dataset.entries.len(), 5);
+        assert!(w.trace.is_none() && w.sessions.is_none());
+        for e in &w.dataset.entries {
+            assert_eq!((e.isl, e.requested_osl), (40, Some(7)));
+        }
+        let again = Workload::build(&workload_spec(), &target).unwrap();
+        assert_eq!(
+            w.inputs_json(),
+            again.inputs_json(),
+            "same seed, same inputs"
+        );
+        let mut other = workload_spec();
+        other.random_seed = 4;
+        let other = Workload::build(&other, &target).unwrap();
+        assert_ne!(w.inputs_json(), other.inputs_json(), "the seed is used");
+    }
+
+    #[test]
+    fn a_replayed_file_keeps_its_timestamps_from_the_first_line() {
+        let dir = std::env::temp_dir().join(format!("ringperf-wl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("trace.jsonl");
+        std::fs::write(
+            &f,
+            "{\"timestamp\": 1000, \"text\": \"a b\"}\n{\"timestamp\": 1002.5, \"text\": \"c\"}\n",
+        )
+        .unwrap();
+        let target = Target::build(&spec("http://127.0.0.1:9")).unwrap();
+        let mut s = workload_spec();
+        s.input_file = Some(f.clone());
+        s.fixed_schedule = true;
+        let w = Workload::build(&s, &target).unwrap();
+        assert_eq!(w.trace, Some(vec![0, 2_500_000]));
+        assert_eq!(w.dataset.entries.len(), 2);
+        std::fs::write(
+            &f,
+            "{\"timestamp\": 1, \"text\": \"a\"}\n{\"text\": \"b\"}\n",
+        )
+        .unwrap();
+        let e = Workload::build(&s, &target).unwrap_err().to_string();
+        assert!(e.contains("1 of 2 lines") && e.contains("timestamp"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn contradictory_flags_are_named() {
+        let target = Target::build(&spec("http://127.0.0.1:9")).unwrap();
+        type Change = fn(&mut WorkloadSpec);
+        let cases: [(Change, &str); 7] = [
+            (|s| s.isl_mean = 0, "--synthetic-input-tokens-mean"),
+            (
+                |s| {
+                    s.osl_mean = None;
+                    s.osl_deterministic = true
+                },
+                "--output-tokens-mean-deterministic",
+            ),
+            (|s| s.num_dataset_entries = 0, "--num-dataset-entries"),
+            (|s| s.fixed_schedule = true, "--fixed-schedule"),
+            (|s| s.session_turns_mean = Some(0.5), "--session-turns-mean"),
+            (
+                |s| s.prefix_prompt_length = 100_000_000,
+                "--prefix-prompt-length",
+            ),
+            (
+                |s| {
+                    s.isl_mean = 1_000_000;
+                    s.num_dataset_entries = 101
+                },
+                "prepares at most 100000000",
+            ),
+        ];
+        for (change, flag) in cases {
+            let mut s = workload_spec();
+            change(&mut s);
+            let e = Workload::build(&s, &target).unwrap_err().to_string();
+            assert!(e.contains(flag), "{flag}: {e}");
+        }
+        let mut s = workload_spec();
+        s.session_turns_mean = Some(2.0);
+        let mut t = spec("http://127.0.0.1:9");
+        t.kind = Kind::Completions;
+        let e = Workload::build(&s, &Target::build(&t).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--endpoint-type chat"), "{e}");
     }
 }

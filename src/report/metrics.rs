@@ -1,4 +1,5 @@
-//! Per-request metrics folded into distributions (REFERENCE §1), per shard then merged.
+//! Per-request metrics folded into distributions (GenAI-Perf and AIPerf definitions), per shard
+//! then merged.
 
 use crate::record::Record;
 use crate::stats::Dist;

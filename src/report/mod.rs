@@ -1,4 +1,5 @@
-//! Merging the shards and reporting what they measured (REFERENCE §1 and §5).
+//! Merging the shards and reporting what they measured, with the metric definitions of
+//! GenAI-Perf and AIPerf.
 //!
 //! Run-level rates use the measured window: `Tx` = first measured request's start, `Ty` = last
 //! content event (or end of response) of a measured request. Failed requests are left out of

@@ -239,6 +239,7 @@ pub fn read_mooncake(
     let mut blocks: std::collections::HashMap<u64, Vec<u32>> = std::collections::HashMap::new();
     let mut out = Vec::new();
     let mut clock = Clock(f64::NEG_INFINITY);
+    let mut planned = 0u64;
     for line in json_lines(path)? {
         if out.len() >= limit {
             break;
@@ -250,8 +251,30 @@ pub fn read_mooncake(
             .and_then(Value::as_f64)
             .ok_or_else(|| err(path, n, "missing \"timestamp\" (ms)"))?;
         clock.check(ts, path, n)?;
-        let input =
-            num("input_length").ok_or_else(|| err(path, n, "missing \"input_length\""))? as usize;
+        let input = num("input_length").ok_or_else(|| err(path, n, "missing \"input_length\""))?;
+        if input > super::MAX_PROMPT_TOKENS {
+            return Err(err(
+                path,
+                n,
+                format!(
+                    "input_length {input} is over the {}-token cap on one prompt",
+                    super::MAX_PROMPT_TOKENS
+                ),
+            ));
+        }
+        planned += input;
+        if planned > super::MAX_PLAN_TOKENS {
+            return Err(err(
+                path,
+                n,
+                format!(
+                    "the trace's prompts reach {planned} tokens by this line; a run prepares at \
+                     most {} (lower --num-dataset-entries or cut the trace)",
+                    super::MAX_PLAN_TOKENS
+                ),
+            ));
+        }
+        let input = input as usize;
         let output =
             num("output_length").ok_or_else(|| err(path, n, "missing \"output_length\""))?;
         let ids: Vec<u64> = match v.get("hash_ids") {

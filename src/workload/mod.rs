@@ -52,6 +52,13 @@ pub struct Gen {
 /// Turns per session at most; a turn's request id is `session × MAX_TURNS + turn`.
 pub const MAX_TURNS: u64 = 1024;
 
+/// The longest prompt ringperf prepares, in tokens (longer than any model's context today).
+pub const MAX_PROMPT_TOKENS: u64 = 10_000_000;
+
+/// The most prompt tokens one run prepares in all (about 400 MB of text), checked before any
+/// is built.
+pub const MAX_PLAN_TOKENS: u64 = 100_000_000;
+
 /// One user turn of a session, prepared in advance (the answers come from the server).
 #[derive(Debug, Clone)]
 pub struct Turn {

@@ -104,7 +104,16 @@ fn bad_input_is_one_clear_line_and_exit_2() {
         ),
         (
             vec!["--request-rate", "-5"],
-            "--request-rate -5: must be a positive number",
+            "--request-rate -5.0: must be from 0.001",
+        ),
+        // More than any Linux allows (fs.nr_open is at most 2^30 / 1,048,576 by default).
+        (
+            vec!["--sim", "--concurrency", "5000000", "--request-count", "10"],
+            "5000000 connections need about 10000256 open files",
+        ),
+        (
+            vec!["--request-count", "20000000"],
+            "a run holds at most 10000000",
         ),
         (
             vec!["--input-file", back, "--fixed-schedule"],
@@ -136,6 +145,25 @@ fn bad_input_is_one_clear_line_and_exit_2() {
             "{args:?}: expected {expect:?} in {line:?}"
         );
     }
+    // Results that could not be written are refused before the run, not after it.
+    let server = support::sim("");
+    let out = ringperf()
+        .args(["profile", "--url", &format!("http://{}", server.addr)])
+        .args([
+            "--request-count",
+            "1",
+            "--artifact-dir",
+            "/proc/ringperf-no",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        error_line(&stderr).contains("--artifact-dir /proc/ringperf-no: cannot write there"),
+        "{stderr}"
+    );
+    assert_eq!(server.served().0, 0, "nothing was sent");
 }
 
 #[test]
@@ -206,12 +234,65 @@ fn ctrl_c_stops_the_run_and_writes_what_was_measured() {
 
 /// Ctrl-C for a child process.
 fn interrupt(child: &std::process::Child) {
+    signal(child, "INT");
+}
+
+fn signal(child: &std::process::Child, name: &str) {
     let pid = child.id().to_string();
     assert!(Command::new("kill")
-        .args(["-INT", &pid])
+        .args([&format!("-{name}"), &pid])
         .status()
         .unwrap()
         .success());
+}
+
+#[test]
+fn a_signal_while_the_run_is_prepared_ends_it_at_once() {
+    let _shared = support::shared();
+    let dir = support::artifact_dir("cli-planning");
+    for sig in ["TERM", "INT"] {
+        // 150 prompts of 300,000 tokens take minutes to prepare.
+        let mut child = ringperf()
+            .args([
+                "profile",
+                "--sim",
+                "--synthetic-input-tokens-mean",
+                "300000",
+            ])
+            .args(["--num-dataset-entries", "150", "--request-count", "1"])
+            .args(["--artifact-dir", dir.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        loop {
+            let line = lines.next().expect("stderr ended early").unwrap();
+            if line.starts_with("ringperf: preparing 150 prompts") {
+                break;
+            }
+        }
+        signal(&child, sig);
+        let t = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if t.elapsed() > Duration::from_secs(10) {
+                let _ = child.kill();
+                panic!("SIG{sig} ignored while preparing the run");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let rest: Vec<String> = lines.map_while(Result::ok).collect();
+        let code = if sig == "TERM" { 143 } else { 130 };
+        assert_eq!(status.code(), Some(code), "SIG{sig}: {rest:?}");
+        assert!(
+            rest.iter()
+                .any(|l| l.contains("interrupted before anything was measured")),
+            "{rest:?}"
+        );
+    }
 }
 
 /// Requests the simulator on `port` has finished, from its /metrics (0 when it does not

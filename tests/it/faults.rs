@@ -130,3 +130,128 @@ fn refused_connection_and_unknown_model_are_clear_errors() {
         "{err}"
     );
 }
+
+#[test]
+fn oversized_heads_events_and_bodies_are_cut_at_their_caps() {
+    let _shared = support::shared();
+    let ok = capture("vllm/chat-stream.http");
+    let stream_of = |body: &[u8], ctype: &str| {
+        let mut r = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        r.extend_from_slice(body);
+        r
+    };
+    // A `data:` line of 3 MiB, an event of 3 MiB in 1 KiB lines, a 70 KiB head, a 5 MiB body.
+    let long_line = stream_of(
+        &[b"data: ".as_slice(), &vec![b'x'; 3 << 20], b"\n\n"].concat(),
+        "text/event-stream",
+    );
+    let many_lines = stream_of(
+        &[b"data: ", &[b'y'; 1024][..], b"\n"]
+            .concat()
+            .repeat(3 << 10),
+        "text/event-stream",
+    );
+    let mut big_head = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Pad: ".to_vec();
+    big_head.extend(std::iter::repeat_n(b'h', 70 << 10));
+    big_head.extend_from_slice(b"\r\n\r\n");
+    let big_body = stream_of(&vec![b' '; 5 << 20], "application/json");
+    let server = fake_server(move |n, _| match n % 5 {
+        1 => (long_line.clone(), false),
+        2 => (many_lines.clone(), false),
+        3 => (big_head.clone(), false),
+        4 => (big_body.clone(), false),
+        _ => (ok.clone(), false),
+    });
+    let url = format!("http://{}", server.addr);
+    let dir = artifact_dir("faults-caps");
+    let t = Instant::now();
+    let res = profile(
+        &format!(
+            "--url {url} --streaming --concurrency 1 --request-count 10 --request-timeout 30s"
+        ),
+        &dir,
+    )
+    .unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        t.elapsed()
+    );
+    let r = &res.report;
+    let mut kinds: Vec<(&str, u64)> = r
+        .errors
+        .iter()
+        .map(|e| (e.kind.as_str(), e.count))
+        .collect();
+    kinds.sort_unstable();
+    assert_eq!(
+        kinds,
+        vec![
+            ("body_too_large", 2),
+            ("event_too_large", 4),
+            ("header_too_large", 2)
+        ],
+        "{}",
+        res.console
+    );
+    assert_eq!(r.completed, 2);
+    let msg = &r
+        .errors
+        .iter()
+        .find(|e| e.kind == "event_too_large")
+        .unwrap()
+        .message;
+    assert!(msg.contains("1024 KiB"), "{msg}");
+}
+
+#[test]
+fn successful_responses_without_text_are_not_ok() {
+    let _shared = support::shared();
+    let ok = capture("vllm/chat-stream.http");
+    let sse = |events: &str| {
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n{events}",
+            events.len()
+        )
+        .into_bytes()
+    };
+    let no_choices = sse(
+        "data: {\"id\":\"a\",\"object\":\"chat.completion.chunk\",\"choices\":[]}\n\ndata: [DONE]\n\n",
+    );
+    let tool_calls = sse(concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,",
+        "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}}]}\n\ndata: [DONE]\n\n"
+    ));
+    let whole = r#"{"choices":[{"index":0,"message":{"content":""}}],"object":"chat.completion"}"#;
+    let empty_whole = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{whole}",
+        whole.len()
+    )
+    .into_bytes();
+    let server = fake_server(move |n, _| match n % 4 {
+        1 => (no_choices.clone(), false),
+        2 => (tool_calls.clone(), false),
+        3 => (empty_whole.clone(), false),
+        _ => (ok.clone(), false),
+    });
+    let url = format!("http://{}", server.addr);
+    let dir = artifact_dir("faults-no-content");
+    let res = profile(
+        &format!("--url {url} --streaming --concurrency 1 --request-count 8"),
+        &dir,
+    )
+    .unwrap();
+    let r = &res.report;
+    assert_eq!((r.completed, r.failed), (2, 6), "{}", res.console);
+    assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
+    assert_eq!(
+        (r.errors[0].kind.as_str(), r.errors[0].count),
+        ("no_content", 6)
+    );
+    // The empty ones do not drag the output length down.
+    assert_eq!(r.output_tokens, 2 * 16);
+}

@@ -10,12 +10,19 @@ struct Certs {
 
 impl Certs {
     fn make(name: &str) -> Certs {
+        Certs::make_for(name, &["localhost", "127.0.0.1"], false)
+    }
+    /// `ca`: marked as a CA, as `openssl req -x509` marks a self-signed certificate.
+    fn make_for(name: &str, names: &[&str], ca: bool) -> Certs {
         let dir = artifact_dir(name);
         std::fs::create_dir_all(&dir).unwrap();
         let key = rcgen::KeyPair::generate().unwrap();
-        let params =
-            rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+        let mut params =
+            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
                 .unwrap();
+        if ca {
+            params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        }
         let cert = params.self_signed(&key).unwrap();
         std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
         std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
@@ -70,4 +77,45 @@ fn an_untrusted_certificate_fails_the_handshake_and_insecure_accepts_it() {
     assert!(err.contains("tls_failed"), "{err}");
     let res = profile(&format!("--url {url} --insecure --request-count 2"), &dir).unwrap();
     assert_eq!(res.report.completed, 2);
+}
+
+#[test]
+fn a_self_signed_ca_certificate_given_with_ca_cert_is_trusted_for_its_names() {
+    let _shared = support::shared();
+    let certs = Certs::make_for("tls-ca-self", &["localhost", "127.0.0.1"], true);
+    let s = support::sim(&format!(
+        "--tls-cert {} --tls-key {}",
+        certs.path("cert.pem"),
+        certs.path("key.pem")
+    ));
+    let ca = certs.path("cert.pem");
+    let dir = artifact_dir("tls-ca-self-run");
+    for host in ["localhost", "127.0.0.1"] {
+        let url = format!("https://{host}:{}", s.addr.port());
+        let res = profile(
+            &format!("--url {url} --ca-cert {ca} --request-count 2"),
+            &dir,
+        )
+        .unwrap_or_else(|e| panic!("{host}: {e}"));
+        assert_eq!(res.report.completed, 2);
+    }
+    // Trusted as it is, but only for the names it carries.
+    let other = Certs::make_for("tls-ca-other", &["example.test"], true);
+    let s = support::sim(&format!(
+        "--tls-cert {} --tls-key {}",
+        other.path("cert.pem"),
+        other.path("key.pem")
+    ));
+    let url = format!("https://localhost:{}", s.addr.port());
+    let err = profile(
+        &format!(
+            "--url {url} --ca-cert {} --request-count 2",
+            other.path("cert.pem")
+        ),
+        &dir,
+    )
+    .err()
+    .expect("a name that does not match fails")
+    .to_string();
+    assert!(err.contains("tls_failed"), "{err}");
 }
