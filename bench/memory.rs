@@ -6,7 +6,7 @@
 //! Both runs go through ringperf in this process against a server on loopback in this
 //! process (a thread per connection); a sampler reads this process's RSS every 5 ms. Printed:
 //! the peak RSS of each run, the difference, and how the requests ended. Every buffer the
-//! network fills has a cap (1 MiB per event), so the difference must stay within about
+//! network fills has a cap (512 KiB per event), so the difference must stay within
 //! 1 MiB per stream.
 
 use std::io::{Read, Write};
@@ -73,12 +73,16 @@ fn endless(conn: &mut std::net::TcpStream, line_mb: u64) {
     let _ = conn.write_all(
         b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n6\r\ndata: \r\n",
     );
-    let block = vec![b'x'; 65536];
-    let mut chunk = format!("{:x}\r\n", block.len()).into_bytes();
-    chunk.extend_from_slice(&block);
-    chunk.extend_from_slice(b"\r\n");
+    // One chunk for every connection, so the server's own memory stays out of the figure.
+    static CHUNK: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    let chunk = CHUNK.get_or_init(|| {
+        let mut c = b"10000\r\n".to_vec();
+        c.resize(c.len() + 65536, b'x');
+        c.extend_from_slice(b"\r\n");
+        c
+    });
     for _ in 0..line_mb * 16 {
-        if conn.write_all(&chunk).is_err() {
+        if conn.write_all(chunk).is_err() {
             return; // the client cut the stream, as it should
         }
     }

@@ -119,48 +119,67 @@ impl Exchange {
             done,
             ..
         } = self;
-        let mut too_large = None;
+        // Set when the rest of this response is of no use: it ends here, the connection closes.
+        let mut cut: Option<(Outcome, String)> = None;
         let result = parser.feed(bytes, &mut |part| match part {
-            Part::Head(head) => on_head(head, status, keep_alive, streaming),
-            Part::Body(_) if too_large.is_some() => {}
+            Part::Head(_) | Part::Body(_) if cut.is_some() => {}
+            Part::Head(head) => {
+                on_head(head, status, keep_alive, streaming);
+                if let Some(enc) = head
+                    .encoding
+                    .as_ref()
+                    .filter(|_| (200..300).contains(status))
+                {
+                    cut = Some((
+                        Outcome::BadHttp,
+                        format!(
+                            "the server compressed the response (Content-Encoding: {enc}) \
+                             although ringperf asks for no encoding"
+                        ),
+                    ));
+                }
+            }
             Part::Body(data) => {
                 if *streaming {
                     let fed = framer.feed(data, &mut |ev| {
                         on_event(ev.data, t, rec, scratch, failure);
                     });
                     if fed.is_err() {
-                        too_large = Some(Outcome::EventTooLarge);
+                        cut = Some((
+                            Outcome::EventTooLarge,
+                            format!(
+                                "one server-sent event grew past {} KiB; the stream was cut",
+                                crate::sse::MAX_EVENT >> 10
+                            ),
+                        ));
                     }
                 } else if body.len() + data.len() <= BODY_LIMIT {
                     body.extend_from_slice(data);
                 } else if (200..300).contains(status) {
-                    too_large = Some(Outcome::BodyTooLarge);
+                    cut = Some((
+                        Outcome::BodyTooLarge,
+                        format!(
+                            "the response body grew past {} KiB; it was cut",
+                            BODY_LIMIT >> 10
+                        ),
+                    ));
                 }
             }
             Part::End => *done = true,
         });
-        if let Some(outcome) = too_large {
-            // The rest of this response is of no use: end it here and close the connection.
-            let what = match outcome {
-                Outcome::EventTooLarge => "one server-sent event",
-                _ => "the response body",
-            };
-            let cap = match outcome {
-                Outcome::EventTooLarge => crate::sse::MAX_EVENT,
-                _ => BODY_LIMIT,
-            };
-            self.end_with(
-                outcome,
-                format!("{what} grew past {} KiB; the stream was cut", cap >> 10),
-                t,
-                rec,
-            );
+        if let Some((outcome, error)) = cut {
+            self.end_with(outcome, error, t, rec);
             return bytes.len();
         }
         match result {
             Ok(used) => {
                 if self.done {
                     self.finish(t, rec, scratch);
+                    // Nothing may follow a response that was not asked for (no pipelining):
+                    // bytes after it are garbage, and the next request must not inherit them.
+                    if used < bytes.len() {
+                        self.keep_alive = false;
+                    }
                 }
                 used
             }
@@ -345,13 +364,14 @@ fn apply_usage(usage: Option<openai::Usage>, rec: &mut Record) {
     }
 }
 
+/// An error body as one line (an HTML error page has many).
 fn error_text(body: &[u8]) -> String {
     let s = String::from_utf8_lossy(body);
-    let s = s.trim();
+    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if s.is_empty() {
         "(empty body)".into()
     } else {
-        cut(s)
+        cut(&s)
     }
 }
 

@@ -45,7 +45,7 @@ pub enum Outcome {
     BadJson,
     /// The response head exceeded its cap (64 KiB).
     HeaderTooLarge,
-    /// One server-sent event exceeded its cap (1 MiB): a line or an event that never ends.
+    /// One server-sent event exceeded its cap (512 KiB): a line or an event that never ends.
     EventTooLarge,
     /// A whole (non-streamed) successful body exceeded its cap (4 MiB).
     BodyTooLarge,

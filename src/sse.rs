@@ -17,10 +17,10 @@
 const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 
 /// The most bytes one event may hold while it is read: its unfinished line plus the data
-/// lines gathered so far. One streamed chunk of an LLM server is a few hundred bytes; 1 MiB
-/// leaves room for large tool-call arguments and log-probabilities, and keeps 64 streams
-/// under 64 MiB even if every one of them misbehaves.
-pub const MAX_EVENT: usize = 1 << 20;
+/// lines gathered so far. One streamed chunk of an LLM server is a few hundred bytes; 512 KiB
+/// leaves room for large tool-call arguments and log-probabilities, and keeps 64 streams that
+/// all misbehave under 64 MiB, allocator overhead included.
+pub const MAX_EVENT: usize = 512 << 10;
 
 /// Buffers grown past this are given back when the framer is reset for the next stream.
 const KEEP_CAPACITY: usize = 64 << 10;

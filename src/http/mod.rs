@@ -28,7 +28,4 @@ pub enum ProtocolError {
     /// The connection closed before the body was complete.
     #[error("connection closed before the response body ended")]
     IncompleteBody,
-    /// The server sent bytes after a complete response that nobody asked for.
-    #[error("unexpected bytes after the response")]
-    TrailingBytes,
 }

@@ -36,6 +36,8 @@ pub struct Head {
     pub framing: Framing,
     /// True for `Content-Type: text/event-stream`.
     pub event_stream: bool,
+    /// The `Content-Encoding` when it is not `identity` (ringperf asks for none).
+    pub encoding: Option<String>,
 }
 
 /// One step of a response, reported by [`Parser::feed`].
@@ -92,7 +94,8 @@ impl Parser {
 
     /// Feeds received bytes. Returns how many were consumed; the rest (an incomplete head)
     /// must be fed again with more bytes appended. Bytes after the end of the response are
-    /// an error, since ringperf never pipelines requests.
+    /// left unconsumed: ringperf never pipelines requests, so the caller knows they are
+    /// garbage, and the response before them stands.
     pub fn feed(
         &mut self,
         mut input: &[u8],
@@ -147,12 +150,7 @@ impl Parser {
                     }
                     return Ok(total);
                 }
-                State::Done => {
-                    if input.is_empty() {
-                        return Ok(total);
-                    }
-                    return Err(ProtocolError::TrailingBytes);
-                }
+                State::Done => return Ok(total - input.len()),
             }
         }
     }
@@ -206,6 +204,7 @@ pub fn parse_head(input: &[u8]) -> Result<Option<(Head, usize)>, ProtocolError> 
         let mut length = None;
         let mut chunked = false;
         let mut event_stream = false;
+        let mut encoding = None;
         for h in resp.headers.iter() {
             let value = h.value;
             if h.name.eq_ignore_ascii_case("content-length") {
@@ -227,6 +226,11 @@ pub fn parse_head(input: &[u8]) -> Result<Option<(Head, usize)>, ProtocolError> 
                     keep_alive = false;
                 } else if has_token(value, "keep-alive") {
                     keep_alive = true;
+                }
+            } else if h.name.eq_ignore_ascii_case("content-encoding") {
+                let v = String::from_utf8_lossy(value).trim().to_string();
+                if !v.eq_ignore_ascii_case("identity") {
+                    encoding = Some(v);
                 }
             } else if h.name.eq_ignore_ascii_case("content-type") {
                 event_stream = starts_with_ignore_case(value, b"text/event-stream");
@@ -252,6 +256,7 @@ pub fn parse_head(input: &[u8]) -> Result<Option<(Head, usize)>, ProtocolError> 
                 keep_alive,
                 framing,
                 event_stream,
+                encoding,
             },
             offset + used,
         )));
@@ -365,11 +370,10 @@ mod tests {
             Err(ProtocolError::BadHead(_))
         ));
         let mut p = Parser::new();
-        let r = p.feed(
-            b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nab",
-            &mut |_| {},
-        );
-        assert_eq!(r, Err(ProtocolError::TrailingBytes));
+        let raw = b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nab";
+        let r = p.feed(raw, &mut |_| {});
+        assert_eq!(r, Ok(raw.len() - 1), "the trailing byte is left over");
+        assert!(p.is_done());
     }
 
     #[test]

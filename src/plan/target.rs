@@ -79,6 +79,17 @@ impl Endpoint {
         if authority.is_empty() {
             return Err(bad("no host"));
         }
+        // What goes on the request line verbatim must not split it (request smuggling).
+        if let Some(c) = prefix.chars().find(|c| !c.is_ascii_graphic()) {
+            return Err(bad(&format!(
+                "the path holds {c:?}: percent-encode it (spaces as %20)"
+            )));
+        }
+        if authority.starts_with('[') && !authority.contains(']') {
+            return Err(bad(
+                "an IPv6 address opened with '[' is not closed with ']'",
+            ));
+        }
         let (host, port) = if let Some(end) = authority.strip_prefix('[').and_then(|a| a.find(']'))
         {
             let host = &authority[..end + 2];
@@ -199,7 +210,23 @@ impl Target {
             headers.push(("Authorization".to_string(), format!("Bearer {}", key.0)));
         }
         for h in &s.headers {
-            headers.push(header(&h.0)?);
+            let (name, value) = header(&h.0)?;
+            if ["host", "content-length", "transfer-encoding"]
+                .iter()
+                .any(|n| name.eq_ignore_ascii_case(n))
+            {
+                return Err(PlanError::Flag(format!(
+                    "--header {name:?}: ringperf sets it for every request itself"
+                )));
+            }
+            if name.eq_ignore_ascii_case("authorization") && !headers.is_empty() {
+                return Err(PlanError::Flag(
+                    "--api-key (or OPENAI_API_KEY) and --header Authorization both set the \
+                     Authorization header: give one"
+                        .into(),
+                ));
+            }
+            headers.push((name, value));
         }
         let tls = if endpoint.tls {
             crate::tls::server_name(&endpoint.host)?;
@@ -207,6 +234,16 @@ impl Target {
         } else {
             None
         };
+        if let Some(c) = s
+            .endpoint
+            .iter()
+            .flat_map(|e| e.chars())
+            .find(|c| !c.is_ascii_graphic())
+        {
+            return Err(PlanError::Flag(format!(
+                "--endpoint holds {c:?}: percent-encode it (spaces as %20)"
+            )));
+        }
         let path = match (&s.endpoint, s.kind.path()) {
             (Some(p), _) if p.starts_with('/') => format!("{}{p}", endpoint.prefix),
             (Some(p), _) => format!("{}/{p}", endpoint.prefix),
@@ -321,6 +358,9 @@ pub(crate) mod tests {
             "http://h:notaport",
             "http://h:70000",
             "http://:80",
+            "http://[::1",
+            "http://127.0.0.1/a b",
+            "http://127.0.0.1/v1\r\nX-Evil: 1",
         ] {
             assert!(Endpoint::parse(bad).is_err(), "{bad} accepted");
         }
@@ -353,7 +393,23 @@ pub(crate) mod tests {
             assert!(e.starts_with("--header"), "{e}");
             assert!(!e.contains("Evil: 1") && !e.contains("sk-2"), "{e}");
         }
+        for bad in ["Host: x", "content-length: 5", "Transfer-Encoding: chunked"] {
+            s.headers = vec![Secret(bad.into())];
+            let e = Target::build(&s).unwrap_err().to_string();
+            assert!(e.contains("sets it for every request itself"), "{e}");
+        }
+        s.headers = vec![Secret("Authorization: Bearer sk-3".into())];
+        let e = Target::build(&s).unwrap_err().to_string();
+        assert!(e.contains("give one") && !e.contains("sk-"), "{e}");
+        s.api_key = None;
+        assert!(Target::build(&s).is_ok(), "-H Authorization alone is fine");
         s.headers.clear();
+        s.endpoint = Some("/v1/chat completions".into());
+        assert!(Target::build(&s)
+            .unwrap_err()
+            .to_string()
+            .contains("--endpoint holds"));
+        s.endpoint = None;
         s.kind = Kind::Template;
         s.endpoint = None;
         assert!(Target::build(&s)

@@ -152,6 +152,17 @@ pub struct Settings {
     pub concurrency: Option<u64>,
     /// Events were stamped with the kernel's receive time (plain http, not turned off).
     pub kernel_stamps: bool,
+    /// Header values sent (API keys among them), to be cut out of anything a server echoed.
+    pub secrets: Vec<String>,
+}
+
+/// Replaces every secret in `text` with `<redacted>`.
+fn redact(text: &mut String, secrets: &[String]) {
+    for s in secrets {
+        if text.contains(s.as_str()) {
+            *text = text.replace(s.as_str(), "<redacted>");
+        }
+    }
 }
 
 impl Settings {
@@ -167,6 +178,18 @@ impl Settings {
                 .steady_concurrency()
                 .filter(|_| plan.workload.sessions.is_none()),
             kernel_stamps: plan.spec.engine.kernel_timestamps && plan.target.tls.is_none(),
+            // The whole value and, for `Bearer KEY`, the key alone; too short to be a secret
+            // (and too likely to appear by chance) under 8 characters.
+            secrets: plan
+                .target
+                .head
+                .headers
+                .iter()
+                .flat_map(|(_, v)| [Some(v.as_str()), v.strip_prefix("Bearer ")])
+                .flatten()
+                .filter(|v| v.len() >= 8)
+                .map(str::to_string)
+                .collect(),
         }
     }
 }
@@ -192,6 +215,11 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         records.append(&mut s.records);
     }
     records.sort_by_key(|r| r.id);
+    for r in &mut records {
+        if let Some(e) = &mut r.error {
+            redact(e, &settings.secrets);
+        }
+    }
     for r in records.iter().filter(|r| r.is_measured_ok()) {
         metrics.add(r);
     }

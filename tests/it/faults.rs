@@ -205,7 +205,7 @@ fn oversized_heads_events_and_bodies_are_cut_at_their_caps() {
         .find(|e| e.kind == "event_too_large")
         .unwrap()
         .message;
-    assert!(msg.contains("1024 KiB"), "{msg}");
+    assert!(msg.contains("512 KiB"), "{msg}");
 }
 
 #[test]
@@ -254,4 +254,47 @@ fn successful_responses_without_text_are_not_ok() {
     );
     // The empty ones do not drag the output length down.
     assert_eq!(r.output_tokens, 2 * 16);
+}
+
+#[test]
+fn a_server_that_echoes_the_key_does_not_get_it_into_the_artifacts() {
+    let _shared = support::shared();
+    let ok = capture("vllm/chat-stream.http");
+    // As a misconfigured proxy does: the error names the credential it was given.
+    let body = r#"{"error":{"message":"key sk-echoed-secret-42 (Bearer sk-echoed-secret-42) is not allowed"}}"#;
+    let denied = format!(
+        "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes();
+    let server = fake_server(move |n, _| match n % 2 {
+        1 => (denied.clone(), false),
+        _ => (ok.clone(), false),
+    });
+    let url = format!("http://{}", server.addr);
+    let dir = artifact_dir("faults-echo");
+    let res = profile(
+        &format!(
+            "--url {url} --streaming --request-count 4 --api-key sk-echoed-secret-42 \
+             -H X-Trace:abcdefgh123"
+        ),
+        &dir,
+    )
+    .unwrap();
+    assert_eq!(res.report.errors[0].kind, "http_401");
+    assert!(
+        res.report.errors[0]
+            .message
+            .contains("key <redacted> (<redacted>)"),
+        "{}",
+        res.report.errors[0].message
+    );
+    let mut all = res.console.clone();
+    for f in std::fs::read_dir(&dir).unwrap() {
+        all.push_str(&std::fs::read_to_string(f.unwrap().path()).unwrap());
+    }
+    assert!(
+        !all.contains("sk-echoed-secret-42"),
+        "the key reached the artifacts"
+    );
 }

@@ -278,3 +278,39 @@ fn stream_error_event_is_counted_as_server_error() {
     let seen = check_every_split(&raw);
     assert_eq!(seen.outcome, Outcome::ServerError);
 }
+
+#[test]
+fn garbage_after_a_response_closes_the_connection_and_blames_no_one() {
+    let _shared = support::shared();
+    let mut raw = capture("vllm/chat-stream.http");
+    let whole = decode(&[&raw]).0;
+    assert!(whole.keep_alive && whole.outcome == Outcome::Ok);
+    raw.extend_from_slice(b"HTTP/1.1 200 OK\r\nX: unasked\r\n\r\n");
+    let (seen, _) = decode(&[&raw]);
+    assert_eq!(seen.outcome, Outcome::Ok, "the response itself was fine");
+    assert!(
+        !seen.keep_alive,
+        "what follows it must not reach the next request"
+    );
+}
+
+#[test]
+fn compressed_and_html_error_responses_say_what_happened_in_one_line() {
+    let _shared = support::shared();
+    let gz = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\n\x1f\x8b\x08\x00";
+    let (seen, rec) = decode(&[gz]);
+    assert_eq!(seen.outcome, Outcome::BadHttp);
+    let e = rec.error.unwrap();
+    assert!(e.contains("Content-Encoding: gzip"), "{e}");
+    assert!(!seen.keep_alive);
+    let html = "<html>\r\n<head><title>503 Service Temporarily Unavailable</title></head>\r\n<body>\r\n<center><h1>503</h1></center>\r\n</body>\r\n</html>\r\n";
+    let raw = format!(
+        "HTTP/1.1 503 Service Temporarily Unavailable\r\nContent-Type: text/html\r\nContent-Length: {}\r\n\r\n{html}",
+        html.len()
+    );
+    let (seen, rec) = decode(&[raw.as_bytes()]);
+    assert_eq!(seen.outcome, Outcome::HttpStatus(503));
+    let e = rec.error.unwrap();
+    assert!(!e.contains('\n') && !e.contains('\r'), "{e:?}");
+    assert!(e.starts_with("<html> <head><title>503 Service"), "{e:?}");
+}
