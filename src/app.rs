@@ -222,8 +222,14 @@ pub fn profile(
             .first()
             .map(|e| format!("{} ({}): {}", e.kind, e.count, e.message))
             .unwrap_or_else(|| "no request completed".into());
+        // A TLS server closes a plain-text connection without a word.
+        let hint = if plan.target.tls.is_none() && why.contains("before any response byte") {
+            "; if the server speaks TLS, use https://"
+        } else {
+            ""
+        };
         return Err(Fatal(format!(
-            "nothing was measured: every request failed: {why}"
+            "nothing was measured: every request failed: {why}{hint}"
         )));
     }
     Ok(ProfileResult {

@@ -86,6 +86,10 @@ impl Exchange {
         self.done = false;
     }
 
+    fn saw_head(&self) -> bool {
+        self.parser.head().is_some()
+    }
+
     /// True once any response byte arrived.
     pub fn saw_bytes(&self) -> bool {
         self.saw_bytes
@@ -185,6 +189,16 @@ impl Exchange {
             }
             Err(e) => {
                 self.fail_protocol(e, t, rec);
+                // A TLS record (handshake or alert) where an HTTP head should be.
+                if !self.saw_head()
+                    && bytes.len() >= 2
+                    && matches!(bytes[0], 0x15 | 0x16)
+                    && bytes[1] == 3
+                {
+                    if let Some(msg) = &mut rec.error {
+                        msg.push_str(": the server answered with TLS; is it an https:// port?");
+                    }
+                }
                 bytes.len()
             }
         }

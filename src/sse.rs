@@ -117,7 +117,7 @@ impl Framer {
                         self.process_line(&input[..end], on);
                     } else {
                         let mut line = std::mem::take(&mut self.line);
-                        line.extend_from_slice(&input[..end]);
+                        append(&mut line, &input[..end]);
                         self.process_line(&line, on);
                         line.clear();
                         self.line = line;
@@ -131,7 +131,7 @@ impl Framer {
                     if self.line.len() + self.data.len() + input.len() > MAX_EVENT {
                         return Err(self.too_large());
                     }
-                    self.line.extend_from_slice(input);
+                    append(&mut self.line, input);
                     return Ok(());
                 }
             }
@@ -182,7 +182,7 @@ impl Framer {
         };
         match field {
             b"data" => {
-                self.data.extend_from_slice(value);
+                append(&mut self.data, value);
                 self.data.push(b'\n');
             }
             b"event" => {
@@ -210,6 +210,17 @@ impl Framer {
         self.data.clear();
         self.event.clear();
     }
+}
+
+/// Appends to an event buffer. Past [`KEEP_CAPACITY`] the buffer is given room for a whole
+/// event at once: growing by doubling would leave the freed smaller blocks with the allocator,
+/// and a stream cut at the cap would cost about twice the cap.
+fn append(buf: &mut Vec<u8>, bytes: &[u8]) {
+    let need = buf.len() + bytes.len();
+    if need > buf.capacity() && need > KEEP_CAPACITY {
+        buf.reserve_exact(MAX_EVENT.max(need) - buf.len());
+    }
+    buf.extend_from_slice(bytes);
 }
 
 #[cfg(test)]

@@ -73,6 +73,8 @@ pub(crate) struct Shard {
     waker: RefCell<Option<Waker>>,
     stop_dispatch: Cell<bool>,
     cancelled: Cell<bool>,
+    /// Connections that failed to open in a row (any success resets it): the backoff.
+    connect_failures: Cell<u32>,
     limits: Cell<Option<Limits>>,
     finished: Cell<bool>,
     ramping: Cell<bool>,
@@ -114,6 +116,7 @@ impl Shard {
             waker: RefCell::new(None),
             stop_dispatch: Cell::new(false),
             cancelled: Cell::new(false),
+            connect_failures: Cell::new(0),
             limits: Cell::new(None),
             finished: Cell::new(false),
             ramping: Cell::new(false),
@@ -419,6 +422,34 @@ async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record)
         slot.conn = None;
     }
     shard.pool.borrow_mut().push(slot);
+    if matches!(
+        rec.outcome,
+        Outcome::ConnectFailed | Outcome::ConnectTimeout | Outcome::TlsFailed
+    ) {
+        back_off(shard).await;
+    }
+}
+
+/// The first wait after a connection failed to open, doubled at each failure in a row up to
+/// [`BACKOFF_MAX_NS`].
+const BACKOFF_FIRST_NS: u64 = 1_000_000;
+const BACKOFF_MAX_NS: u64 = 500_000_000;
+
+/// Holds the request's place for a while after its connection failed to open, so that a dead
+/// server is not hammered thousands of times a second (each failure is still counted). Cut
+/// short by a stop or the end of dispatch.
+async fn back_off(shard: &Shard) {
+    let n = shard.connect_failures.get() + 1;
+    shard.connect_failures.set(n);
+    let wait = (BACKOFF_FIRST_NS << (n - 1).min(20)).min(BACKOFF_MAX_NS);
+    let until = now_ns() + wait;
+    while !shard.cancelled.get() && !shard.stop_dispatch.get() {
+        let left = until.saturating_sub(now_ns());
+        if left == 0 {
+            break;
+        }
+        monoio::time::sleep(Duration::from_nanos(left.min(20_000_000))).await;
+    }
 }
 
 /// Sends one request and reads its response, retrying once on a fresh connection when a
@@ -443,6 +474,7 @@ async fn drive(
             let limit = Duration::from_nanos(plan.target.connect_timeout_ns);
             match monoio::time::timeout(limit, Conn::open(plan.target.endpoint.addr, tls)).await {
                 Ok(Ok(mut c)) => {
+                    shard.connect_failures.set(0);
                     if plan.spec.engine.kernel_timestamps {
                         c.enable_rx_timestamps();
                         c.enable_tx_timestamps();

@@ -112,6 +112,17 @@ pub fn start(args: &Config) -> Result<SimHandle, Error> {
             args.bind
         ))
     })?;
+    // The shards share the port with SO_REUSEPORT, which would also let this simulator share
+    // it with another one, silently splitting the traffic: refuse a port that is served.
+    if bind.port() != 0
+        && std::net::TcpStream::connect_timeout(&bind, std::time::Duration::from_millis(200))
+            .is_ok()
+    {
+        return Err(Error::Listen(
+            bind,
+            "something already listens there".into(),
+        ));
+    }
     crate::sys::raise_nofile_limit();
     // Requests are timed from their kernel arrival stamps: have stamping on before the first.
     crate::sys::keep_rx_timestamping_on();

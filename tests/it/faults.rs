@@ -99,6 +99,47 @@ fn a_silent_server_hits_the_request_timeout_without_hanging() {
 }
 
 #[test]
+fn a_dead_server_gets_backoff_and_every_failure_is_counted() {
+    let _shared = support::shared();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let dir = artifact_dir("faults-backoff");
+    let t = Instant::now();
+    let err = profile(
+        &format!(
+            "--url http://127.0.0.1:{port} --concurrency 4 --benchmark-duration 1s \
+             --grace-period 1s"
+        ),
+        &dir,
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        t.elapsed()
+    );
+    // "connect_failed (N): …": without backoff a refused port fails thousands of times a
+    // second; with it each of the 4 places waits 1, 2, 4 … 500 ms.
+    let n: u64 = err
+        .split("connect_failed (")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!((4..=100).contains(&n), "{n} failures in 1 s: {err}");
+    let lines = std::fs::read_to_string(dir.join("profile_export.jsonl")).unwrap();
+    assert_eq!(
+        lines.lines().count() as u64,
+        n,
+        "every failure is in the export"
+    );
+}
+
+#[test]
 fn refused_connection_and_unknown_model_are_clear_errors() {
     let _shared = support::shared();
     let port = {
@@ -297,4 +338,16 @@ fn a_server_that_echoes_the_key_does_not_get_it_into_the_artifacts() {
         !all.contains("sk-echoed-secret-42"),
         "the key reached the artifacts"
     );
+}
+
+#[test]
+fn a_simulator_refuses_a_port_that_is_already_served() {
+    let _shared = support::shared();
+    let first = sim("");
+    let mut args = ringperf::cli::SimArgs::parse_inline("").unwrap();
+    args.bind = first.addr.to_string();
+    match ringperf::sim::start(&args.config().unwrap()) {
+        Ok(_) => panic!("a second simulator shared {}", first.addr),
+        Err(e) => assert!(e.to_string().contains("already listens"), "{e}"),
+    }
 }

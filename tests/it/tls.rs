@@ -119,3 +119,29 @@ fn a_self_signed_ca_certificate_given_with_ca_cert_is_trusted_for_its_names() {
     .to_string();
     assert!(err.contains("tls_failed"), "{err}");
 }
+
+#[test]
+fn a_scheme_that_does_not_match_the_port_says_so() {
+    let _shared = support::shared();
+    let certs = Certs::make("tls-mixup");
+    let tls = support::sim(&format!(
+        "--tls-cert {} --tls-key {}",
+        certs.path("cert.pem"),
+        certs.path("key.pem")
+    ));
+    let plain = support::sim("");
+    let dir = artifact_dir("tls-mixup-run");
+    let err = |url: String| {
+        profile(&format!("--url {url} --request-count 1"), &dir)
+            .err()
+            .expect("fails")
+            .to_string()
+    };
+    let e = err(format!("http://127.0.0.1:{}", tls.addr.port()));
+    assert!(e.contains("use https://"), "{e}");
+    let e = err(format!("https://127.0.0.1:{}", plain.addr.port()));
+    assert!(e.contains("is it an http:// port?"), "{e}");
+    // A self-signed certificate not given with --ca-cert: the error says how to trust it.
+    let e = err(format!("https://localhost:{}", tls.addr.port()));
+    assert!(e.contains("--ca-cert FILE"), "{e}");
+}
