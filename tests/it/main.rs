@@ -12,6 +12,7 @@ mod datasets;
 mod e2e;
 mod endpoints;
 mod faults;
+mod fuzz_smoke;
 mod layers;
 mod open_loop;
 mod placement;

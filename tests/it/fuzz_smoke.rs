@@ -1,0 +1,117 @@
+//! A short pass of every fuzz target on stable, as CI runs it: the real captures and a few
+//! hundred thousand mutations of them (seeded, so a failure repeats). The coverage-guided runs are
+//! `cargo +nightly fuzz run --fuzz-dir tests/fuzz TARGET` (see the README's "Fuzzing").
+
+use crate::support;
+
+#[path = "../fuzz/bodies.rs"]
+mod bodies;
+
+type Target = fn(&[u8]);
+
+const TARGETS: [(&str, Target); 5] = [
+    ("chunked", bodies::chunked),
+    ("head", bodies::head),
+    ("sse", bodies::sse),
+    ("openai", bodies::openai),
+    ("sse_differential", bodies::sse_differential),
+];
+
+/// Fragments that matter to the parsers, spliced into the mutations.
+const TOKENS: [&[u8]; 12] = [
+    b"\r\n",
+    b"\n\n",
+    b"\r",
+    b"data: ",
+    b"event:",
+    b":",
+    b"0\r\n\r\n",
+    b"\xEF\xBB\xBF",
+    b"[DONE]",
+    b"{\"choices\":[{\"delta\":{\"content\":\"x\"}}]}",
+    b"HTTP/1.1 200 OK\r\n",
+    b"Transfer-Encoding: chunked\r\n",
+];
+
+/// The captures whole, and their bodies alone.
+fn seeds() -> Vec<Vec<u8>> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/captures");
+    let mut out = Vec::new();
+    let mut files = Vec::new();
+    for dir in std::fs::read_dir(&root).unwrap() {
+        let dir = dir.unwrap().path();
+        if dir.is_dir() {
+            files.extend(std::fs::read_dir(dir).unwrap().map(|f| f.unwrap().path()));
+        }
+    }
+    files.sort();
+    for f in files {
+        let bytes = std::fs::read(f).unwrap();
+        if let Some(i) = bytes.windows(4).position(|w| w == b"\r\n\r\n") {
+            out.push(bytes[i + 4..].to_vec());
+        }
+        out.push(bytes);
+    }
+    out
+}
+
+/// xorshift64*: small, seeded, good enough to pick mutations.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n.max(1)
+    }
+}
+
+fn mutate(seed: &[u8], rng: &mut Rng) -> Vec<u8> {
+    let mut m = seed[..seed.len().min(8192)].to_vec();
+    for _ in 0..1 + rng.below(4) {
+        let at = rng.below(m.len() + 1);
+        match rng.below(5) {
+            0 if !m.is_empty() => {
+                let i = at.min(m.len() - 1);
+                m[i] ^= 1 << rng.below(8);
+            }
+            1 => m.insert(at, rng.below(256) as u8),
+            2 => m.truncate(at),
+            3 => {
+                let end = (at + rng.below(64)).min(m.len());
+                m.drain(at..end);
+            }
+            _ => {
+                let t = TOKENS[rng.below(TOKENS.len())];
+                m.splice(at..at, t.iter().copied());
+            }
+        }
+    }
+    m
+}
+
+#[test]
+fn every_fuzz_target_survives_the_captures_and_their_mutations() {
+    let _shared = support::shared();
+    let seeds = seeds();
+    assert!(seeds.len() >= 10, "only {} seeds", seeds.len());
+    let mut rng = Rng(0x5eed_1234_abcd_0001);
+    let mut runs = 0;
+    for (name, target) in TARGETS {
+        for seed in &seeds {
+            target(seed);
+            for _ in 0..1000 {
+                let input = mutate(seed, &mut rng);
+                let outcome = std::panic::catch_unwind(|| target(&input));
+                assert!(
+                    outcome.is_ok(),
+                    "{name} failed on {:?}",
+                    String::from_utf8_lossy(&input)
+                );
+                runs += 1;
+            }
+        }
+    }
+    eprintln!("fuzz smoke: {runs} inputs");
+}
