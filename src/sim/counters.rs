@@ -14,6 +14,8 @@ pub(super) struct Counters {
     pub(super) finished: AtomicU64,
     pub(super) running: AtomicU64,
     pub(super) waiting: AtomicU64,
+    /// Connections the kernel had ready that could not be accepted (out of descriptors).
+    pub(super) accept_failures: AtomicU64,
     pub(super) in_flight: std::sync::Mutex<InFlight>,
 }
 
@@ -106,11 +108,14 @@ pub(super) fn metrics_page(model: &str, c: &Counters) -> String {
          # HELP ringperf_sim_requests_in_flight Requests received and not yet answered.\n# TYPE ringperf_sim_requests_in_flight gauge\n\
          ringperf_sim_requests_in_flight {in_flight}\n\
          # HELP ringperf_sim_in_flight_seconds_total Requests in flight integrated over time; its rise over a window divided by the window is the mean in flight.\n# TYPE ringperf_sim_in_flight_seconds_total counter\n\
-         ringperf_sim_in_flight_seconds_total {:.6}\n",
+         ringperf_sim_in_flight_seconds_total {:.6}\n\
+         # HELP ringperf_sim_accept_failures_total Connections that could not be accepted.\n# TYPE ringperf_sim_accept_failures_total counter\n\
+         ringperf_sim_accept_failures_total {}\n",
         g(&c.running),
         g(&c.waiting),
         g(&c.tokens),
         g(&c.finished),
-        integral.integral as f64 / 1e9
+        integral.integral as f64 / 1e9,
+        g(&c.accept_failures)
     )
 }

@@ -234,7 +234,19 @@ fn shard_main(
                     Ok((stream, _)) => {
                         monoio::spawn(serve(ctx.clone(), stream));
                     }
-                    Err(_) => monoio::time::sleep(Duration::from_millis(5)).await,
+                    Err(e) => {
+                        // Out of descriptors, most likely: clients wait in the kernel's queue
+                        // until one frees. Say so once, and count every failure.
+                        if ctx.counters.accept_failures.fetch_add(1, Ordering::Relaxed) == 0 {
+                            eprintln!(
+                                "ringperf sim: cannot accept connections: {e}; clients wait \
+                                 until a descriptor frees (open-files limit {}: raise it with \
+                                 ulimit -n)",
+                                crate::sys::raise_nofile_limit()
+                            );
+                        }
+                        monoio::time::sleep(Duration::from_millis(5)).await
+                    }
                 }
             }
         };

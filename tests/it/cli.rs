@@ -415,3 +415,41 @@ fn secrets_never_reach_artifacts_or_output() {
     );
     assert!(all.contains("<redacted>"));
 }
+
+#[test]
+fn a_simulator_out_of_descriptors_says_so() {
+    let _shared = support::shared();
+    let exe = env!("CARGO_BIN_EXE_ringperf");
+    let mut sim = Command::new("sh")
+        .args([
+            "-c",
+            &format!("ulimit -n 64 && exec {exe} sim --bind 127.0.0.1:0 --shards 1"),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    BufReader::new(sim.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    let addr = format!("127.0.0.1:{}", port.trim());
+    // More connections than the simulator has descriptors left; the kernel queues them.
+    let _held: Vec<_> = (0..100)
+        .map_while(|_| std::net::TcpStream::connect(&addr).ok())
+        .collect();
+    let stderr = sim.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("cannot accept connections") {
+                let _ = tx.send(line);
+            }
+        }
+    });
+    let found = rx.recv_timeout(Duration::from_secs(20));
+    let _ = sim.kill();
+    let _ = sim.wait();
+    let line = found.expect("no word from the simulator within 20 s");
+    assert!(line.contains("ulimit -n"), "{line}");
+}
