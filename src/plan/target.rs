@@ -219,10 +219,14 @@ impl Target {
                     "--header {name:?}: ringperf sets it for every request itself"
                 )));
             }
-            if name.eq_ignore_ascii_case("authorization") && !headers.is_empty() {
+            if name.eq_ignore_ascii_case("authorization")
+                && headers
+                    .iter()
+                    .any(|(n, _)| n.eq_ignore_ascii_case("authorization"))
+            {
                 return Err(PlanError::Flag(
-                    "--api-key (or OPENAI_API_KEY) and --header Authorization both set the \
-                     Authorization header: give one"
+                    "the Authorization header is set twice (--api-key or OPENAI_API_KEY, and \
+                     --header): give one"
                         .into(),
                 ));
             }
@@ -402,6 +406,10 @@ pub(crate) mod tests {
         let e = Target::build(&s).unwrap_err().to_string();
         assert!(e.contains("give one") && !e.contains("sk-"), "{e}");
         s.api_key = None;
+        s.headers = vec![
+            Secret("X-Other: 1".into()),
+            Secret("Authorization: Bearer sk-3".into()),
+        ];
         assert!(Target::build(&s).is_ok(), "-H Authorization alone is fine");
         s.headers.clear();
         s.endpoint = Some("/v1/chat completions".into());
