@@ -138,6 +138,13 @@ impl Conn {
         self.tcp.as_raw_fd()
     }
 
+    /// A kept-alive plain connection with bytes waiting before any request was sent on it (or
+    /// closed by the server) is spoiled: those bytes answer nothing. TLS connections may
+    /// legitimately hold post-handshake records, so they are not asked.
+    pub(crate) fn spoiled(&self) -> bool {
+        self.tls.is_none() && sys::input_pending(self.fd())
+    }
+
     async fn handshake(&mut self) -> io::Result<()> {
         loop {
             let tls = self.tls.as_mut().expect("tls");

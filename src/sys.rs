@@ -224,6 +224,22 @@ pub fn is_tty(fd: RawFd) -> bool {
     unsafe { libc::isatty(fd) == 1 }
 }
 
+/// True when a socket has bytes to read or its peer has closed it, without waiting or
+/// consuming anything (`MSG_PEEK | MSG_DONTWAIT`).
+pub fn input_pending(fd: RawFd) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: a one-byte peek into a valid local buffer; nothing is consumed.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n >= 0
+}
+
 /// Shuts a socket down in both directions so that any pending read on it completes. Safe to
 /// call on a descriptor that is still owned (and later closed) by its connection.
 pub fn shutdown(fd: RawFd) {

@@ -499,6 +499,13 @@ async fn drive(
             }
         }
         let conn = slot.conn.as_mut().expect("connected above");
+        if conn.used && attempt == 0 && conn.spoiled() {
+            // Bytes the server sent after its previous response (or its close): they belong
+            // to no request, so this one goes on a fresh connection.
+            slot.conn = None;
+            rec.reconnected = true;
+            continue;
+        }
         shard.fds.borrow_mut().set(fd_slot, conn.fd());
         let reused = conn.used;
         conn.used = true;

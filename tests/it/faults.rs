@@ -351,3 +351,59 @@ fn a_simulator_refuses_a_port_that_is_already_served() {
         Err(e) => assert!(e.to_string().contains("already listens"), "{e}"),
     }
 }
+
+#[test]
+fn garbage_sent_after_a_response_spoils_the_connection_not_the_next_request() {
+    let _shared = support::shared();
+    use std::io::{Read, Write};
+    let ok = capture("vllm/chat-stream.http");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Answers each request, then, 20 ms later, sends bytes nobody asked for.
+    std::thread::spawn(move || {
+        for conn in listener.incoming().take(16) {
+            let Ok(mut conn) = conn else { return };
+            let ok = ok.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                let mut seen = Vec::new();
+                loop {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                    let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&seen[..end]).to_ascii_lowercase();
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .map_or(0, |v| v.trim().parse().unwrap());
+                    if seen.len() < end + 4 + len {
+                        continue;
+                    }
+                    seen.drain(..end + 4 + len);
+                    if conn.write_all(&ok).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                    let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nX-Stray: yes\r\n\r\n");
+                }
+            });
+        }
+    });
+    let dir = artifact_dir("faults-stray");
+    // 100 ms between sends: the stray bytes are always in before the next request leaves.
+    let res = profile(
+        &format!(
+            "--url http://{addr} --streaming --request-rate 10 --arrival constant \
+             --request-count 5 --request-timeout 3s"
+        ),
+        &dir,
+    )
+    .unwrap();
+    let r = &res.report;
+    assert_eq!((r.completed, r.failed), (5, 0), "{}", res.console);
+    assert!(r.records.iter().filter(|x| x.reconnected).count() >= 3);
+}
