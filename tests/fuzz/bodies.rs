@@ -112,12 +112,22 @@ pub fn openai(data: &[u8]) {
     assert_eq!(whole, exchange(&[&raw[..at], &raw[at..]]), "split at {at}");
     // The decoder alone, on the bytes as one JSON document.
     let mut doc = data.to_vec();
-    let _ = ringperf::api::openai::decode(&mut doc, &mut Scratch::default().json);
+    SCRATCH.with_borrow_mut(|s| {
+        let _ = ringperf::api::openai::decode(&mut doc, &mut s.json);
+    });
+}
+
+thread_local! {
+    /// One scratch for every input (it holds a histogram, costly to make a million times).
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
 }
 
 fn exchange(pieces: &[&[u8]]) -> (String, String, Option<u64>, usize) {
+    SCRATCH.with_borrow_mut(|scratch| exchange_with(pieces, scratch))
+}
+
+fn exchange_with(pieces: &[&[u8]], scratch: &mut Scratch) -> (String, String, Option<u64>, usize) {
     let mut ex = Exchange::default();
-    let mut scratch = Scratch::default();
     let mut rec = Record::new(1, 0, Phase::Profiling, 0, 0);
     let mut pending = Vec::new();
     for p in pieces {
@@ -125,11 +135,11 @@ fn exchange(pieces: &[&[u8]]) -> (String, String, Option<u64>, usize) {
             break;
         }
         pending.extend_from_slice(p);
-        let used = ex.feed(&pending, 1, &mut rec, &mut scratch);
+        let used = ex.feed(&pending, 1, &mut rec, scratch);
         pending.drain(..used);
     }
     if !ex.is_done() {
-        ex.eof(2, &mut rec, &mut scratch);
+        ex.eof(2, &mut rec, scratch);
     }
     let events = rec.chunk_gaps_ns.len() + usize::from(rec.first_content_ns.is_some());
     (rec.outcome.name(), rec.text, rec.osl, events)
