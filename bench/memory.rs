@@ -19,14 +19,14 @@ use std::time::Duration;
 
 use clap::Parser;
 
-/// A loopback server that answers every request with `respond(stream)`.
+/// Megabytes of the endless line (`--line-mb`).
+static LINE_MB: AtomicU64 = AtomicU64::new(200);
+
+/// A loopback server that answers every request with `respond(stream, line_mb)`.
 fn serve(respond: fn(&mut std::net::TcpStream, u64)) -> std::net::SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let line_mb = std::env::var("RINGPERF_BENCH_LINE_MB")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200u64);
+    let line_mb = LINE_MB.load(Ordering::Relaxed);
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { continue };
@@ -136,7 +136,7 @@ fn main() {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--concurrency" => concurrency = args.next().unwrap().parse().unwrap(),
-            "--line-mb" => std::env::set_var("RINGPERF_BENCH_LINE_MB", args.next().unwrap()),
+            "--line-mb" => LINE_MB.store(args.next().unwrap().parse().unwrap(), Ordering::Relaxed),
             "--bench" => {}
             other => panic!("unknown argument {other}"),
         }

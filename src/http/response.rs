@@ -180,10 +180,7 @@ pub fn parse_head(input: &[u8]) -> Result<Option<(Head, usize)>, ProtocolError> 
         let used = match resp.parse(&input[offset..]) {
             Ok(httparse::Status::Complete(n)) if offset + n <= MAX_HEAD => n,
             // The same cap whether the head came in one read or in many.
-            Ok(httparse::Status::Complete(_)) => {
-                return Err(ProtocolError::HeadTooLarge(MAX_HEAD));
-            }
-            Err(httparse::Error::TooManyHeaders) => {
+            Ok(httparse::Status::Complete(_)) | Err(httparse::Error::TooManyHeaders) => {
                 return Err(ProtocolError::HeadTooLarge(MAX_HEAD));
             }
             Ok(httparse::Status::Partial) => {

@@ -194,21 +194,16 @@ fn ctrl_c_stops_the_run_and_writes_what_was_measured() {
     // address from stderr, then its /metrics.
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let mut stderr = String::new();
-    let port = loop {
-        let line = lines
-            .next()
-            .expect("stderr ended before the run began")
-            .unwrap();
-        stderr.push_str(&line);
+    let port = wait_for_line(&mut lines, |line| {
+        stderr.push_str(line);
         stderr.push('\n');
-        if let Some(rest) = line.split("http://127.0.0.1:").nth(1) {
-            break rest
-                .split(|c: char| !c.is_ascii_digit())
-                .next()
-                .unwrap()
-                .to_string();
-        }
-    };
+        let rest = line.split("http://127.0.0.1:").nth(1)?;
+        Some(
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .to_string(),
+        )
+    });
     let deadline = Instant::now() + Duration::from_secs(60);
     while served(&port) < 12 {
         assert!(Instant::now() < deadline, "no progress:\n{stderr}");
@@ -233,6 +228,19 @@ fn ctrl_c_stops_the_run_and_writes_what_was_measured() {
 }
 
 /// Ctrl-C for a child process.
+type StderrLines = std::io::Lines<BufReader<std::process::ChildStderr>>;
+
+/// Reads a child's stderr until `f` makes something of a line (readiness is a line, never a
+/// time); panics if stderr ends first.
+fn wait_for_line<T>(lines: &mut StderrLines, mut f: impl FnMut(&str) -> Option<T>) -> T {
+    for line in lines.map_while(Result::ok) {
+        if let Some(found) = f(&line) {
+            return found;
+        }
+    }
+    panic!("stderr ended before the line awaited");
+}
+
 fn interrupt(child: &std::process::Child) {
     signal(child, "INT");
 }
@@ -266,12 +274,10 @@ fn a_signal_while_the_run_is_prepared_ends_it_at_once() {
             .spawn()
             .unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        loop {
-            let line = lines.next().expect("stderr ended early").unwrap();
-            if line.starts_with("ringperf: preparing 150 prompts") {
-                break;
-            }
-        }
+        wait_for_line(&mut lines, |l| {
+            l.starts_with("ringperf: preparing 150 prompts")
+                .then_some(())
+        });
         signal(&child, sig);
         let t = Instant::now();
         let status = loop {

@@ -355,7 +355,7 @@ fn a_simulator_refuses_a_port_that_is_already_served() {
 #[test]
 fn garbage_sent_after_a_response_spoils_the_connection_not_the_next_request() {
     let _shared = support::shared();
-    use std::io::{Read, Write};
+    use std::io::Write;
     let ok = capture("vllm/chat-stream.http");
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
@@ -365,25 +365,8 @@ fn garbage_sent_after_a_response_spoils_the_connection_not_the_next_request() {
             let Ok(mut conn) = conn else { return };
             let ok = ok.clone();
             std::thread::spawn(move || {
-                let mut buf = [0u8; 65536];
-                let mut seen = Vec::new();
-                loop {
-                    match conn.read(&mut buf) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
-                    }
-                    let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") else {
-                        continue;
-                    };
-                    let head = String::from_utf8_lossy(&seen[..end]).to_ascii_lowercase();
-                    let len: usize = head
-                        .lines()
-                        .find_map(|l| l.strip_prefix("content-length:"))
-                        .map_or(0, |v| v.trim().parse().unwrap());
-                    if seen.len() < end + 4 + len {
-                        continue;
-                    }
-                    seen.drain(..end + 4 + len);
+                let mut buf = Vec::new();
+                while support::read_request(&mut conn, &mut buf).is_some() {
                     if conn.write_all(&ok).is_err() {
                         return;
                     }

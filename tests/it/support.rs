@@ -82,27 +82,7 @@ where
             let (r, respond) = (r.clone(), respond.clone());
             std::thread::spawn(move || {
                 let mut buf = Vec::new();
-                loop {
-                    // Read one request: head, then Content-Length bytes.
-                    let mut tmp = [0u8; 4096];
-                    let (head_end, len) = loop {
-                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            let head = String::from_utf8_lossy(&buf[..i]).to_ascii_lowercase();
-                            let len = head
-                                .lines()
-                                .find_map(|l| l.strip_prefix("content-length:"))
-                                .map(|v| v.trim().parse::<usize>().unwrap())
-                                .unwrap_or(0);
-                            if buf.len() >= i + 4 + len {
-                                break (i + 4, len);
-                            }
-                        }
-                        match conn.read(&mut tmp) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&tmp[..n]),
-                        }
-                    };
-                    let body: Vec<u8> = buf.drain(..head_end + len).skip(head_end).collect();
+                while let Some(body) = read_request(&mut conn, &mut buf) {
                     let n = r.fetch_add(1, Ordering::Relaxed);
                     let (bytes, close) = respond(n, &body);
                     if conn.write_all(&bytes).is_err() || close {
@@ -116,6 +96,28 @@ where
         addr,
         requests,
         stop,
+    }
+}
+
+/// Reads one request (head, then Content-Length bytes) from `conn`, keeping what follows in
+/// `buf` for the next call; `None` when the connection ends first. Returns the body.
+pub fn read_request(conn: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Vec<u8>> {
+    let mut tmp = [0u8; 4096];
+    loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..i]).to_ascii_lowercase();
+            let len = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse::<usize>().unwrap());
+            if buf.len() >= i + 4 + len {
+                return Some(buf.drain(..i + 4 + len).skip(i + 4).collect());
+            }
+        }
+        match conn.read(&mut tmp) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+        }
     }
 }
 
