@@ -6,6 +6,14 @@ use std::time::{Duration, Instant};
 
 use crate::support::{artifact_dir, capture, fake_server, profile, sim};
 
+/// The run's errors as (kind, count), in the report's order.
+fn kinds(r: &ringperf::report::Report) -> Vec<(&str, u64)> {
+    r.errors
+        .iter()
+        .map(|e| (e.kind.as_str(), e.count))
+        .collect()
+}
+
 #[test]
 fn llamacpp_closing_after_every_stream_is_a_reconnect_not_an_error() {
     let _shared = support::shared();
@@ -53,11 +61,7 @@ fn http_errors_and_cut_streams_are_counted_by_kind_and_the_run_completes() {
     let r = &res.report;
     assert_eq!(r.completed + r.failed, 20);
     assert_eq!(r.failed, 8, "{}", res.console);
-    let kinds: Vec<(&str, u64)> = r
-        .errors
-        .iter()
-        .map(|e| (e.kind.as_str(), e.count))
-        .collect();
+    let kinds = kinds(r);
     assert_eq!(kinds, vec![("http_500", 4), ("closed_early", 4)]);
     assert!(r.errors[0].message.contains("parse error"));
     let doc: serde_json::Value =
@@ -223,11 +227,7 @@ fn oversized_heads_events_and_bodies_are_cut_at_their_caps() {
         t.elapsed()
     );
     let r = &res.report;
-    let mut kinds: Vec<(&str, u64)> = r
-        .errors
-        .iter()
-        .map(|e| (e.kind.as_str(), e.count))
-        .collect();
+    let mut kinds = kinds(r);
     kinds.sort_unstable();
     assert_eq!(
         kinds,

@@ -28,6 +28,14 @@ impl Certs {
         std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
         Certs { dir }
     }
+    /// The simulator serving https with these certificates, plus `flags`.
+    fn sim(&self, flags: &str) -> ringperf::sim::SimHandle {
+        support::sim(&format!(
+            "{flags} --tls-cert {} --tls-key {}",
+            self.path("cert.pem"),
+            self.path("key.pem")
+        ))
+    }
     fn path(&self, f: &str) -> String {
         self.dir.join(f).to_str().unwrap().to_string()
     }
@@ -37,11 +45,7 @@ impl Certs {
 fn streaming_over_tls_with_a_test_made_certificate() {
     let _shared = support::shared();
     let certs = Certs::make("tls-ok");
-    let s = support::sim(&format!(
-        "--ttft 30ms --itl 5ms --tls-cert {} --tls-key {}",
-        certs.path("cert.pem"),
-        certs.path("key.pem")
-    ));
+    let s = certs.sim("--ttft 30ms --itl 5ms");
     let url = format!("https://localhost:{}", s.addr.port());
     let ca = certs.path("cert.pem");
     let dir = artifact_dir("tls-run");
@@ -62,11 +66,7 @@ fn streaming_over_tls_with_a_test_made_certificate() {
 fn an_untrusted_certificate_fails_the_handshake_and_insecure_accepts_it() {
     let _shared = support::shared();
     let certs = Certs::make("tls-untrusted");
-    let s = support::sim(&format!(
-        "--tls-cert {} --tls-key {}",
-        certs.path("cert.pem"),
-        certs.path("key.pem")
-    ));
+    let s = certs.sim("");
     let url = format!("https://127.0.0.1:{}", s.addr.port());
     let dir = artifact_dir("tls-untrusted-run");
     // The web PKI roots do not know a certificate made a moment ago.
@@ -83,11 +83,7 @@ fn an_untrusted_certificate_fails_the_handshake_and_insecure_accepts_it() {
 fn a_self_signed_ca_certificate_given_with_ca_cert_is_trusted_for_its_names() {
     let _shared = support::shared();
     let certs = Certs::make_for("tls-ca-self", &["localhost", "127.0.0.1"], true);
-    let s = support::sim(&format!(
-        "--tls-cert {} --tls-key {}",
-        certs.path("cert.pem"),
-        certs.path("key.pem")
-    ));
+    let s = certs.sim("");
     let ca = certs.path("cert.pem");
     let dir = artifact_dir("tls-ca-self-run");
     for host in ["localhost", "127.0.0.1"] {
@@ -101,11 +97,7 @@ fn a_self_signed_ca_certificate_given_with_ca_cert_is_trusted_for_its_names() {
     }
     // Trusted as it is, but only for the names it carries.
     let other = Certs::make_for("tls-ca-other", &["example.test"], true);
-    let s = support::sim(&format!(
-        "--tls-cert {} --tls-key {}",
-        other.path("cert.pem"),
-        other.path("key.pem")
-    ));
+    let s = other.sim("");
     let url = format!("https://localhost:{}", s.addr.port());
     let err = profile(
         &format!(
@@ -124,11 +116,7 @@ fn a_self_signed_ca_certificate_given_with_ca_cert_is_trusted_for_its_names() {
 fn a_scheme_that_does_not_match_the_port_says_so() {
     let _shared = support::shared();
     let certs = Certs::make("tls-mixup");
-    let tls = support::sim(&format!(
-        "--tls-cert {} --tls-key {}",
-        certs.path("cert.pem"),
-        certs.path("key.pem")
-    ));
+    let tls = certs.sim("");
     let plain = support::sim("");
     let dir = artifact_dir("tls-mixup-run");
     let err = |url: String| {
