@@ -116,6 +116,80 @@ fn preparing(w: &crate::plan::WorkloadSpec) -> String {
     }
 }
 
+/// Asks the server which models it serves (waiting up to `ready_ns` for it to come up) and
+/// takes the first when `-m` named none. Returns the list (empty when it is unknown).
+fn choose_model(
+    spec: &mut crate::plan::TargetSpec,
+    preflight: bool,
+    ready_ns: u64,
+) -> Result<Vec<String>, Fatal> {
+    use crate::preflight::{models, Failure};
+    let asked = !spec.model.is_empty();
+    if asked && !preflight {
+        return Ok(Vec::new());
+    }
+    let target = crate::plan::Target::build(spec).map_err(Fatal::from)?;
+    let timeout = std::time::Duration::from_nanos(spec.connect_timeout_ns);
+    let deadline = crate::clock::now_ns().saturating_add(ready_ns);
+    let mut said = false;
+    let got = loop {
+        match models(&target, timeout) {
+            // Down, or up but still loading (vLLM answers 503 then): wait when asked to.
+            Err(e @ (Failure::Down { .. } | Failure::Models { .. }))
+                if crate::clock::now_ns() < deadline
+                    && (matches!(e, Failure::Down { .. })
+                        || e.to_string().contains("HTTP 503")) =>
+            {
+                if !said {
+                    eprintln!(
+                        "ringperf: waiting for {} to come up ({e})",
+                        target.endpoint.url()
+                    );
+                    said = true;
+                }
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+            other => break other,
+        }
+    };
+    match got {
+        Ok(list) if !asked => {
+            let Some(first) = list.first() else {
+                return Err(Fatal(format!(
+                    "{} lists no model at /v1/models: name one with -m",
+                    target.endpoint.url()
+                )));
+            };
+            eprintln!(
+                "ringperf: model: {first} (the first the server lists{}; -m chooses)",
+                if list.len() > 1 {
+                    format!(" of {}", list.len())
+                } else {
+                    String::new()
+                }
+            );
+            spec.model = first.clone();
+            Ok(list)
+        }
+        Ok(list) => {
+            if !list.is_empty() && !list.contains(&spec.model) {
+                eprintln!(
+                    "ringperf: warning: the server lists {}, not {:?}; the probe request will tell",
+                    list.join(", "),
+                    spec.model
+                );
+            }
+            Ok(list)
+        }
+        Err(e @ (Failure::Down { .. } | Failure::Transport { .. })) => Err(Fatal(e.to_string())),
+        Err(e) if asked => {
+            eprintln!("ringperf: note: {e}; going on with -m {}", spec.model);
+            Ok(Vec::new())
+        }
+        Err(e) => Err(Fatal(format!("{e}: name the model with -m"))),
+    }
+}
+
 /// Results that cannot be written are found out before the run, not after it.
 fn check_artifact_dir(dir: &std::path::Path) -> Result<(), Fatal> {
     let probe = dir.join(".ringperf-write-check");
@@ -158,7 +232,13 @@ pub fn profile(
     stop: Arc<AtomicBool>,
     print: bool,
 ) -> Result<ProfileResult, Fatal> {
-    let mut spec = args.spec().map_err(Fatal::from)?;
+    let (mut spec, notes) = args.spec_and_notes().map_err(Fatal::from)?;
+    for n in notes {
+        eprintln!("ringperf: note: {n}");
+    }
+    if args.sim.is_some() && spec.target.model.is_empty() {
+        spec.target.model = "ringperf-sim".into();
+    }
     let (sim, reserved) = match &args.sim {
         Some(flags) => {
             let (h, cpus) = start_sim(flags, &mut spec)?;
@@ -166,10 +246,34 @@ pub fn profile(
         }
         None => (None, Vec::new()),
     };
+    let preflight = sim.is_none() && !args.target.no_preflight;
+    let listed = if sim.is_some() {
+        Vec::new()
+    } else {
+        choose_model(&mut spec.target, preflight, args.target.ready_check_timeout)?
+    };
     eprintln!("ringperf: preparing {}", preparing(&spec.workload));
     let plan = Plan::build(spec).map_err(Fatal::from)?;
     eprintln!("ringperf: tokenizer: {}", plan.workload.tokenizer.source);
     check_artifact_dir(&plan.output.artifact_dir)?;
+    if preflight {
+        let p = crate::preflight::probe(&plan).map_err(|e| {
+            let served = if listed.is_empty() || listed.contains(&plan.target.model) {
+                String::new()
+            } else {
+                format!(
+                    " (the server lists {}; -m names the model)",
+                    listed.join(", ")
+                )
+            };
+            Fatal(format!("{e}{served}"))
+        })?;
+        eprintln!(
+            "ringperf: preflight: {} answered the first request in {:.1} ms (not measured)",
+            plan.target.endpoint.url(),
+            p.first_ns as f64 / 1e6
+        );
+    }
     check_open_files(&plan, sim.is_some())?;
     let placement = crate::engine::place(&plan, &reserved).map_err(Fatal::from)?;
     eprintln!("ringperf: shards: {}", placement.reason);

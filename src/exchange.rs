@@ -378,8 +378,18 @@ fn apply_usage(usage: Option<openai::Usage>, rec: &mut Record) {
     }
 }
 
-/// An error body as one line (an HTML error page has many).
+/// An error body as one line (an HTML error page has many); from a JSON error, its message
+/// (vLLM's `message`, OpenAI's and llama.cpp's `error.message`).
 fn error_text(body: &[u8]) -> String {
+    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) {
+        let m = v
+            .get("message")
+            .or_else(|| v.get("error").and_then(|e| e.get("message")))
+            .and_then(|m| m.as_str());
+        if let Some(m) = m.filter(|m| !m.trim().is_empty()) {
+            return cut(&m.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
+    }
     let s = String::from_utf8_lossy(body);
     let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if s.is_empty() {

@@ -15,6 +15,7 @@
 pub mod api;
 pub mod app;
 pub mod arrival;
+mod blocking;
 pub mod cli;
 pub mod clock;
 pub mod cpus;
@@ -25,6 +26,7 @@ mod host;
 pub mod http;
 mod net;
 pub mod plan;
+pub mod preflight;
 pub mod prom;
 pub mod record;
 pub mod report;

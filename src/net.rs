@@ -81,14 +81,7 @@ impl Conn {
             })?;
             conn.start_tls(c.into()).await.map_err(|e| {
                 let e = e.to_string();
-                let hint = if e.contains("InvalidContentType") || e.contains("corrupt message") {
-                    ": the server answered in plain text; is it an http:// port?"
-                } else if e.contains("UnknownIssuer") || e.contains("CaUsedAsEndEntity") {
-                    ": pass the server's certificate or its CA with --ca-cert FILE (or \
-                     --insecure to trust any)"
-                } else {
-                    ""
-                };
+                let hint = crate::tls::handshake_hint(&e);
                 ConnectError {
                     outcome: Outcome::TlsFailed,
                     message: format!("TLS handshake with {addr}: {e}{hint}"),

@@ -6,17 +6,15 @@
 //! window; the first and last pages are kept raw.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::blocking;
 use crate::clock::now_ns;
 use crate::gpu::window::Stat;
-use crate::http::response::{Parser, Part};
 use crate::plan::Endpoint;
 use crate::prom::{self, Exposition};
 
@@ -102,57 +100,26 @@ pub fn fetch(
     tls: Option<&Arc<rustls::ClientConfig>>,
     timeout: Duration,
 ) -> Result<String, String> {
-    let tcp = TcpStream::connect_timeout(&t.endpoint.addr, timeout)
-        .map_err(|e| format!("connect: {e}"))?;
-    tcp.set_read_timeout(Some(timeout)).ok();
-    tcp.set_write_timeout(Some(timeout)).ok();
-    let req = format!(
-        "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: ringperf/{}\r\nAccept: text/plain\r\nConnection: close\r\n\r\n",
-        t.path,
-        t.endpoint.authority(),
-        env!("CARGO_PKG_VERSION")
-    );
-    let mut stream: Box<dyn ReadWrite> = if t.endpoint.tls {
-        let config = tls.ok_or("https metrics URL but no TLS configuration")?;
-        let name = crate::tls::server_name(&t.endpoint.host).map_err(|e| e.to_string())?;
-        let conn =
-            rustls::ClientConnection::new(config.clone(), name).map_err(|e| e.to_string())?;
-        Box::new(rustls::StreamOwned::new(conn, tcp))
-    } else {
-        Box::new(tcp)
+    let tls = match (t.endpoint.tls, tls) {
+        (true, None) => return Err("https metrics URL but no TLS configuration".into()),
+        (true, Some(c)) => Some((c, t.endpoint.host.as_str())),
+        (false, _) => None,
     };
-    stream
-        .write_all(req.as_bytes())
-        .map_err(|e| format!("send: {e}"))?;
-    let mut parser = Parser::new();
-    let mut body = Vec::new();
-    let mut status = 0;
-    let mut done = false;
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut pending = Vec::new();
-    while !done {
-        let n = stream.read(&mut buf).map_err(|e| format!("read: {e}"))?;
-        let mut on = |p: Part<'_>| match p {
-            Part::Head(h) => status = h.status,
-            Part::Body(b) => body.extend_from_slice(b),
-            Part::End => done = true,
-        };
-        if n == 0 {
-            parser.eof(&mut on).map_err(|e| e.to_string())?;
-            break;
-        }
-        pending.extend_from_slice(&buf[..n]);
-        let used = parser.feed(&pending, &mut on).map_err(|e| e.to_string())?;
-        pending.drain(..used);
-    }
+    let to = blocking::To {
+        addr: t.endpoint.addr,
+        tls,
+    };
+    let request = blocking::get(&t.path, &t.endpoint.authority(), &[], "text/plain");
+    let (status, body) =
+        blocking::fetch(&to, &request, timeout, PAGE_CAP).map_err(|e| e.to_string())?;
     if status != 200 {
         return Err(format!("HTTP {status}"));
     }
     String::from_utf8(body).map_err(|_| "the page is not UTF-8".to_string())
 }
 
-trait ReadWrite: Read + Write {}
-impl<T: Read + Write> ReadWrite for T {}
+/// The largest metrics page read (a vLLM page with many LoRA adapters is a few MiB).
+const PAGE_CAP: usize = 64 << 20;
 
 /// Scrapes its targets on a thread until finished.
 pub struct Scraper {

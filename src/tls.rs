@@ -214,3 +214,16 @@ impl ServerCertVerifier for AcceptAnything {
             .supported_schemes()
     }
 }
+
+/// What to do about a failed handshake, from rustls's error text (empty when there is no
+/// advice), starting with `: `.
+pub(crate) fn handshake_hint(error: &str) -> &'static str {
+    if error.contains("InvalidContentType") || error.contains("corrupt message") {
+        ": the server answered in plain text; is it an http:// port?"
+    } else if error.contains("UnknownIssuer") || error.contains("CaUsedAsEndEntity") {
+        ": pass the server's certificate or its CA with --ca-cert FILE (or --insecure to \
+         trust any)"
+    } else {
+        ""
+    }
+}

@@ -22,7 +22,8 @@ pub const BLOCK_TOKENS: usize = 512;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DatasetType {
-    /// One JSON object per line: `text` or `messages`, optional `max_tokens`, `timestamp` (ms).
+    /// One JSON object per line: `text` (or `prompt`) or `messages`, optional `max_tokens` (or
+    /// `output_tokens`), `timestamp` (ms).
     Jsonl,
     /// ShareGPT JSON: the first human turn is the prompt, the reply's length the output length.
     Sharegpt,
@@ -120,7 +121,9 @@ pub fn read_jsonl(path: &Path, limit: usize) -> Result<Vec<Item>, WorkloadError>
             break;
         }
         let (n, v) = line?;
-        let prompt = if let Some(t) = v.get("text").and_then(Value::as_str) {
+        // `prompt` and `output_tokens` are the names of `vllm bench serve`'s custom dataset.
+        let text = v.get("text").or_else(|| v.get("prompt"));
+        let prompt = if let Some(t) = text.and_then(Value::as_str) {
             Prompt::Text(t.to_string())
         } else if let Some(m) = v.get("messages").and_then(Value::as_array) {
             if m.is_empty() {
@@ -131,7 +134,7 @@ pub fn read_jsonl(path: &Path, limit: usize) -> Result<Vec<Item>, WorkloadError>
             return Err(err(
                 path,
                 n,
-                "expected a \"text\" string or a \"messages\" array",
+                "expected a \"text\" (or \"prompt\") string or a \"messages\" array",
             ));
         };
         let timestamp_ms = v.get("timestamp").and_then(Value::as_f64);
@@ -143,6 +146,7 @@ pub fn read_jsonl(path: &Path, limit: usize) -> Result<Vec<Item>, WorkloadError>
             max_tokens: v
                 .get("max_tokens")
                 .or_else(|| v.get("output_length"))
+                .or_else(|| v.get("output_tokens"))
                 .and_then(Value::as_u64)
                 .map(|x| x.min(u64::from(u32::MAX)) as u32),
             timestamp_ms,

@@ -172,10 +172,19 @@ pub struct Dataset {
 }
 
 /// Parses `--extra-inputs key:value` flags; values are JSON where they parse as JSON
-/// (`true`, `5`, `{"a":1}`), otherwise strings, as in GenAI-Perf.
+/// (`true`, `5`, `{"a":1}`), otherwise strings, as in GenAI-Perf. A flag that is a JSON
+/// object (`{"top_k": 5, "ignore_eos": true}`) gives each of its fields.
 pub fn parse_extra_inputs(items: &[String]) -> Result<Map<String, Value>, WorkloadError> {
     let mut map = Map::new();
     for item in items {
+        // GenAI-Perf's and AIPerf's other form: one JSON object of fields.
+        if item.trim_start().starts_with('{') {
+            let fields: Map<String, Value> = serde_json::from_str(item).map_err(|e| {
+                WorkloadError::ExtraInput(item.clone(), format!("not a JSON object: {e}"))
+            })?;
+            map.extend(fields);
+            continue;
+        }
         let Some((key, raw)) = item.split_once(':') else {
             return Err(WorkloadError::ExtraInput(
                 item.clone(),
@@ -354,5 +363,14 @@ mod tests {
         assert!(e.contains("expected key:value"), "{e}");
         assert!(parse_extra_inputs(&[":x".into()]).is_err());
         assert!(parse_extra_inputs(&["a:{oops".into()]).is_err());
+        // The JSON-object form gives each field, not one named `{"top_k"`.
+        let m = parse_extra_inputs(&[r#"{"top_k": 5, "ignore_eos": true}"#.into()]).unwrap();
+        assert_eq!(m.len(), 2, "{m:?}");
+        assert_eq!(m["top_k"], serde_json::json!(5));
+        assert_eq!(m["ignore_eos"], Value::Bool(true));
+        let e = parse_extra_inputs(&["{\"top_k\": ".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a JSON object"), "{e}");
     }
 }

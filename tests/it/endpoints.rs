@@ -95,7 +95,7 @@ fn template_endpoint_for_a_tgi_shaped_server() {
     .unwrap();
     let res = profile(
         &format!(
-            "--url http://{} --endpoint-type template --endpoint /generate_stream --streaming \
+            "--url http://{} -m tgi --endpoint-type template --endpoint /generate_stream --streaming \
              --request-template {} --response-text-pointer /token/text \
              --response-tokens-pointer /details/generated_tokens --request-count 6 --output-tokens-mean 5",
             server.addr,

@@ -24,7 +24,7 @@ fn llamacpp_closing_after_every_stream_is_a_reconnect_not_an_error() {
     let dir = artifact_dir("faults-llamacpp");
     let res = profile(
         &format!(
-            "--url {url} -m tiny-qwen3 --streaming --concurrency 2 --request-count 20 --shards 1"
+            "--url {url} --no-preflight -m tiny-qwen3 --streaming --concurrency 2 --request-count 20 --shards 1"
         ),
         &dir,
     )
@@ -54,7 +54,7 @@ fn http_errors_and_cut_streams_are_counted_by_kind_and_the_run_completes() {
     let url = format!("http://{}", server.addr);
     let dir = artifact_dir("faults-mixed");
     let res = profile(
-        &format!("--url {url} --streaming --concurrency 1 --request-count 20"),
+        &format!("--url {url} --no-preflight -m m --streaming --concurrency 1 --request-count 20"),
         &dir,
     )
     .unwrap();
@@ -86,7 +86,7 @@ fn a_silent_server_hits_the_request_timeout_without_hanging() {
     let t = Instant::now();
     let err = profile(
         &format!(
-            "--url {url} --streaming --concurrency 2 --request-count 2 --request-timeout 300ms"
+            "--url {url} --no-preflight -m m --streaming --concurrency 2 --request-count 2 --request-timeout 300ms"
         ),
         &dir,
     )
@@ -113,7 +113,7 @@ fn a_dead_server_gets_backoff_and_every_failure_is_counted() {
     let t = Instant::now();
     let err = profile(
         &format!(
-            "--url http://127.0.0.1:{port} --concurrency 4 --benchmark-duration 1s \
+            "--url http://127.0.0.1:{port} --no-preflight -m m --concurrency 4 --benchmark-duration 1s \
              --grace-period 1s"
         ),
         &dir,
@@ -156,10 +156,12 @@ fn refused_connection_and_unknown_model_are_clear_errors() {
         .err()
         .unwrap()
         .to_string();
+    // Found before the run: one line, no table, nothing sent.
     assert!(
-        err.contains("connect_failed") && err.contains("refused"),
+        err.contains("is not answering") && err.contains("refused"),
         "{err}"
     );
+    assert!(!dir.join("profile_export.jsonl").exists());
 
     let s = sim("");
     let url = format!("http://{}", s.addr);
@@ -216,7 +218,7 @@ fn oversized_heads_events_and_bodies_are_cut_at_their_caps() {
     let t = Instant::now();
     let res = profile(
         &format!(
-            "--url {url} --streaming --concurrency 1 --request-count 10 --request-timeout 30s"
+            "--url {url} --no-preflight -m m --streaming --concurrency 1 --request-count 10 --request-timeout 30s"
         ),
         &dir,
     )
@@ -282,7 +284,7 @@ fn successful_responses_without_text_are_not_ok() {
     let url = format!("http://{}", server.addr);
     let dir = artifact_dir("faults-no-content");
     let res = profile(
-        &format!("--url {url} --streaming --concurrency 1 --request-count 8"),
+        &format!("--url {url} --no-preflight -m m --streaming --concurrency 1 --request-count 8"),
         &dir,
     )
     .unwrap();
@@ -316,7 +318,7 @@ fn a_server_that_echoes_the_key_does_not_get_it_into_the_artifacts() {
     let dir = artifact_dir("faults-echo");
     let res = profile(
         &format!(
-            "--url {url} --streaming --request-count 4 --api-key sk-echoed-secret-42 \
+            "--url {url} --no-preflight -m m --streaming --request-count 4 --api-key sk-echoed-secret-42 \
              -H X-Trace:abcdefgh123"
         ),
         &dir,
@@ -380,7 +382,7 @@ fn garbage_sent_after_a_response_spoils_the_connection_not_the_next_request() {
     // 100 ms between sends: the stray bytes are always in before the next request leaves.
     let res = profile(
         &format!(
-            "--url http://{addr} --streaming --request-rate 10 --arrival constant \
+            "--url http://{addr} --no-preflight -m m --streaming --request-rate 10 --arrival constant \
              --request-count 5 --request-timeout 3s"
         ),
         &dir,

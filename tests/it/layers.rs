@@ -19,13 +19,15 @@ const LAYERS: &[(&str, &[&str], bool)] = &[
     ),
     (
         "what is sent and measured",
-        &["api", "record", "net", "exchange", "workload", "gpu"],
+        &[
+            "api", "record", "net", "blocking", "exchange", "workload", "gpu",
+        ],
         true,
     ),
     ("the plan", &["plan"], false),
     (
         "running: the engine, and beside it the simulator and telemetry",
-        &["engine", "sim", "telemetry", "server_metrics"],
+        &["engine", "sim", "telemetry", "server_metrics", "preflight"],
         false,
     ),
     ("the report", &["report"], false),

@@ -16,6 +16,8 @@ mod fuzz_smoke;
 mod layers;
 mod open_loop;
 mod placement;
+mod porting;
+mod preflight;
 mod protocol;
 mod sessions;
 mod support;

@@ -136,7 +136,7 @@ fn goodput_and_error_adjusted_percentiles() {
     let dir = artifact_dir("goodput");
     let res = profile(
         &format!(
-            "--url http://{} --streaming --concurrency 1 --request-count 200 \
+            "--url http://{} --no-preflight -m m --streaming --concurrency 1 --request-count 200 \
              --goodput ttft:1000 e2e:1000",
             server.addr
         ),

@@ -21,7 +21,7 @@ fn turns_carry_the_history_with_the_real_answers() {
     let dir = artifact_dir("sessions-history");
     let res = profile(
         &format!(
-            "--url http://{} -m tiny-qwen3 --streaming --session-turns-mean 3 --concurrency 2 \
+            "--url http://{} --no-preflight -m tiny-qwen3 --streaming --session-turns-mean 3 --concurrency 2 \
              --request-count 4 --synthetic-input-tokens-mean 20 --session-turn-delay 10ms",
             server.addr
         ),

@@ -151,3 +151,17 @@ pub fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
 pub fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
     GUARD.read().unwrap_or_else(|e| e.into_inner())
 }
+
+/// A child's stderr, line by line.
+pub type StderrLines = std::io::Lines<std::io::BufReader<std::process::ChildStderr>>;
+
+/// Reads `lines` until `f` finds what it looks for in one, and returns that (a test waits for
+/// a line, never for a fixed time). Panics when stderr ends first.
+pub fn wait_for_line<T>(lines: &mut StderrLines, mut f: impl FnMut(&str) -> Option<T>) -> T {
+    for line in lines.map_while(Result::ok) {
+        if let Some(found) = f(&line) {
+            return found;
+        }
+    }
+    panic!("stderr ended before the line awaited");
+}

@@ -16,6 +16,8 @@ use crate::runtime::Driver;
 use crate::units::{parse_count, parse_duration_ns, TimeDist};
 use crate::workload::files::DatasetType;
 
+pub mod port;
+
 /// `ValueEnum` for a plain enum of the core, so that clap stays in this module: its values,
 /// each with its name on the command line and its help.
 macro_rules! value_enum {
@@ -47,10 +49,21 @@ value_enum!(Driver {
 });
 
 value_enum!(DatasetType {
-    DatasetType::Jsonl => "jsonl": "One JSON object per line: text or messages, optional max_tokens, timestamp (ms)",
+    DatasetType::Jsonl => "jsonl": "One JSON object per line: text (or prompt) or messages, optional max_tokens, timestamp (ms)",
     DatasetType::Sharegpt => "sharegpt": "ShareGPT JSON: the first human turn is the prompt, the reply's length the output length",
     DatasetType::Mooncake => "mooncake": "Mooncake trace JSONL: timestamp (ms), input_length, output_length, hash_ids",
 });
+
+/// AIPerf's names for the same formats (`--custom-dataset-type`).
+fn parse_dataset_type(s: &str) -> Result<DatasetType, String> {
+    match s {
+        "single_turn" => Ok(DatasetType::Jsonl),
+        "mooncake_trace" => Ok(DatasetType::Mooncake),
+        _ => DatasetType::from_str(s, true).map_err(|_| {
+            format!("{s:?}: expected jsonl (single_turn), sharegpt or mooncake (mooncake_trace)")
+        }),
+    }
+}
 
 impl ValueEnum for Kind {
     fn value_variants<'a>() -> &'a [Self] {
@@ -101,6 +114,9 @@ pub struct ProfileArgs {
     /// GPU telemetry.
     #[command(flatten, next_help_heading = "Telemetry")]
     pub telemetry: TelemetryArgs,
+    /// Flags of GenAI-Perf, AIPerf and `vllm bench serve` (hidden; see the README).
+    #[command(flatten)]
+    pub port: port::PortArgs,
     /// Start the built-in simulator in this process and benchmark it. Takes the simulator's
     /// own flags as one string, e.g. --sim="--ttft 50ms --itl 10ms".
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "",
@@ -111,20 +127,16 @@ pub struct ProfileArgs {
 /// The server and how to talk to it.
 #[derive(Debug, Clone, Args)]
 pub struct TargetArgs {
-    /// Model name sent in every request.
-    #[arg(
-        short = 'm',
-        long = "model",
-        visible_alias = "model-names",
-        default_value = "ringperf-sim"
-    )]
-    pub model: String,
-    /// Server URL: http(s)://host:port (a path prefix is kept).
-    #[arg(short = 'u', long, default_value = "http://localhost:8000")]
-    pub url: String,
-    /// API shape.
-    #[arg(long, value_enum, default_value_t = Kind::Chat)]
-    pub endpoint_type: Kind,
+    /// Model name sent in every request (default: the first model the server lists at
+    /// /v1/models; `ringperf-sim` with --sim).
+    #[arg(short = 'm', long = "model", visible_alias = "model-names")]
+    pub model: Option<String>,
+    /// Server URL: http(s)://host:port (a path prefix is kept) [default: http://localhost:8000].
+    #[arg(short = 'u', long, visible_alias = "base-url")]
+    pub url: Option<String>,
+    /// API shape [default: the kind --endpoint names, else chat].
+    #[arg(long, value_enum)]
+    pub endpoint_type: Option<Kind>,
     /// Request path, overriding the endpoint type's default (e.g. /v1/chat/completions).
     #[arg(long)]
     pub endpoint: Option<String>,
@@ -158,6 +170,15 @@ pub struct TargetArgs {
     /// Time allowed to open a connection (and finish TLS).
     #[arg(long, value_parser = parse_duration_ns, default_value = "10s", value_name = "DURATION")]
     pub connect_timeout: u64,
+    /// Skip the checks before the run (GET /v1/models and one probe request, neither
+    /// measured), for servers that must see nothing but the measured requests.
+    #[arg(long)]
+    pub no_preflight: bool,
+    /// Wait this long for the server to come up (it refuses connections or answers 503)
+    /// before the run, checking once a second (default: no wait).
+    #[arg(long, visible_alias = "ready-check-timeout-sec", value_parser = parse_duration_ns,
+          default_value = "0s", value_name = "DURATION")]
+    pub ready_check_timeout: u64,
     /// Time allowed for a whole request, from send to last byte.
     #[arg(long, visible_alias = "request-timeout-seconds", value_parser = parse_duration_ns,
           default_value = "600s", value_name = "DURATION")]
@@ -170,17 +191,17 @@ pub struct LoadArgs {
     /// Requests kept in flight at all times (closed loop), across all shards; with
     /// --request-rate, a cap on requests in flight (default: closed loop at 1, no cap with a
     /// rate).
-    #[arg(long, value_parser = parse_count)]
+    #[arg(long, visible_alias = "max-concurrency", value_parser = parse_count)]
     pub concurrency: Option<u64>,
     /// Open loop: send this many requests per second, on a schedule fixed in advance and
-    /// measured from each request's intended send time.
+    /// measured from each request's intended send time (`inf`: no rate, closed loop).
     #[arg(long, value_name = "PER_SECOND", allow_negative_numbers = true)]
     pub request_rate: Option<f64>,
     /// How open-loop arrivals are spaced.
-    #[arg(long, value_enum, default_value_t = Arrival::Poisson)]
+    #[arg(long, visible_alias = "arrival-pattern", value_enum, default_value_t = Arrival::Poisson)]
     pub arrival: Arrival,
     /// Gamma shape for --arrival gamma (vLLM's --burstiness): 1 is Poisson, larger is smoother.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, visible_alias = "arrival-smoothness", default_value_t = 1.0)]
     pub burstiness: f64,
     /// Raise concurrency (or the rate) linearly from 1 to the target over this long; requests
     /// sent meanwhile are tagged `ramp_up` and left out of the metrics.
@@ -189,9 +210,11 @@ pub struct LoadArgs {
     /// Count ramp-up requests in the metrics too.
     #[arg(long)]
     pub include_ramp_up: bool,
-    /// Service-level objectives in ms, e.g. `ttft:200 itl:20 e2e:3000`: adds goodput.
-    #[arg(long, num_args = 1.., value_parser = crate::plan::parse_slo)]
-    pub goodput: Vec<crate::plan::Slo>,
+    /// Service-level objectives in ms, e.g. `ttft:200 itl:20 e2e:3000` (also as one quoted
+    /// argument, and with AIPerf's and vLLM's names: time_to_first_token, inter_token_latency,
+    /// tpot, request_latency, e2el): adds goodput.
+    #[arg(long, num_args = 1.., value_name = "METRIC:MS")]
+    pub goodput: Vec<String>,
     /// Measured requests to send (default 10, as AIPerf, unless a duration is given).
     #[arg(long, visible_alias = "num-requests", value_parser = parse_count)]
     pub request_count: Option<u64>,
@@ -203,7 +226,8 @@ pub struct LoadArgs {
           default_value = "30s", value_name = "DURATION")]
     pub grace_period: u64,
     /// Requests sent before measuring, excluded from every metric.
-    #[arg(long, value_parser = parse_count, default_value = "0")]
+    #[arg(long, visible_aliases = ["num-warmup-requests", "num-warmups"], value_parser = parse_count,
+          default_value = "0")]
     pub warmup_request_count: u64,
 }
 
@@ -215,65 +239,74 @@ pub struct WorkloadArgs {
     #[arg(long)]
     pub tokenizer: Option<String>,
     /// Mean prompt length in tokens.
-    #[arg(long, visible_alias = "isl", default_value_t = 550)]
+    #[arg(long, visible_aliases = ["isl", "random-input-len", "prompt-input-tokens-mean"],
+          default_value_t = 550)]
     pub synthetic_input_tokens_mean: u32,
-    /// Standard deviation of the prompt length.
-    #[arg(long, visible_alias = "isl-stddev", default_value_t = 0)]
-    pub synthetic_input_tokens_stddev: u32,
+    /// Standard deviation of the prompt length [default: 0].
+    #[arg(long, visible_aliases = ["isl-stddev", "prompt-input-tokens-stddev"])]
+    pub synthetic_input_tokens_stddev: Option<u32>,
     /// Mean output length requested (`max_tokens`); unset leaves it to the server.
-    #[arg(long, visible_alias = "osl")]
+    #[arg(long, visible_aliases = ["osl", "random-output-len", "prompt-output-tokens-mean"])]
     pub output_tokens_mean: Option<u32>,
-    /// Standard deviation of the requested output length.
-    #[arg(long, visible_alias = "osl-stddev", default_value_t = 0)]
-    pub output_tokens_stddev: u32,
+    /// Standard deviation of the requested output length [default: 0].
+    #[arg(long, visible_aliases = ["osl-stddev", "prompt-output-tokens-stddev"])]
+    pub output_tokens_stddev: Option<u32>,
     /// Also set `min_tokens` to the requested length, so outputs are exactly that long.
     #[arg(long)]
     pub output_tokens_mean_deterministic: bool,
-    /// Extra request body field, `key:value` with a JSON value (`ignore_eos:true`); repeatable.
+    /// Extra request body field, `key:value` with a JSON value (`ignore_eos:true`), or a JSON
+    /// object of fields (`'{"top_k": 5}'`); repeatable.
     #[arg(long)]
     pub extra_inputs: Vec<String>,
     /// Seed for prompts and lengths: the same seed gives byte-identical inputs.json.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, visible_alias = "seed", default_value_t = 0)]
     pub random_seed: u64,
-    /// Distinct prompts to generate; requests cycle through them.
-    #[arg(long, visible_alias = "num-prompts", value_parser = parse_count, default_value = "100")]
-    pub num_dataset_entries: u64,
+    /// Distinct prompts to generate; requests cycle through them [default: 100].
+    #[arg(long, visible_alias = "conversation-num", value_parser = parse_count)]
+    pub num_dataset_entries: Option<u64>,
     /// Do not send `stream_options.include_usage` (then output tokens are re-tokenized).
     #[arg(long)]
     pub no_usage: bool,
     /// Prompts from a file instead of synthetic ones (see --dataset-type).
-    #[arg(long)]
+    #[arg(long, visible_alias = "dataset-path")]
     pub input_file: Option<PathBuf>,
-    /// Format of --input-file (default: guessed: .json is ShareGPT, JSONL with `hash_ids` or
-    /// `input_length` is a mooncake trace, other JSONL is custom).
-    #[arg(long, value_enum)]
+    /// Format of --input-file: jsonl, sharegpt or mooncake (default: guessed: .json is
+    /// ShareGPT, JSONL with `hash_ids` or `input_length` is a mooncake trace, other JSONL is
+    /// jsonl).
+    #[arg(long, visible_alias = "custom-dataset-type", value_parser = parse_dataset_type)]
     pub dataset_type: Option<DatasetType>,
     /// Replay the file's timestamps (ms) as send times (a trace's own schedule).
     #[arg(long)]
     pub fixed_schedule: bool,
     /// Synthetic prompts start with one of this many shared prefixes (system prompts).
-    #[arg(long)]
+    #[arg(long, visible_alias = "prompt-prefix-pool-size")]
     pub num_prefix_prompts: Option<usize>,
     /// Length of each shared prefix in tokens.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, visible_alias = "prompt-prefix-length", default_value_t = 100)]
     pub prefix_prompt_length: u32,
     /// Multi-turn sessions: mean turns per session (each turn sends the history with the
     /// real answers). --request-count and --concurrency then count sessions.
-    #[arg(long)]
+    #[arg(long, visible_alias = "conversation-turn-mean")]
     pub session_turns_mean: Option<f64>,
     /// Standard deviation of the turns per session.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(
+        long,
+        visible_alias = "conversation-turn-stddev",
+        default_value_t = 0.0
+    )]
     pub session_turns_stddev: f64,
-    /// Pause between an answer and the session's next turn (a user reading and typing).
-    #[arg(long, value_parser = parse_duration_ns, default_value = "0s", value_name = "DURATION")]
-    pub session_turn_delay: u64,
+    /// Pause between an answer and the session's next turn (a user reading and typing)
+    /// [default: 0s].
+    #[arg(long, value_parser = parse_duration_ns, value_name = "DURATION")]
+    pub session_turn_delay: Option<u64>,
 }
 
 /// Artifacts and console.
 #[derive(Debug, Clone, Args)]
 pub struct OutputArgs {
-    /// Artifact folder (default: artifacts/<model>-openai-<endpoint>-concurrency<N>).
-    #[arg(long)]
+    /// Artifact folder (default: artifacts/<model>-openai-<endpoint>-concurrency<N>, or
+    /// -request_rate<R> with a rate).
+    #[arg(long, visible_aliases = ["artifact-directory", "result-dir"])]
     pub artifact_dir: Option<PathBuf>,
     /// No live progress line on stderr (it is off anyway when stderr is not a terminal).
     #[arg(long)]
@@ -334,7 +367,7 @@ pub struct TelemetryArgs {
     pub gpu_price_eur_hour: Option<f64>,
     /// Prometheus endpoint to scrape during the run (repeatable); `auto` is the target
     /// server's /metrics. A DCGM exporter URL brings GPU power from another host.
-    #[arg(long)]
+    #[arg(long, visible_aliases = ["gpu-telemetry", "server-metrics"])]
     pub server_metrics_url: Vec<String>,
     /// Scrape interval for --server-metrics-url.
     #[arg(long, value_parser = parse_duration_ns, default_value = "1s", value_name = "DURATION")]
@@ -412,6 +445,12 @@ impl ProfileArgs {
     /// The plain spec of the run these flags ask for (flags are only parsed here; the plan
     /// validates them).
     pub fn spec(&self) -> Result<Spec, crate::plan::PlanError> {
+        self.spec_and_notes().map(|(spec, _)| spec)
+    }
+
+    /// The spec, and a note for each flag of another tool that was accepted without effect or
+    /// mapped in a way worth saying.
+    pub fn spec_and_notes(&self) -> Result<(Spec, Vec<String>), crate::plan::PlanError> {
         let (t, l, w, o, e) = (
             &self.target,
             &self.load,
@@ -425,11 +464,33 @@ impl ProfileArgs {
             }
             None => None,
         };
-        Ok(Spec {
+        let given = port::Given {
+            url: t.url.is_some(),
+            num_dataset_entries: w.num_dataset_entries.is_some(),
+            isl_stddev: w.synthetic_input_tokens_stddev.is_some(),
+            osl_stddev: w.output_tokens_stddev.is_some(),
+            session_turn_delay: w.session_turn_delay.is_some(),
+        };
+        // vLLM's default rate, `inf`, sends as fast as the concurrency cap allows: closed loop
+        // (every request at once without a cap, as vLLM does).
+        let unbounded = l.request_rate.is_some_and(|r| r == f64::INFINITY);
+        let request_rate = l.request_rate.filter(|_| !unbounded);
+        let concurrency = match (l.concurrency, unbounded) {
+            (None, true) => Some(
+                l.request_count
+                    .or(self.port.num_prompts)
+                    .unwrap_or(crate::plan::load::DEFAULT_REQUEST_COUNT),
+            ),
+            (c, _) => c,
+        };
+        let mut spec = Spec {
             target: TargetSpec {
-                model: t.model.clone(),
-                url: t.url.clone(),
-                kind: t.endpoint_type,
+                model: t.model.clone().unwrap_or_default(),
+                url: t
+                    .url
+                    .clone()
+                    .unwrap_or_else(|| "http://localhost:8000".into()),
+                kind: t.endpoint_type.unwrap_or(Kind::Chat),
                 endpoint: t.endpoint.clone(),
                 request_template: t.request_template.clone(),
                 response_text_pointer: t.response_text_pointer.clone(),
@@ -443,13 +504,21 @@ impl ProfileArgs {
                 request_timeout_ns: t.request_timeout,
             },
             load: LoadSpec {
-                concurrency: l.concurrency,
-                request_rate: l.request_rate,
+                concurrency,
+                request_rate,
                 arrival: l.arrival,
                 burstiness: l.burstiness,
                 ramp_up_ns: l.ramp_up,
                 include_ramp_up: l.include_ramp_up,
-                goodput: l.goodput.clone(),
+                goodput: l
+                    .goodput
+                    .iter()
+                    .flat_map(|g| g.split_whitespace())
+                    .map(|g| {
+                        crate::plan::parse_slo(g)
+                            .map_err(|e| crate::plan::PlanError::Flag(format!("--goodput {e}")))
+                    })
+                    .collect::<Result<_, _>>()?,
                 request_count: l.request_count,
                 benchmark_duration_ns: l.benchmark_duration,
                 grace_period_ns: l.grace_period,
@@ -458,13 +527,13 @@ impl ProfileArgs {
             workload: WorkloadSpec {
                 tokenizer: w.tokenizer.clone(),
                 isl_mean: w.synthetic_input_tokens_mean,
-                isl_stddev: w.synthetic_input_tokens_stddev,
+                isl_stddev: w.synthetic_input_tokens_stddev.unwrap_or(0),
                 osl_mean: w.output_tokens_mean,
-                osl_stddev: w.output_tokens_stddev,
+                osl_stddev: w.output_tokens_stddev.unwrap_or(0),
                 osl_deterministic: w.output_tokens_mean_deterministic,
                 extra_inputs: crate::workload::parse_extra_inputs(&w.extra_inputs)?,
                 random_seed: w.random_seed,
-                num_dataset_entries: w.num_dataset_entries,
+                num_dataset_entries: w.num_dataset_entries.unwrap_or(100),
                 no_usage: w.no_usage,
                 input_file: w.input_file.clone(),
                 dataset_type: w.dataset_type,
@@ -473,7 +542,7 @@ impl ProfileArgs {
                 prefix_prompt_length: w.prefix_prompt_length,
                 session_turns_mean: w.session_turns_mean,
                 session_turns_stddev: w.session_turns_stddev,
-                session_turn_delay_ns: w.session_turn_delay,
+                session_turn_delay_ns: w.session_turn_delay.unwrap_or(0),
             },
             output: OutputSpec {
                 artifact_dir: o.artifact_dir.clone(),
@@ -487,7 +556,30 @@ impl ProfileArgs {
                 ring_entries: e.ring_entries,
                 kernel_timestamps: !e.no_kernel_timestamps,
             },
-        })
+        };
+        let ported = self.port.apply(&mut spec, &given)?;
+        // The kind: as asked, else what --endpoint names, else what --backend implies, else chat.
+        spec.target.kind = t
+            .endpoint_type
+            .or_else(|| {
+                let path = t.endpoint.as_deref()?.trim_end_matches('/');
+                Kind::ALL.into_iter().find(|k| {
+                    k.path()
+                        .is_some_and(|p| path.ends_with(p.trim_start_matches('/')))
+                })
+            })
+            .or(ported.kind)
+            .unwrap_or(Kind::Chat);
+        spec.target.streaming |= ported.streaming;
+        spec.output.progress &= !ported.no_progress;
+        let mut notes = ported.notes;
+        if unbounded {
+            notes.push(format!(
+                "--request-rate inf: no rate; {} requests kept in flight (closed loop)",
+                spec.load.concurrency.unwrap_or(1)
+            ));
+        }
+        Ok((spec, notes))
     }
 
     /// The plan these flags ask for, validated and prepared.
@@ -576,7 +668,7 @@ mod tests {
         assert_eq!(p.load.concurrency, Some(10_000));
         assert_eq!(p.load.request_count, Some(1000));
         assert_eq!(p.load.grace_period, 5_000_000_000);
-        assert_eq!(p.target.endpoint_type, Kind::Completions);
+        assert_eq!(p.target.endpoint_type, Some(Kind::Completions));
         assert_eq!(p.workload.extra_inputs, vec!["ignore_eos:true"]);
         assert!(p.sim.is_none());
     }

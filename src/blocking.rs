@@ -1,0 +1,165 @@
+//! One blocking HTTP/1.1 exchange outside the run: scrapes of `/metrics`, the preflight's
+//! `GET /v1/models` and probe request.
+//!
+//! The bytes go out as given and come back to a caller's sans-IO decoder, read by read, so the
+//! load's own parsers judge these responses too. Nothing here is on the hot path.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Where to connect: the address, and for https the TLS configuration and the server name.
+pub(crate) struct To<'a> {
+    /// The resolved address.
+    pub addr: SocketAddr,
+    /// `https`: the client configuration and the host as written (SNI, certificate check).
+    pub tls: Option<(&'a Arc<rustls::ClientConfig>, &'a str)>,
+}
+
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
+/// Why an exchange failed, by the step that failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Error {
+    /// No connection (refused, unreachable, timed out).
+    #[error("connect: {0}")]
+    Connect(String),
+    /// The TLS handshake failed.
+    #[error("TLS handshake: {0}{hint}", hint = crate::tls::handshake_hint(.0))]
+    Tls(String),
+    /// Sending or reading failed, or the server closed early, or the time ran out.
+    #[error("{0}")]
+    Io(String),
+    /// The response broke HTTP/1.1 framing or its cap.
+    #[error("{0}")]
+    Http(String),
+}
+
+/// Sends `request` and hands each read's bytes to `on_bytes` until it returns true (the
+/// response is complete) or the server closes (`on_bytes` gets an empty slice then). The
+/// whole exchange gets `timeout`, connecting included.
+pub(crate) fn exchange(
+    to: &To<'_>,
+    request: &[u8],
+    timeout: Duration,
+    mut on_bytes: impl FnMut(&[u8]) -> Result<bool, Error>,
+) -> Result<(), Error> {
+    let deadline = Instant::now() + timeout;
+    let left = |what: &str| {
+        deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| Error::Io(format!("{what}: no answer within {timeout:?}")))
+    };
+    let mut tcp =
+        TcpStream::connect_timeout(&to.addr, timeout).map_err(|e| Error::Connect(e.to_string()))?;
+    let io = |what: &'static str| move |e: std::io::Error| Error::Io(format!("{what}: {e}"));
+    tcp.set_read_timeout(Some(left("TLS handshake")?))
+        .map_err(io("socket"))?;
+    tcp.set_write_timeout(Some(left("send")?))
+        .map_err(io("socket"))?;
+    let mut stream: Box<dyn ReadWrite> = match to.tls {
+        Some((config, host)) => {
+            let name = crate::tls::server_name(host).map_err(|e| Error::Tls(e.to_string()))?;
+            let mut conn = rustls::ClientConnection::new(config.clone(), name)
+                .map_err(|e| Error::Tls(e.to_string()))?;
+            while conn.is_handshaking() {
+                conn.complete_io(&mut tcp)
+                    .map_err(|e| Error::Tls(e.to_string()))?;
+            }
+            Box::new(rustls::StreamOwned::new(
+                conn,
+                tcp.try_clone().map_err(io("socket"))?,
+            ))
+        }
+        None => Box::new(tcp.try_clone().map_err(io("socket"))?),
+    };
+    stream
+        .write_all(request)
+        .and_then(|()| stream.flush())
+        .map_err(io("send"))?;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        tcp.set_read_timeout(Some(left("read")?))
+            .map_err(io("socket"))?;
+        let n = match stream.read(&mut buf) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(Error::Io(format!("read: no answer within {timeout:?}")))
+            }
+            Err(e) => return Err(io("read")(e)),
+        };
+        if on_bytes(&buf[..n])? || n == 0 {
+            return Ok(());
+        }
+    }
+}
+
+/// A `GET` request's bytes.
+pub(crate) fn get(
+    path: &str,
+    authority: &str,
+    headers: &[(String, String)],
+    accept: &str,
+) -> Vec<u8> {
+    let mut r = format!(
+        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: ringperf/{}\r\nAccept: {accept}\r\nConnection: close\r\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    for (name, value) in headers {
+        r.push_str(&format!("{name}: {value}\r\n"));
+    }
+    r.push_str("\r\n");
+    r.into_bytes()
+}
+
+/// `GET`s a page: its status and body (decoded from chunked where it was).
+pub(crate) fn fetch(
+    to: &To<'_>,
+    request: &[u8],
+    timeout: Duration,
+    body_cap: usize,
+) -> Result<(u16, Vec<u8>), Error> {
+    use crate::http::response::{Parser, Part};
+    let mut parser = Parser::new();
+    let (mut status, mut body, mut done) = (0, Vec::new(), false);
+    let mut pending = Vec::new();
+    exchange(to, request, timeout, |bytes| {
+        let mut on = |p: Part<'_>| match p {
+            Part::Head(h) => status = h.status,
+            Part::Body(b) => body.extend_from_slice(b),
+            Part::End => done = true,
+        };
+        if bytes.is_empty() {
+            parser
+                .eof(&mut on)
+                .map_err(|e| Error::Io(format!("read: {e}")))?;
+            return Ok(true);
+        }
+        pending.extend_from_slice(bytes);
+        let used = parser
+            .feed(&pending, &mut on)
+            .map_err(|e| Error::Http(e.to_string()))?;
+        pending.drain(..used);
+        if body.len() > body_cap {
+            return Err(Error::Http(format!(
+                "the body exceeds {} KiB",
+                body_cap / 1024
+            )));
+        }
+        Ok(done)
+    })?;
+    if !done {
+        return Err(Error::Io(
+            "read: the connection closed before the response ended".into(),
+        ));
+    }
+    Ok((status, body))
+}

@@ -1,0 +1,198 @@
+//! Before the run: is the server up, which models does it serve, does one request work?
+//!
+//! A run against a server that is down, or that serves another model, used to send every
+//! request and only then print an empty table. Two checks stop it first, each with one line
+//! that says what is wrong: `GET /v1/models` (also where the model comes from when `-m` is
+//! not given), and one request of the run's own workload (as `vllm bench serve`'s initial test
+//! run), read until its first token. Neither is measured.
+
+use std::time::Duration;
+
+use crate::api::Prompt;
+use crate::blocking::{self, To};
+use crate::clock::now_ns;
+use crate::exchange::{Exchange, Scratch};
+use crate::http::request::Template;
+use crate::plan::{Plan, Target};
+use crate::record::{Outcome, Phase, Record};
+
+/// The `X-Request-ID` of the probe request (never one of the run's).
+pub const PROBE_ID: u64 = u64::MAX;
+
+/// The largest `/v1/models` answer read.
+const MODELS_CAP: usize = 4 << 20;
+
+fn to(target: &Target) -> To<'_> {
+    To {
+        addr: target.endpoint.addr,
+        tls: target
+            .tls
+            .as_ref()
+            .map(|c| (c, target.endpoint.host.as_str())),
+    }
+}
+
+/// Why a preflight check failed, as one line for the user.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    /// Nothing answers at the address.
+    #[error("{url} is not answering ({why}): is the server up, and is --url right?")]
+    Down {
+        /// The target URL.
+        url: String,
+        /// The connection error.
+        why: String,
+    },
+    /// Connected, but the conversation failed below HTTP: TLS, a close, a timeout.
+    #[error("{url}: {why}")]
+    Transport {
+        /// The target URL.
+        url: String,
+        /// What failed.
+        why: String,
+    },
+    /// The server answered the model list with an error or something else than a list.
+    #[error("GET {path}: {why}")]
+    Models {
+        /// The path asked.
+        path: String,
+        /// What came back.
+        why: String,
+    },
+    /// The probe request failed.
+    #[error("the first request failed, so the run would measure nothing: {0}")]
+    Probe(String),
+}
+
+/// A failed exchange as a failure: connection and transport failures are the target's
+/// whatever was asked; the rest is `other`'s.
+fn classify(target: &Target, e: blocking::Error, other: impl FnOnce(String) -> Failure) -> Failure {
+    let url = target.endpoint.url();
+    match e {
+        blocking::Error::Connect(why) => Failure::Down { url, why },
+        e @ blocking::Error::Tls(_) => Failure::Transport {
+            url,
+            why: e.to_string(),
+        },
+        blocking::Error::Io(why) => {
+            // A TLS server closes a plain-text connection without a word.
+            let hint = if target.tls.is_none() && why.contains("closed before") {
+                "; if the server speaks TLS, use https://"
+            } else {
+                ""
+            };
+            Failure::Transport {
+                url,
+                why: format!("{why}{hint}"),
+            }
+        }
+        blocking::Error::Http(why) => other(why),
+    }
+}
+
+/// The models the server lists at `GET <prefix>/v1/models` (OpenAI's list: `data[].id`).
+pub fn models(target: &Target, timeout: Duration) -> Result<Vec<String>, Failure> {
+    let path = format!("{}/v1/models", target.endpoint.prefix);
+    let fail = |why: String| Failure::Models {
+        path: path.clone(),
+        why,
+    };
+    let request = blocking::get(
+        &path,
+        &target.endpoint.authority(),
+        &target.head.headers,
+        "application/json",
+    );
+    let (status, body) = blocking::fetch(&to(target), &request, timeout, MODELS_CAP)
+        .map_err(|e| classify(target, e, fail))?;
+    if status != 200 {
+        let text = String::from_utf8_lossy(&body);
+        let text = text.trim();
+        let cut: String = text.chars().take(200).collect();
+        return Err(fail(format!("HTTP {status} {cut}")));
+    }
+    parse_models(&body).map_err(fail)
+}
+
+/// `{"object": "list", "data": [{"id": "…"}, …]}` → the ids.
+pub fn parse_models(body: &[u8]) -> Result<Vec<String>, String> {
+    #[derive(serde::Deserialize)]
+    struct List {
+        data: Vec<Model>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Model {
+        id: String,
+    }
+    let list: List =
+        serde_json::from_slice(body).map_err(|e| format!("not an OpenAI model list ({e})"))?;
+    Ok(list.data.into_iter().map(|m| m.id).collect())
+}
+
+/// What the probe request showed.
+#[derive(Debug)]
+pub struct Probe {
+    /// Send to the first token (or to the whole response when not streamed), in ns.
+    pub first_ns: u64,
+}
+
+/// Sends the run's first request and reads it until its first token (streamed) or its end.
+pub fn probe(plan: &Plan) -> Result<Probe, Failure> {
+    let target = &plan.target;
+    let (template, isl) = match (
+        &plan.workload.sessions,
+        plan.workload.dataset.entries.first(),
+    ) {
+        (Some(s), _) => {
+            let turn = &s.list[0].turns[0];
+            let history = Prompt::Messages(vec![
+                serde_json::json!({"role": "user", "content": turn.prompt}),
+            ]);
+            (
+                Template::post_json(&s.head, &s.body.render(&history, turn.osl)),
+                turn.isl,
+            )
+        }
+        (None, Some(e)) => (e.template.clone(), e.isl),
+        (None, None) => return Err(Failure::Probe("the plan holds no request".into())),
+    };
+    let mut request = Vec::new();
+    template.write_into(&mut request, PROBE_ID);
+    let mut scratch = Scratch {
+        pointers: target.pointers.clone(),
+        expects_text: target.kind != crate::api::Kind::Embeddings,
+        ..Scratch::default()
+    };
+    let mut rec = Record::new(PROBE_ID, 0, Phase::Warmup, 0, isl);
+    rec.keep_text = true;
+    let mut ex = Exchange::default();
+    let mut pending = Vec::new();
+    let timeout = Duration::from_nanos(target.request_timeout_ns.min(120_000_000_000));
+    let start = now_ns();
+    rec.start_ns = start;
+    blocking::exchange(&to(target), &request, timeout, |bytes| {
+        let t = now_ns();
+        if bytes.is_empty() {
+            ex.eof(t, &mut rec, &mut scratch);
+            return Ok(true);
+        }
+        pending.extend_from_slice(bytes);
+        let used = ex.feed(&pending, t, &mut rec, &mut scratch);
+        pending.drain(..used);
+        Ok(ex.is_done() || rec.first_content_ns.is_some())
+    })
+    .map_err(|e| classify(target, e, Failure::Probe))?;
+    if rec.outcome != Outcome::Ok || !(ex.is_done() || rec.first_content_ns.is_some()) {
+        let why = rec
+            .error
+            .clone()
+            .unwrap_or_else(|| "the response ended without content".into());
+        return Err(Failure::Probe(format!("{}: {why}", rec.outcome.name())));
+    }
+    Ok(Probe {
+        first_ns: rec
+            .first_content_ns
+            .unwrap_or(rec.end_ns)
+            .saturating_sub(start),
+    })
+}

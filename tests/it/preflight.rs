@@ -1,0 +1,135 @@
+//! The checks before a run: the model list, one probe request, waiting for a server that
+//! comes up late, and a switch that leaves the server nothing but the measured requests.
+
+use std::io::{BufRead, BufReader};
+
+use std::process::{Command, Stdio};
+
+use crate::support::{self, artifact_dir, profile, sim};
+
+fn input_config(dir: &std::path::Path) -> serde_json::Value {
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("profile_export_ringperf.json")).unwrap())
+            .unwrap();
+    doc["input_config"].clone()
+}
+
+#[test]
+fn the_model_comes_from_the_server_when_m_is_not_given() {
+    let _shared = support::shared();
+    let s = sim("-m tiny-model --ttft 1ms --itl 1ms");
+    let dir = artifact_dir("preflight-model");
+    let res = profile(
+        &format!(
+            "--url http://{} --streaming --request-count 5 --output-tokens-mean 4",
+            s.addr
+        ),
+        &dir,
+    )
+    .expect("runs with the listed model");
+    assert_eq!(res.report.completed, 5, "{}", res.console);
+    assert_eq!(input_config(&dir)["target"]["model"], "tiny-model");
+    // Five measured requests and the probe before them.
+    assert_eq!(s.served().0, 6);
+}
+
+#[test]
+fn a_wrong_model_stops_before_the_run_with_the_models_served() {
+    let _shared = support::shared();
+    let s = sim("-m served-model");
+    let dir = artifact_dir("preflight-wrong-model");
+    let err = profile(
+        &format!("--url http://{} -m other-model --request-count 50", s.addr),
+        &dir,
+    )
+    .err()
+    .expect("refused")
+    .to_string();
+    assert!(
+        err.contains("the first request failed")
+            && err.contains("http_404")
+            && err.contains("The model `other-model` does not exist")
+            && err.contains("the server lists served-model"),
+        "{err}"
+    );
+    // Nothing was run: no record, and the server saw at most the probe.
+    assert!(!dir.join("profile_export.jsonl").exists());
+    assert!(s.served().0 <= 1, "{:?}", s.served());
+}
+
+#[test]
+fn no_preflight_leaves_the_server_only_the_measured_requests() {
+    let _shared = support::shared();
+    let s = sim("--ttft 1ms --itl 1ms");
+    let dir = artifact_dir("preflight-off");
+    let res = profile(
+        &format!(
+            "--url http://{} --no-preflight -m ringperf-sim --request-count 5 --output-tokens-mean 4",
+            s.addr
+        ),
+        &dir,
+    )
+    .unwrap();
+    assert_eq!(res.report.completed, 5);
+    assert_eq!(s.served().0, 5);
+    // Without -m, the model must still come from somewhere: the list is asked even so.
+    let res = profile(
+        &format!(
+            "--url http://{} --no-preflight --request-count 2 --output-tokens-mean 4",
+            s.addr
+        ),
+        &dir,
+    )
+    .unwrap();
+    assert_eq!(res.report.completed, 2);
+    assert_eq!(s.served().0, 7);
+}
+
+#[test]
+fn a_server_that_comes_up_late_is_waited_for() {
+    let _shared = support::shared();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = artifact_dir("preflight-late");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ringperf"))
+        .args([
+            "profile",
+            "--url",
+            &format!("http://127.0.0.1:{port}"),
+            "--ready-check-timeout",
+            "60s",
+            "--request-count",
+            "3",
+            "--output-tokens-mean",
+            "4",
+            "--no-progress",
+            "--artifact-dir",
+            dir.to_str().unwrap(),
+        ])
+        .env_remove("OPENAI_API_KEY")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let waiting = support::wait_for_line(&mut lines, |l| {
+        l.contains("waiting for").then(|| l.to_string())
+    });
+    assert!(waiting.contains("to come up"), "{waiting}");
+    // Now the server starts, on the port the run waits for.
+    let mut args = ringperf::cli::SimArgs::parse_inline("--ttft 1ms --itl 1ms").unwrap();
+    args.bind = format!("127.0.0.1:{port}");
+    let s = ringperf::sim::start(&args.config().unwrap()).expect("the port is free again");
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{}", rest.join("\n"));
+    assert!(
+        rest.iter().any(|l| l.contains("preflight:")),
+        "{}",
+        rest.join("\n")
+    );
+    assert_eq!(s.served().0, 4);
+}
