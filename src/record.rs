@@ -278,7 +278,9 @@ impl Record {
     /// Inter-token latency, (e2e − TTFT) / (OSL − 1), in ns; needs OSL ≥ 2 and a TTFT.
     pub fn itl(&self) -> Option<f64> {
         let osl = self.osl?;
-        if osl < 2 {
+        // Tokens that all came in one chunk have no time between them (GenAI-Perf leaves such
+        // a request out of ITL rather than counting it as 0).
+        if osl < 2 || self.second_content_ns.is_none() {
             return None;
         }
         let ttft = self.ttft()?;

@@ -1,9 +1,12 @@
-//! Distributions: an HdrHistogram for percentiles plus exact moments.
+//! Distributions: an HdrHistogram for percentiles plus exact moments, and where the values are
+//! at hand, exact percentiles.
 //!
-//! Each shard records into its own [`Dist`]s; the run merges them at the end. Percentiles come
-//! from the histogram (3 significant digits: within 0.1%); count, min, max, mean and the
-//! population standard deviation are exact, from integer sums, so merging shards changes
-//! nothing.
+//! Each shard records into its own [`Dist`]s; the run merges them at the end. Count, min, max,
+//! mean and the population standard deviation are exact, from integer sums, so merging shards
+//! changes nothing. Percentiles come from the histogram (3 significant digits: within 0.1%),
+//! except in a distribution made with [`Dist::keeping_values`] and then [sealed](Dist::seal):
+//! there they interpolate linearly between the exact values, as numpy's default method and so
+//! AIPerf do (the per-request metrics of the report, built after the run from its records).
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -35,6 +38,9 @@ pub struct Dist {
     sum_sq: u128,
     min: u64,
     max: u64,
+    /// Every value, when kept; sorted once sealed.
+    values: Option<Vec<f64>>,
+    sealed: bool,
 }
 
 impl Default for Dist {
@@ -63,6 +69,17 @@ impl Dist {
             sum_sq: 0,
             min: u64::MAX,
             max: 0,
+            values: None,
+            sealed: false,
+        }
+    }
+
+    /// An empty distribution that also keeps every value, for exact percentiles once
+    /// [sealed](Dist::seal). Not for the hot path: it grows with every value.
+    pub fn keeping_values() -> Dist {
+        Dist {
+            values: Some(Vec::new()),
+            ..Dist::new()
         }
     }
 
@@ -70,7 +87,27 @@ impl Dist {
     #[inline]
     pub fn record(&mut self, v: u64) {
         let v = v.min(MAX_VALUE);
-        // Values are clamped into range above, so this cannot fail.
+        self.record_moments(v);
+        if let Some(values) = &mut self.values {
+            values.push(v as f64);
+            self.sealed = false;
+        }
+    }
+
+    /// Adds one value that is not a whole number (a per-request ITL): the histogram and the
+    /// moments get it rounded, the kept values as it is.
+    pub fn record_f64(&mut self, v: f64) {
+        let v = v.clamp(0.0, MAX_VALUE as f64);
+        self.record_moments(v.round() as u64);
+        if let Some(values) = &mut self.values {
+            values.push(v);
+            self.sealed = false;
+        }
+    }
+
+    #[inline]
+    fn record_moments(&mut self, v: u64) {
+        // Values are clamped into range, so this cannot fail.
         let _ = self.hist.record(v.max(1));
         self.count += 1;
         self.sum += v as u128;
@@ -79,7 +116,7 @@ impl Dist {
         self.max = self.max.max(v);
     }
 
-    /// Adds every value of `other`.
+    /// Adds every value of `other` (its kept values too, when both keep them).
     pub fn merge(&mut self, other: &Dist) {
         // Identical layouts: adding cannot fail.
         let _ = self.hist.add(&other.hist);
@@ -88,6 +125,43 @@ impl Dist {
         self.sum_sq += other.sum_sq;
         self.min = self.min.min(other.min);
         self.max = self.max.max(other.max);
+        match (&mut self.values, &other.values) {
+            (Some(mine), Some(theirs)) => {
+                mine.extend_from_slice(theirs);
+                self.sealed = false;
+            }
+            _ => self.values = None,
+        }
+    }
+
+    /// Sorts the kept values: from now on percentiles are exact.
+    pub fn seal(&mut self) {
+        if let Some(values) = &mut self.values {
+            values.sort_unstable_by(f64::total_cmp);
+            self.sealed = true;
+        }
+    }
+
+    /// The sorted values, when this distribution keeps them and is sealed.
+    pub fn sorted_values(&self) -> Option<&[f64]> {
+        self.values.as_deref().filter(|_| self.sealed)
+    }
+
+    /// True when percentiles come from the exact values, not the histogram.
+    pub fn is_exact(&self) -> bool {
+        self.sorted_values().is_some()
+    }
+
+    /// The value at percentile `p` (0–100): interpolated linearly between the exact values
+    /// when they are kept and sealed, else from the histogram.
+    pub fn quantile(&self, p: f64) -> f64 {
+        if self.count == 0 {
+            return 0.0;
+        }
+        match self.sorted_values() {
+            Some(v) => linear_percentile(v, p),
+            None => self.percentile(p) as f64,
+        }
     }
 
     /// Number of values.
@@ -95,10 +169,13 @@ impl Dist {
         self.count
     }
 
-    /// The value at percentile `p` (0–100).
+    /// The value at percentile `p` (0–100), as a whole number: [`Dist::quantile`] rounded.
     pub fn percentile(&self, p: f64) -> u64 {
         if self.count == 0 {
             return 0;
+        }
+        if let Some(v) = self.sorted_values() {
+            return linear_percentile(v, p).round() as u64;
         }
         self.hist
             .value_at_quantile(p / 100.0)
@@ -141,7 +218,7 @@ impl Dist {
             std: s(self.std()),
             percentiles: PERCENTILES
                 .iter()
-                .map(|(_, p)| s(self.percentile(*p) as f64))
+                .map(|(_, p)| s(self.quantile(*p)))
                 .collect(),
             count: self.count,
         }
@@ -154,6 +231,33 @@ impl Dist {
         let _ = hdrhistogram::serialization::V2Serializer::new().serialize(&self.hist, &mut out);
         out
     }
+}
+
+/// The `p`-th percentile (0–100) of sorted values by linear interpolation between the two
+/// closest ranks: numpy's default method (`linear`), which AIPerf uses.
+pub fn linear_percentile(sorted: &[f64], p: f64) -> f64 {
+    let Some(&last) = sorted.last() else {
+        return 0.0;
+    };
+    let h = (sorted.len() - 1) as f64 * (p / 100.0).clamp(0.0, 1.0);
+    let lo = h.floor() as usize;
+    match sorted.get(lo + 1) {
+        Some(&next) => sorted[lo] + (h - lo as f64) * (next - sorted[lo]),
+        None => last,
+    }
+}
+
+/// The `p`-th percentile (0–100) of `sorted` together with `infinite` more values of +∞, by
+/// numpy's `nearest` method (rank (n−1)·p rounded half to even): AIPerf's error-adjusted
+/// percentiles, where each failed request counts as infinitely slow. `None` is +∞.
+pub fn nearest_percentile_with_infinities(sorted: &[f64], infinite: u64, p: f64) -> Option<f64> {
+    let n = sorted.len() as u64 + infinite;
+    if n == 0 {
+        return None;
+    }
+    let h = (n - 1) as f64 * (p / 100.0).clamp(0.0, 1.0);
+    let rank = h.round_ties_even() as usize;
+    sorted.get(rank).copied()
 }
 
 /// Statistics of one distribution, in the unit it was scaled to.
@@ -228,6 +332,63 @@ mod tests {
         for (_, p) in PERCENTILES {
             assert_eq!(merged.percentile(p), all.percentile(p));
         }
+    }
+
+    /// numpy.percentile(x, p) with methods "linear" (the default) and "nearest": the expected
+    /// values were computed with numpy 2.4 for these inputs.
+    #[test]
+    fn exact_percentiles_match_numpy() {
+        let mut d = Dist::keeping_values();
+        for v in [15u64, 20, 35, 40, 50] {
+            d.record(v);
+        }
+        d.seal();
+        assert!(d.is_exact());
+        // np.percentile([15, 20, 35, 40, 50], [1, 25, 40, 50, 99]) = [15.2, 20, 29, 35, 49.6]
+        for (p, want) in [
+            (1.0, 15.2),
+            (25.0, 20.0),
+            (40.0, 29.0),
+            (50.0, 35.0),
+            (99.0, 49.6),
+        ] {
+            assert!(
+                (d.quantile(p) - want).abs() < 1e-9,
+                "p{p}: {}",
+                d.quantile(p)
+            );
+        }
+        assert_eq!(d.percentile(99.0), 50);
+        let s = d.summary(1.0);
+        assert!((s.at("p1") - 15.2).abs() < 1e-9);
+        // Fractions are kept: ITL values are not whole nanoseconds.
+        let mut f = Dist::keeping_values();
+        f.record_f64(1.5);
+        f.record_f64(2.25);
+        f.seal();
+        assert!((f.quantile(50.0) - 1.875).abs() < 1e-12);
+        // Recording again unseals: percentiles fall back to the histogram until sealed.
+        f.record(3);
+        assert!(!f.is_exact());
+        // np.percentile([1, 2, 3, inf, inf], p, method="nearest"): p50 → 3, p75 → inf;
+        // p62.5 → rank 2.5 → 2 (half to even) → 3.
+        let v = [1.0, 2.0, 3.0];
+        assert_eq!(nearest_percentile_with_infinities(&v, 2, 50.0), Some(3.0));
+        assert_eq!(nearest_percentile_with_infinities(&v, 2, 62.5), Some(3.0));
+        assert_eq!(nearest_percentile_with_infinities(&v, 2, 75.0), None);
+        assert_eq!(nearest_percentile_with_infinities(&v, 0, 99.0), Some(3.0));
+        assert_eq!(linear_percentile(&[], 50.0), 0.0);
+        // Merging kept values keeps them; merging with a histogram-only one drops them.
+        let mut a = Dist::keeping_values();
+        a.record(1);
+        let mut b = Dist::keeping_values();
+        b.record(3);
+        a.merge(&b);
+        a.seal();
+        assert_eq!(a.quantile(50.0), 2.0);
+        a.merge(&Dist::new());
+        a.seal();
+        assert!(!a.is_exact());
     }
 
     #[test]

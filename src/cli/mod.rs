@@ -571,8 +571,15 @@ impl ProfileArgs {
             .or(ported.kind)
             .unwrap_or(Kind::Chat);
         spec.target.streaming |= ported.streaming;
-        spec.output.progress &= !ported.no_progress;
         let mut notes = ported.notes;
+        if spec.target.kind == Kind::Embeddings && spec.workload.osl_mean.is_some() {
+            notes.push(
+                "--output-tokens-mean: embeddings generate no tokens; no max_tokens is sent".into(),
+            );
+            spec.workload.osl_mean = None;
+            spec.workload.osl_deterministic = false;
+        }
+        spec.output.progress &= !ported.no_progress;
         if unbounded {
             notes.push(format!(
                 "--request-rate inf: no rate; {} requests kept in flight (closed loop)",

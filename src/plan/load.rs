@@ -446,6 +446,10 @@ mod tests {
         r.first_content_ns = Some(100_000_000);
         r.last_content_ns = Some(600_000_000);
         r.osl = Some(11);
+        // Eleven tokens in one chunk: no ITL, so an ITL objective is not met (it would be
+        // with ITL counted as 0).
+        assert!(!parse_slo("itl:50").unwrap().met(&r));
+        r.second_content_ns = Some(150_000_000);
         // ITL: (600 − 100) / 10 = 50 ms.
         assert!(parse_slo("itl:50").unwrap().met(&r));
         assert!(!parse_slo("itl:49").unwrap().met(&r));

@@ -243,6 +243,13 @@ pub fn render(r: &Report, title: &str) -> String {
         let _ = writeln!(out, "│");
     }
     let _ = writeln!(out, "{}", line('└', '┴', '┘', '─'));
+    if r.metrics.latency.is_exact() {
+        let _ = writeln!(
+            out,
+            "Percentiles interpolate linearly between the exact values (numpy's default, as \
+             AIPerf); ITL counts responses of 2 chunks or more."
+        );
+    }
     out.push_str(&health(r));
     out
 }

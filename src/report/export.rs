@@ -72,6 +72,15 @@ pub(crate) fn profile_json(r: &Report, input_config: &Value, times: &Times) -> V
     for (tag, _, unit, v) in value_rows(r) {
         doc.insert(tag.into(), json!({ "unit": unit, "avg": v }));
     }
+    doc.insert(
+        "percentile_method".into(),
+        json!(if r.metrics.latency.is_exact() {
+            "linear: interpolated between the exact per-request values (numpy's default, as \
+             AIPerf); client-health figures come from HdrHistograms (3 significant digits)"
+        } else {
+            "hdr: HdrHistogram, 3 significant digits"
+        }),
+    );
     doc.insert("input_config".into(), input_config.clone());
     doc.insert("start_time".into(), json!(iso8601(times.start)));
     doc.insert("end_time".into(), json!(iso8601(times.end)));

@@ -1,5 +1,4 @@
-//! Per-request metrics folded into distributions (GenAI-Perf and AIPerf definitions), per shard
-//! then merged.
+//! Per-request metrics folded into distributions (GenAI-Perf and AIPerf definitions).
 
 use crate::record::Record;
 use crate::stats::Dist;
@@ -7,8 +6,9 @@ use crate::stats::Dist;
 /// Per-user throughput is kept in milli-tokens per second so it fits an integer histogram.
 pub(super) const PER_USER_SCALE: f64 = 1000.0;
 
-/// The distributions of one shard (or, merged, of the run).
-#[derive(Debug, Clone, Default)]
+/// The distributions of the run's measured requests, built from their records after the run:
+/// every value is kept, so percentiles are exact once [sealed](Metrics::seal).
+#[derive(Debug, Clone)]
 pub struct Metrics {
     /// Time to first token (ns).
     pub ttft: Dist,
@@ -36,7 +36,47 @@ pub struct Metrics {
     pub dispatch_delay: Dist,
 }
 
+impl Default for Metrics {
+    fn default() -> Self {
+        let d = Dist::keeping_values;
+        Metrics {
+            ttft: d(),
+            ttfo: d(),
+            ttst: d(),
+            itl: d(),
+            icl: d(),
+            latency: d(),
+            osl: d(),
+            isl: d(),
+            per_user: d(),
+            sched_ttft: d(),
+            sched_latency: d(),
+            dispatch_delay: d(),
+        }
+    }
+}
+
 impl Metrics {
+    /// Sorts every distribution's values: percentiles are exact from now on.
+    pub fn seal(&mut self) {
+        for d in [
+            &mut self.ttft,
+            &mut self.ttfo,
+            &mut self.ttst,
+            &mut self.itl,
+            &mut self.icl,
+            &mut self.latency,
+            &mut self.osl,
+            &mut self.isl,
+            &mut self.per_user,
+            &mut self.sched_ttft,
+            &mut self.sched_latency,
+            &mut self.dispatch_delay,
+        ] {
+            d.seal();
+        }
+    }
+
     /// Adds one successful measured request.
     pub fn add(&mut self, r: &Record) {
         if let Some(v) = r.ttft() {
@@ -49,10 +89,9 @@ impl Metrics {
             self.ttst.record(v);
         }
         if let Some(itl) = r.itl() {
-            self.itl.record(itl.round() as u64);
+            self.itl.record_f64(itl);
             if itl > 0.0 {
-                self.per_user
-                    .record((1e9 / itl * PER_USER_SCALE).round() as u64);
+                self.per_user.record_f64(1e9 / itl * PER_USER_SCALE);
             }
         }
         for g in &r.chunk_gaps_ns {
@@ -72,21 +111,5 @@ impl Metrics {
         if let Some(v) = r.dispatch_delay() {
             self.dispatch_delay.record(v);
         }
-    }
-
-    /// Adds every value of `other`.
-    pub fn merge(&mut self, o: &Metrics) {
-        self.ttft.merge(&o.ttft);
-        self.ttfo.merge(&o.ttfo);
-        self.ttst.merge(&o.ttst);
-        self.itl.merge(&o.itl);
-        self.icl.merge(&o.icl);
-        self.latency.merge(&o.latency);
-        self.osl.merge(&o.osl);
-        self.isl.merge(&o.isl);
-        self.per_user.merge(&o.per_user);
-        self.sched_ttft.merge(&o.sched_ttft);
-        self.sched_latency.merge(&o.sched_latency);
-        self.dispatch_delay.merge(&o.dispatch_delay);
     }
 }

@@ -100,19 +100,17 @@ pub struct ErrorAdjusted {
     pub percentiles: Vec<(&'static str, Option<f64>)>,
 }
 
+/// The percentiles of `d`'s values together with one +∞ per failed request, by AIPerf's rule
+/// for its `adj_*` figures (numpy's `nearest`).
 fn error_adjusted(metric: &'static str, d: &Dist, failed: u64) -> ErrorAdjusted {
-    let ok = d.count();
-    let total = ok + failed;
+    let values = d.sorted_values().unwrap_or_default();
     ErrorAdjusted {
         metric,
         percentiles: crate::stats::PERCENTILES
             .iter()
             .map(|(name, p)| {
-                // The p-th percentile of ok ∪ {+∞ × failed} is the ok distribution's value at
-                // rank p·total, if that rank falls among the ok values.
-                let q = p / 100.0 * total as f64 / ok.max(1) as f64;
-                let v = (ok > 0 && q <= 1.0).then(|| d.percentile(q * 100.0) as f64 / 1e6);
-                (*name, v)
+                let v = crate::stats::nearest_percentile_with_infinities(values, failed, *p);
+                (*name, v.map(|ns| ns / 1e6))
             })
             .collect(),
     }
@@ -154,6 +152,12 @@ pub struct Settings {
     pub kernel_stamps: bool,
     /// Header values sent (API keys among them), to be cut out of anything a server echoed.
     pub secrets: Vec<String>,
+    /// Responses were asked for as streams.
+    pub streaming: bool,
+    /// The responses carry output tokens (every kind but embeddings).
+    pub has_output: bool,
+    /// `--endpoint-type template`: the pointer to each event's text.
+    pub text_pointer: Option<String>,
 }
 
 /// Replaces every secret in `text` with `<redacted>`.
@@ -190,6 +194,9 @@ impl Settings {
                 .filter(|v| v.len() >= 8)
                 .map(str::to_string)
                 .collect(),
+            streaming: plan.target.streaming,
+            has_output: plan.target.kind != crate::api::Kind::Embeddings,
+            text_pointer: plan.target.pointers.as_ref().map(|p| p.text.clone()),
         }
     }
 }
@@ -223,6 +230,7 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
     for r in records.iter().filter(|r| r.is_measured_ok()) {
         metrics.add(r);
     }
+    metrics.seal();
 
     let measured = records
         .iter()
@@ -234,6 +242,7 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
     let mut errors: BTreeMap<Outcome, (String, u64)> = BTreeMap::new();
     let (mut osl_off, mut with_request) = (0u64, 0u64);
     let (mut client_sum, mut server_sum) = (0u64, 0u64);
+    let (mut no_tokens, mut one_chunk) = (0u64, 0u64);
     for r in measured {
         if r.outcome != Outcome::Ok {
             failed += 1;
@@ -248,6 +257,8 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         ty = ty.max(r.last_content_ns.unwrap_or(r.end_ns));
         let osl = r.osl.unwrap_or(0);
         out_tok += osl;
+        no_tokens += u64::from(osl == 0);
+        one_chunk += u64::from(osl >= 2 && r.second_content_ns.is_none());
         in_tok += u64::from(r.isl);
         match r.osl_source {
             Some(TokenSource::Usage) => from_usage += 1,
@@ -286,6 +297,43 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
                 "the tokenizer counts {:.0}% {} output tokens than the server reports: --tokenizer probably does not match the served model",
                 diff * 100.0,
                 if client_sum > server_sum { "more" } else { "fewer" }
+            ));
+        }
+    }
+    if settings.has_output && no_tokens > 0 {
+        let hint = match &settings.text_pointer {
+            Some(p) => format!(
+                ": does --response-text-pointer {p} (or --response-tokens-pointer) point at \
+                 what the server sends?"
+            ),
+            None => String::new(),
+        };
+        warnings.push(format!(
+            "{no_tokens} of {completed} successful requests counted no output token, so they \
+             add 0 to output throughput{hint}"
+        ));
+    }
+    if settings.streaming && one_chunk > 0 {
+        warnings.push(format!(
+            "{one_chunk} of {completed} streamed responses of 2 tokens or more came in one \
+             chunk: they have no ITL and are left out of ITL and per-user throughput"
+        ));
+    }
+    for slo in &settings.slos {
+        let (name, seen) = match slo.metric {
+            crate::plan::SloMetric::Ttft => ("TTFT", metrics.ttft.count()),
+            crate::plan::SloMetric::Itl => ("ITL", metrics.itl.count()),
+            crate::plan::SloMetric::E2e => continue,
+        };
+        if completed > 0 && seen == 0 {
+            let why = if settings.streaming {
+                "no response had one"
+            } else {
+                "it is only measured on streamed responses (--streaming)"
+            };
+            warnings.push(format!(
+                "goodput: no request met the {name} objective because {name} was never \
+                 measured: {why}"
             ));
         }
     }
@@ -336,6 +384,7 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
     let error_adjusted = if failed > 0 {
         vec![
             error_adjusted("time_to_first_token", &metrics.ttft, failed),
+            error_adjusted("inter_token_latency", &metrics.itl, failed),
             error_adjusted("request_latency", &metrics.latency, failed),
         ]
     } else {

@@ -14,6 +14,7 @@ mod endpoints;
 mod faults;
 mod fuzz_smoke;
 mod layers;
+mod metrics;
 mod open_loop;
 mod placement;
 mod porting;

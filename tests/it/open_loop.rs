@@ -149,21 +149,27 @@ fn goodput_and_error_adjusted_percentiles() {
     assert!((g.good_fraction - 0.9).abs() < 1e-12, "{}", g.good_fraction);
     assert_eq!(g.attainment, vec![0.9, 0.9]);
     assert!(g.goodput > 0.0);
-    // TTFT with 10% of requests at +inf: p50 is the successes' p(50/0.9), p95 and up infinite.
+    // TTFT with 20 of 200 requests at +inf, by numpy's `nearest` rank (n − 1)·p rounded half
+    // to even: p50 → rank 99.5 → 100, the 101st success; p90 → rank 179.1 → 179, the slowest
+    // success; p95 → rank 189 and up: infinite.
     let adj = r
         .error_adjusted
         .iter()
         .find(|e| e.metric == "time_to_first_token")
         .expect("error-adjusted TTFT");
     let at = |p: &str| adj.percentiles.iter().find(|(n, _)| *n == p).unwrap().1;
-    let want = r.metrics.ttft.percentile(50.0 / 0.9) as f64 / 1e6;
-    assert_eq!(at("p50"), Some(want));
-    assert_eq!(
-        at("p90"),
-        Some(r.metrics.ttft.percentile(100.0) as f64 / 1e6)
-    );
+    let ok = r.metrics.ttft.sorted_values().expect("exact values");
+    assert_eq!(ok.len(), 180);
+    assert_eq!(at("p50"), Some(ok[100] / 1e6));
+    assert_eq!(at("p90"), Some(ok[179] / 1e6));
     assert_eq!(at("p95"), None);
     assert_eq!(at("p99"), None);
+    assert!(
+        r.error_adjusted
+            .iter()
+            .any(|e| e.metric == "inter_token_latency"),
+        "ITL has error-adjusted percentiles too"
+    );
     let doc: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("profile_export_ringperf.json")).unwrap())
             .unwrap();
