@@ -202,7 +202,13 @@ pub(crate) fn profile_csv(r: &Report) -> Result<Vec<u8>, csv::Error> {
         row.push(format!("{:.2}", s.std));
         w.write_record(&row)?;
     }
-    w.write_record([""])?;
+    // A blank line between the two tables, as GenAI-Perf writes (a record of one empty field
+    // would come out as `""`).
+    let mut first = w
+        .into_inner()
+        .map_err(|e| csv::Error::from(e.into_error()))?;
+    first.push(b'\n');
+    let mut w = csv::WriterBuilder::new().flexible(true).from_writer(first);
     w.write_record(["Metric", "Value"])?;
     for (_, label, _, v) in value_rows(r) {
         w.write_record([label.to_string(), format!("{v:.2}")])?;
@@ -320,6 +326,13 @@ pub(crate) fn write_all(
     times: &Times,
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
+    // A folder used before keeps no file of an earlier run that this one does not write.
+    for f in ["gpu_telemetry_export.jsonl", "server_metrics_export.json"] {
+        match std::fs::remove_file(dir.join(f)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
     let doc = profile_json(r, input_config, times);
     let mut j = serde_json::to_vec_pretty(&doc)?;
     j.push(b'\n');

@@ -84,6 +84,8 @@ fn timed_run(concurrency: usize, requests: usize, ttft: &str) {
     let csv = std::fs::read_to_string(dir.join("profile_export_ringperf.csv")).unwrap();
     assert!(csv.starts_with("Metric,avg,min,max,p1,p5,p10,p25,p50,p75,p90,p95,p99,std\n"));
     assert!(csv.contains("Time To First Token (ms),"));
+    // GenAI-Perf's layout: the single values follow after a blank line.
+    assert!(csv.contains("\n\nMetric,Value\n"), "{csv}");
     let inputs: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("inputs.json")).unwrap()).unwrap();
     assert_eq!(inputs["data"][0]["payload"][0]["max_tokens"], 20);

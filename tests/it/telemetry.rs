@@ -149,4 +149,7 @@ fn profile_without_a_gpu_says_so_and_scrapes_the_simulator() {
         t.gpu_unavailable.is_some()
     );
     assert!(res.console.contains("server metrics http://"));
+    // The same folder again, without scraping: the earlier run's scrapes do not stay behind.
+    support::profile(&format!("--url {url} --request-count 2"), &dir).unwrap();
+    assert!(!dir.join("server_metrics_export.json").exists());
 }
