@@ -232,6 +232,10 @@ pub fn profile(
     stop: Arc<AtomicBool>,
     print: bool,
 ) -> Result<ProfileResult, Fatal> {
+    let (startup_from, started) = match crate::clock::process_start_ns() {
+        Some(t) => ("process start", t),
+        None => ("profile call", crate::clock::now_ns()),
+    };
     let (mut spec, notes) = args.spec_and_notes().map_err(Fatal::from)?;
     for n in notes {
         eprintln!("ringperf: note: {n}");
@@ -308,7 +312,22 @@ pub fn profile(
         let _ = std::io::stdout().write_all(console.as_bytes());
     }
     let dir = &plan.output.artifact_dir;
-    let times = export::Times { start, end };
+    let first_send = report
+        .records
+        .iter()
+        .map(|r| r.start_ns)
+        .filter(|t| *t > 0)
+        .min();
+    let startup_s = first_send.map(|t| t.saturating_sub(started) as f64 / 1e9);
+    if let (Some(s), true) = (startup_s, print) {
+        eprintln!("ringperf: start-up {s:.3} s ({startup_from} to the first request sent)");
+    }
+    let times = export::Times {
+        start,
+        end,
+        startup_s,
+        startup_from,
+    };
     export::write_all(
         &report,
         dir,

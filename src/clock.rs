@@ -13,6 +13,18 @@ pub fn now_ns() -> u64 {
     crate::sys::monotonic_ns()
 }
 
+static PROCESS_START: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
+/// Marks now as the process's start (the binary's first line); later marks change nothing.
+pub fn mark_process_start() {
+    PROCESS_START.get_or_init(now_ns);
+}
+
+/// When [`mark_process_start`] was first called, if it was.
+pub fn process_start_ns() -> Option<u64> {
+    PROCESS_START.get().copied()
+}
+
 /// Wall-clock time as seconds since the Unix epoch, for artifacts only (never for intervals).
 pub fn unix_time_secs() -> f64 {
     std::time::SystemTime::now()

@@ -5,6 +5,7 @@ use std::io::Write;
 use clap::Parser;
 
 fn main() {
+    ringperf::clock::mark_process_start();
     // Signals work from the first instant: Ctrl-C before the run begins stops it too.
     let stop = ringperf::sys::interrupt_flag();
     let cli = ringperf::cli::Cli::parse();

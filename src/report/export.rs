@@ -18,6 +18,10 @@ pub(crate) struct Times {
     pub start: f64,
     /// Unix seconds at end.
     pub end: f64,
+    /// From `startup_from` to the first request sent, in seconds.
+    pub startup_s: Option<f64>,
+    /// `process start`, or `profile call` where the binary's start was not marked (a test).
+    pub startup_from: &'static str,
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` for Unix seconds.
@@ -83,6 +87,10 @@ pub(crate) fn profile_json(r: &Report, input_config: &Value, times: &Times) -> V
     );
     doc.insert("input_config".into(), input_config.clone());
     doc.insert("start_time".into(), json!(iso8601(times.start)));
+    doc.insert(
+        "startup_s".into(),
+        json!({"seconds": times.startup_s, "from": times.startup_from}),
+    );
     doc.insert("end_time".into(), json!(iso8601(times.end)));
     doc.insert("was_cancelled".into(), json!(r.cancelled));
     doc.insert(

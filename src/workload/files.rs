@@ -40,6 +40,8 @@ pub struct Item {
     pub max_tokens: Option<u32>,
     /// Send time from the start (ms), for `--fixed-schedule`.
     pub timestamp_ms: Option<f64>,
+    /// The prompt's token count, when it is known without encoding it.
+    pub tokens: Option<u32>,
 }
 
 fn err(path: &Path, line: usize, msg: impl std::fmt::Display) -> WorkloadError {
@@ -150,6 +152,7 @@ pub fn read_jsonl(path: &Path, limit: usize) -> Result<Vec<Item>, WorkloadError>
                 .and_then(Value::as_u64)
                 .map(|x| x.min(u64::from(u32::MAX)) as u32),
             timestamp_ms,
+            tokens: None,
         });
     }
     if out.is_empty() {
@@ -216,6 +219,7 @@ pub fn read_sharegpt(
                     prompt: Prompt::Text(turns[h].value.clone()),
                     max_tokens,
                     timestamp_ms: None,
+                    tokens: None,
                 });
             }
             Ok(Ok(out))
@@ -319,6 +323,7 @@ pub fn read_mooncake(
             prompt: Prompt::Text(tokenizer.decode(&tokens)?),
             max_tokens: Some(output.clamp(1, u64::from(u32::MAX)) as u32),
             timestamp_ms: Some(ts),
+            tokens: None,
         });
     }
     if out.is_empty() {

@@ -4,6 +4,12 @@
 //! sonnets, public domain) drawn at random until the token count is reached, then cut to the
 //! exact count with the run's tokenizer. Every draw comes from one seeded ChaCha8 generator,
 //! so the same `--random-seed` gives byte-identical request bodies and `inputs.json`.
+//!
+//! The corpus is tokenized once; a prompt is token ids of whole lines and one cut line,
+//! decoded to text. Its count is known without encoding it again where the tokenizer keeps
+//! lines apart (checked once per tokenizer) and the cut line decodes and encodes back to the
+//! same ids; otherwise the whole text is counted. Decoding and building the requests, the
+//! costly part, run on every core, in an order fixed by the seed.
 
 pub mod files;
 mod tokenizer;
@@ -217,35 +223,126 @@ pub fn parse_extra_inputs(items: &[String]) -> Result<Map<String, Value>, Worklo
 /// Builds synthetic prompts from the corpus, cut to exact token counts.
 pub struct PromptMaker<'t> {
     tokenizer: &'t Tokenizer,
+    /// The corpus lines, each with its newline, and their ids.
+    texts: Vec<String>,
     lines: Vec<Vec<u32>>,
+    /// Encoding two corpus lines together gives the ids of each, one after the other, and a
+    /// line's ids decode to the line: a prompt's whole lines need neither encoding nor decoding.
+    lines_stay_apart: bool,
+}
+
+/// Token ids of a prompt: whole corpus lines, then one cut line.
+pub struct Draft {
+    /// The ids.
+    pub ids: Vec<u32>,
+    /// The whole lines, by index.
+    whole: Vec<u32>,
+    /// Where the cut line starts in `ids`.
+    cut_at: usize,
 }
 
 impl<'t> PromptMaker<'t> {
-    /// Tokenizes the corpus once.
+    /// Tokenizes the corpus once, and checks on every pair of neighbouring lines whether the
+    /// tokenizer keeps lines apart.
     pub fn new(tokenizer: &'t Tokenizer) -> Result<PromptMaker<'t>, WorkloadError> {
-        let lines = CORPUS
+        let text: Vec<String> = CORPUS
             .lines()
             .filter(|l| !l.trim().is_empty())
-            .map(|l| tokenizer.encode(&format!("{l}\n")))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let lines = text
+            .iter()
+            .map(|l| tokenizer.encode(l))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(PromptMaker { tokenizer, lines })
+        let mut lines_stay_apart = true;
+        for i in 0..text.len().saturating_sub(1) {
+            let both = tokenizer.encode(&format!("{}{}", text[i], text[i + 1]))?;
+            if both[..] != [&lines[i][..], &lines[i + 1][..]].concat()[..]
+                || tokenizer.decode(&lines[i])? != text[i]
+            {
+                lines_stay_apart = false;
+                break;
+            }
+        }
+        Ok(PromptMaker {
+            tokenizer,
+            texts: text,
+            lines,
+            lines_stay_apart,
+        })
     }
 
     /// Exactly `n` token ids of random corpus lines.
     pub fn tokens(&self, n: usize, rng: &mut impl Rng) -> Vec<u32> {
+        self.draft(n, rng).ids
+    }
+
+    /// Exactly `n` token ids of random corpus lines, remembering where the cut line starts.
+    pub fn draft(&self, n: usize, rng: &mut impl Rng) -> Draft {
         let mut ids = Vec::with_capacity(n + 32);
+        let mut whole = Vec::new();
+        let mut cut_at = 0;
         while ids.len() < n {
-            let line = &self.lines[rng.random_range(0..self.lines.len())];
-            ids.extend_from_slice(line);
+            cut_at = ids.len();
+            let i = rng.random_range(0..self.lines.len());
+            ids.extend_from_slice(&self.lines[i]);
+            whole.push(i as u32);
         }
+        // The last line drawn is the one cut (possibly at its very end).
+        whole.pop();
         ids.truncate(n);
-        ids
+        Draft { ids, whole, cut_at }
+    }
+
+    /// The text of a draft, and how many tokens that text encodes to.
+    pub fn text(&self, d: &Draft) -> Result<(String, u32), WorkloadError> {
+        let tail = &d.ids[d.cut_at..];
+        if self.lines_stay_apart {
+            let cut = self.tokenizer.decode(tail)?;
+            let mut text = String::with_capacity(d.ids.len() * 5);
+            for i in &d.whole {
+                text.push_str(&self.texts[*i as usize]);
+            }
+            text.push_str(&cut);
+            if self.tokenizer.encode(&cut)? == tail {
+                return Ok((text, d.ids.len() as u32));
+            }
+            let n = self.tokenizer.count(&text)?;
+            return Ok((text, n as u32));
+        }
+        let text = self.tokenizer.decode(&d.ids)?;
+        let n = self.tokenizer.count(&text)?;
+        Ok((text, n as u32))
     }
 
     /// A prompt of exactly `n` tokens (as token ids), decoded to text.
     pub fn prompt(&self, n: usize, rng: &mut impl Rng) -> Result<String, WorkloadError> {
         self.tokenizer.decode(&self.tokens(n, rng))
     }
+}
+
+/// `f` over `items` on every core, results in the items' order; the first error wins.
+pub fn par_map<T: Sync, R: Send>(
+    items: &[T],
+    f: impl Fn(&T) -> Result<R, WorkloadError> + Sync,
+) -> Result<Vec<R>, WorkloadError> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = items.len().div_ceil(threads).max(64);
+    if items.len() <= chunk {
+        return items.iter().map(&f).collect();
+    }
+    let f = &f;
+    std::thread::scope(|s| {
+        let parts: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| s.spawn(move || part.iter().map(f).collect::<Result<Vec<R>, _>>()))
+            .collect();
+        let mut out = Vec::with_capacity(items.len());
+        for p in parts {
+            out.extend(p.join().expect("a preparing thread panicked")?);
+        }
+        Ok(out)
+    })
 }
 
 fn sample_len(rng: &mut impl Rng, mean: u32, std: u32) -> u32 {
@@ -272,23 +369,34 @@ impl Dataset {
                 .collect::<Result<Vec<_>, _>>()?,
             None => Vec::new(),
         };
-        let mut items = Vec::with_capacity(spec.entries);
-        for _ in 0..spec.entries.max(1) {
-            let want = sample_len(&mut rng, spec.isl.0, spec.isl.1);
-            let mut prompt = maker.prompt(want as usize, &mut rng)?;
-            if !prefixes.is_empty() {
-                prompt = format!(
-                    "{}\n{prompt}",
-                    prefixes[rng.random_range(0..prefixes.len())]
-                );
-            }
-            let osl = spec.osl.map(|(m, s)| sample_len(&mut rng, m, s));
-            items.push(files::Item {
+        // Every draw first, in the seed's order (cheap); then the costly text on every core.
+        let drafts: Vec<(Draft, Option<usize>, Option<u32>)> = (0..spec.entries.max(1))
+            .map(|_| {
+                let want = sample_len(&mut rng, spec.isl.0, spec.isl.1);
+                let draft = maker.draft(want as usize, &mut rng);
+                let prefix = (!prefixes.is_empty()).then(|| rng.random_range(0..prefixes.len()));
+                let osl = spec.osl.map(|(m, s)| sample_len(&mut rng, m, s));
+                (draft, prefix, osl)
+            })
+            .collect();
+        let items = par_map(&drafts, |(draft, prefix, osl)| {
+            let (text, count) = maker.text(draft)?;
+            let (prompt, tokens) = match prefix {
+                // Where the prefix meets the prompt the tokenizer may merge: count it all.
+                Some(i) => {
+                    let p = format!("{}\n{text}", prefixes[*i]);
+                    let n = tokenizer.count(&p)? as u32;
+                    (p, n)
+                }
+                None => (text, count),
+            };
+            Ok(files::Item {
                 prompt: Prompt::Text(prompt),
-                max_tokens: osl,
+                max_tokens: *osl,
                 timestamp_ms: None,
-            });
-        }
+                tokens: Some(tokens),
+            })
+        })?;
         Dataset::from_items(spec, target, tokenizer, &items)
     }
 
@@ -300,26 +408,32 @@ impl Dataset {
         items: &[files::Item],
     ) -> Result<Dataset, WorkloadError> {
         let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x0051);
-        let mut entries = Vec::with_capacity(items.len());
-        for item in items {
-            let osl = item
-                .max_tokens
-                .or_else(|| spec.osl.map(|(m, s)| sample_len(&mut rng, m, s)));
-            let isl = match &item.prompt {
-                Prompt::Text(t) => tokenizer.count(t)?,
-                Prompt::Messages(m) => m
-                    .iter()
-                    .filter_map(|x| x.get("content").and_then(Value::as_str))
-                    .map(|c| tokenizer.count(c))
-                    .sum::<Result<usize, _>>()?,
-            } as u32;
-            let body = spec.body.render(&item.prompt, osl);
-            entries.push(Entry {
+        let osls: Vec<Option<u32>> = items
+            .iter()
+            .map(|item| {
+                item.max_tokens
+                    .or_else(|| spec.osl.map(|(m, s)| sample_len(&mut rng, m, s)))
+            })
+            .collect();
+        let work: Vec<(&files::Item, Option<u32>)> = items.iter().zip(osls).collect();
+        let entries = par_map(&work, |(item, osl)| {
+            let isl = match (item.tokens, &item.prompt) {
+                (Some(n), _) => n,
+                (None, Prompt::Text(t)) => tokenizer.count(t)? as u32,
+                (None, Prompt::Messages(m)) => {
+                    m.iter()
+                        .filter_map(|x| x.get("content").and_then(Value::as_str))
+                        .map(|c| tokenizer.count(c))
+                        .sum::<Result<usize, _>>()? as u32
+                }
+            };
+            let body = spec.body.render(&item.prompt, *osl);
+            Ok(Entry {
                 template: Template::post_json(target, &body),
                 isl,
-                requested_osl: osl,
-            });
-        }
+                requested_osl: *osl,
+            })
+        })?;
         Ok(Dataset { entries })
     }
 
@@ -343,6 +457,56 @@ impl Dataset {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The count a prompt is given without encoding it is the count of encoding it, for every
+    /// length drawn (the exact-count guarantee), and the fast path is the one taken.
+    #[test]
+    fn prompt_counts_equal_the_tokenizers_count_of_the_text() {
+        let tok = Tokenizer::embedded().unwrap();
+        let maker = PromptMaker::new(&tok).unwrap();
+        assert!(
+            maker.lines_stay_apart,
+            "the embedded tokenizer keeps lines apart"
+        );
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let mut fast = 0;
+        for n in (1..=1200).step_by(7) {
+            let d = maker.draft(n, &mut rng);
+            assert_eq!(d.ids.len(), n);
+            let (text, count) = maker.text(&d).unwrap();
+            assert_eq!(
+                count as usize,
+                tok.count(&text).unwrap(),
+                "{n} tokens: {text:?}"
+            );
+            fast += usize::from(count as usize == n);
+        }
+        assert!(fast > 150, "{fast} of 172 prompts counted without encoding");
+        // A tokenizer that did not keep lines apart would be counted in full, not trusted.
+        let slow = PromptMaker {
+            lines_stay_apart: false,
+            ..PromptMaker::new(&tok).unwrap()
+        };
+        let d = slow.draft(50, &mut rng);
+        let (text, count) = slow.text(&d).unwrap();
+        assert_eq!(count as usize, tok.count(&text).unwrap());
+    }
+
+    #[test]
+    fn par_map_keeps_the_order_and_the_first_error() {
+        let items: Vec<u32> = (0..1000).collect();
+        let out = par_map(&items, |x| Ok(x * 2)).unwrap();
+        assert_eq!(out, (0..1000).map(|x| x * 2).collect::<Vec<_>>());
+        let e = par_map(&items, |x| {
+            if *x >= 700 {
+                Err(WorkloadError::Dataset(format!("item {x}")))
+            } else {
+                Ok(*x)
+            }
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("item 700"), "{e}");
+    }
 
     #[test]
     fn extra_inputs_parse_like_genai_perf() {

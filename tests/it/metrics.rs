@@ -41,6 +41,11 @@ fn percentiles_are_numpys_linear_method_on_the_exported_values() {
         .as_str()
         .unwrap()
         .starts_with("linear"));
+    // Start-up: from the call (in a test; the binary counts from its own start) to the first
+    // request sent.
+    assert_eq!(doc["startup_s"]["from"], "profile call");
+    let startup = doc["startup_s"]["seconds"].as_f64().unwrap();
+    assert!(startup > 0.0 && startup < 60.0, "{startup}");
     let mut values: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
     for line in std::fs::read_to_string(dir.join("profile_export.jsonl"))
         .unwrap()
