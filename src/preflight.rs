@@ -187,7 +187,17 @@ pub fn probe(plan: &Plan) -> Result<Probe, Failure> {
             .error
             .clone()
             .unwrap_or_else(|| "the response ended without content".into());
-        return Err(Failure::Probe(format!("{}: {why}", rec.outcome.name())));
+        let hint = match (&target.pointers, rec.outcome) {
+            (Some(p), Outcome::NoContent) => format!(
+                "; does --response-text-pointer {} point at the text the server sends?",
+                p.text
+            ),
+            _ => String::new(),
+        };
+        return Err(Failure::Probe(format!(
+            "{}: {why}{hint}",
+            rec.outcome.name()
+        )));
     }
     Ok(Probe {
         first_ns: rec

@@ -113,6 +113,25 @@ fn template_endpoint_for_a_tgi_shaped_server() {
     let body = &inputs["data"][0]["payload"][0];
     assert_eq!(body["parameters"]["max_new_tokens"], 5);
     assert!(body["inputs"].as_str().unwrap().len() > 100);
+
+    // A text pointer that matches nothing: stopped before the run, the pointer named, not a
+    // run of zero-token "successes".
+    let e = profile(
+        &format!(
+            "--url http://{} -m tgi --endpoint-type template --endpoint /generate_stream --streaming \
+             --request-template {} --response-text-pointer /token/txt --request-count 6",
+            server.addr,
+            template.display()
+        ),
+        &dir,
+    )
+    .err()
+    .expect("refused")
+    .to_string();
+    assert!(
+        e.contains("no_content") && e.contains("--response-text-pointer /token/txt"),
+        "{e}"
+    );
 }
 
 #[test]

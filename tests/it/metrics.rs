@@ -186,3 +186,39 @@ fn embeddings_ignore_an_output_length_and_say_so() {
         res.report.warnings
     );
 }
+
+#[test]
+fn text_with_a_usage_of_zero_tokens_is_not_a_silent_zero() {
+    let _shared = support::shared();
+    // Text arrives, and the server's usage says it made no tokens.
+    let events = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello\"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" world\"}}]}\n\n",
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":0,",
+        "\"total_tokens\":5}}\n\ndata: [DONE]\n\n"
+    );
+    let reply = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n{events}",
+        events.len()
+    )
+    .into_bytes();
+    let server = support::fake_server(move |_, _| (reply.clone(), false));
+    let dir = artifact_dir("metrics-zero-tokens");
+    let res = profile(
+        &format!(
+            "--url http://{} --no-preflight -m m --streaming --request-count 3",
+            server.addr
+        ),
+        &dir,
+    )
+    .unwrap();
+    let r = &res.report;
+    assert_eq!((r.completed, r.output_tokens), (3, 0));
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("3 of 3 successful requests counted no output token")),
+        "{:?}",
+        r.warnings
+    );
+}
