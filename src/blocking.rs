@@ -120,18 +120,41 @@ pub(crate) fn get(
     r.into_bytes()
 }
 
-/// `GET`s a page: its status and body (decoded from chunked where it was).
+/// A whole response.
+pub(crate) struct Fetched {
+    /// The status code.
+    pub status: u16,
+    /// Every header, as sent.
+    pub headers: Vec<(String, String)>,
+    /// The body, de-chunked.
+    pub body: Vec<u8>,
+}
+
+impl Fetched {
+    /// The first header of that name.
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Sends `request` and reads the whole response (decoded from chunked where it was).
 pub(crate) fn fetch(
     to: &To<'_>,
     request: &[u8],
     timeout: Duration,
     body_cap: usize,
-) -> Result<(u16, Vec<u8>), Error> {
+) -> Result<Fetched, Error> {
     use crate::http::response::{Parser, Part};
     let mut parser = Parser::new();
     let (mut status, mut body, mut done) = (0, Vec::new(), false);
+    let mut headers = Vec::new();
     let mut pending = Vec::new();
     exchange(to, request, timeout, |bytes| {
+        // The head's bytes, kept until the parser has read it, for the headers.
+        let head = (status == 0).then(|| [&pending[..], bytes].concat());
         let mut on = |p: Part<'_>| match p {
             Part::Head(h) => status = h.status,
             Part::Body(b) => body.extend_from_slice(b),
@@ -147,6 +170,9 @@ pub(crate) fn fetch(
         let used = parser
             .feed(&pending, &mut on)
             .map_err(|e| Error::Http(e.to_string()))?;
+        if let (Some(head), true) = (head, status != 0) {
+            headers = header_list(&head);
+        }
         pending.drain(..used);
         if body.len() > body_cap {
             return Err(Error::Http(format!(
@@ -161,5 +187,28 @@ pub(crate) fn fetch(
             "read: the connection closed before the response ended".into(),
         ));
     }
-    Ok((status, body))
+    Ok(Fetched {
+        status,
+        headers,
+        body,
+    })
+}
+
+/// The headers of a response head (already checked by the response parser).
+fn header_list(head: &[u8]) -> Vec<(String, String)> {
+    let mut slots = [httparse::EMPTY_HEADER; 128];
+    let mut r = httparse::Response::new(&mut slots);
+    match r.parse(head) {
+        Ok(_) => r
+            .headers
+            .iter()
+            .map(|h| {
+                (
+                    h.name.to_string(),
+                    String::from_utf8_lossy(h.value).trim().to_string(),
+                )
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    }
 }

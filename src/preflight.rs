@@ -103,8 +103,9 @@ pub fn models(target: &Target, timeout: Duration) -> Result<Vec<String>, Failure
         &target.head.headers,
         "application/json",
     );
-    let (status, body) = blocking::fetch(&to(target), &request, timeout, MODELS_CAP)
+    let page = blocking::fetch(&to(target), &request, timeout, MODELS_CAP)
         .map_err(|e| classify(target, e, fail))?;
+    let (status, body) = (page.status, page.body);
     if status != 200 {
         let text = String::from_utf8_lossy(&body);
         let text = text.trim();

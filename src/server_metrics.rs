@@ -110,12 +110,11 @@ pub fn fetch(
         tls,
     };
     let request = blocking::get(&t.path, &t.endpoint.authority(), &[], "text/plain");
-    let (status, body) =
-        blocking::fetch(&to, &request, timeout, PAGE_CAP).map_err(|e| e.to_string())?;
-    if status != 200 {
-        return Err(format!("HTTP {status}"));
+    let page = blocking::fetch(&to, &request, timeout, PAGE_CAP).map_err(|e| e.to_string())?;
+    if page.status != 200 {
+        return Err(format!("HTTP {}", page.status));
     }
-    String::from_utf8(body).map_err(|_| "the page is not UTF-8".to_string())
+    String::from_utf8(page.body).map_err(|_| "the page is not UTF-8".to_string())
 }
 
 /// The largest metrics page read (a vLLM page with many LoRA adapters is a few MiB).

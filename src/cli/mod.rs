@@ -234,10 +234,14 @@ pub struct LoadArgs {
 /// Prompts, outputs and the tokenizer.
 #[derive(Debug, Clone, Args)]
 pub struct WorkloadArgs {
-    /// tokenizer.json file, a directory holding one, or a Hugging Face model id (looked up in
-    /// the local HF cache). Default: the embedded Qwen3 tokenizer.
+    /// tokenizer.json file, a directory holding one, or a Hugging Face model id (from the
+    /// local HF cache, else downloaded into it from HF_ENDPOINT with HF_TOKEN; HF_HUB_OFFLINE=1
+    /// never downloads). Default: the embedded Qwen3 tokenizer.
     #[arg(long)]
     pub tokenizer: Option<String>,
+    /// Revision (branch, tag or commit) of a model id's tokenizer on the hub [default: main].
+    #[arg(long)]
+    pub tokenizer_revision: Option<String>,
     /// Mean prompt length in tokens.
     #[arg(long, visible_aliases = ["isl", "random-input-len", "prompt-input-tokens-mean"],
           default_value_t = 550)]
@@ -526,6 +530,7 @@ impl ProfileArgs {
             },
             workload: WorkloadSpec {
                 tokenizer: w.tokenizer.clone(),
+                tokenizer_revision: w.tokenizer_revision.clone(),
                 isl_mean: w.synthetic_input_tokens_mean,
                 isl_stddev: w.synthetic_input_tokens_stddev.unwrap_or(0),
                 osl_mean: w.output_tokens_mean,

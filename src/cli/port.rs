@@ -47,9 +47,6 @@ pub struct PortArgs {
     /// GenAI-Perf: plots.
     #[arg(long, hide = true)]
     pub generate_plots: bool,
-    /// GenAI-Perf / AIPerf: the tokenizer's revision on the hub.
-    #[arg(long, hide = true)]
-    pub tokenizer_revision: Option<String>,
     /// GenAI-Perf / AIPerf: run the tokenizer's own Python code.
     #[arg(long, hide = true)]
     pub tokenizer_trust_remote_code: bool,
@@ -245,12 +242,6 @@ impl PortArgs {
         }
         if self.generate_plots {
             note("--generate-plots", "no effect: ringperf draws no plots yet");
-        }
-        if self.tokenizer_revision.is_some() {
-            note(
-                "--tokenizer-revision",
-                "no effect: --tokenizer loads a local file or the local Hugging Face cache",
-            );
         }
         if self.tokenizer_trust_remote_code || self.trust_remote_code {
             note(

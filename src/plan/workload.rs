@@ -20,6 +20,8 @@ use crate::workload::{
 pub struct WorkloadSpec {
     /// `tokenizer.json`, a directory holding one, or a model id (default: embedded Qwen3).
     pub tokenizer: Option<String>,
+    /// The hub revision of a model id's tokenizer (default `main`).
+    pub tokenizer_revision: Option<String>,
     /// Mean prompt length in tokens.
     pub isl_mean: u32,
     /// Standard deviation of the prompt length.
@@ -119,7 +121,7 @@ impl Workload {
                 "--fixed-schedule replays an --input-file's timestamps: give one",
             ));
         }
-        let tokenizer = Tokenizer::load(s.tokenizer.as_deref())?;
+        let tokenizer = Tokenizer::load(s.tokenizer.as_deref(), s.tokenizer_revision.as_deref())?;
         let gen = Gen {
             body: Body {
                 model: target.model.clone(),
@@ -228,6 +230,7 @@ mod tests {
     fn workload_spec() -> WorkloadSpec {
         WorkloadSpec {
             tokenizer: None,
+            tokenizer_revision: None,
             isl_mean: 40,
             isl_stddev: 0,
             osl_mean: Some(7),

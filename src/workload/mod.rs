@@ -12,6 +12,7 @@
 //! costly part, run on every core, in an order fixed by the seed.
 
 pub mod files;
+pub mod hub;
 mod tokenizer;
 
 use rand::{Rng, SeedableRng};

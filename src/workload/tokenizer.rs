@@ -6,7 +6,7 @@
 //! download, so an id that is not cached gets an error saying how to fetch it.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::WorkloadError;
 
@@ -30,8 +30,18 @@ fn err(e: impl std::fmt::Display) -> WorkloadError {
 }
 
 impl Tokenizer {
-    /// Loads from `spec` (a path, a directory or a model id), or the embedded default.
-    pub fn load(spec: Option<&str>) -> Result<Tokenizer, WorkloadError> {
+    /// Loads from `spec` (a path, a directory or a model id: from the Hugging Face cache, or
+    /// downloaded into it, at `revision`), or the embedded default.
+    pub fn load(spec: Option<&str>, revision: Option<&str>) -> Result<Tokenizer, WorkloadError> {
+        Self::load_with(spec, revision, &super::hub::Hub::from_env())
+    }
+
+    /// [`Tokenizer::load`] with the hub's settings given.
+    pub fn load_with(
+        spec: Option<&str>,
+        revision: Option<&str>,
+        hub: &super::hub::Hub,
+    ) -> Result<Tokenizer, WorkloadError> {
         let Some(spec) = spec else {
             return Self::embedded();
         };
@@ -45,14 +55,7 @@ impl Tokenizer {
         } else if path.is_file() {
             path.to_path_buf()
         } else if looks_like_model_id(spec) {
-            hf_cached(spec).ok_or_else(|| {
-                err(format!(
-                    "{spec:?} is not a file, and model {spec:?} is not in the local Hugging Face \
-                     cache ({}); fetch it with `huggingface-cli download {spec} tokenizer.json` \
-                     or pass the path of a tokenizer.json",
-                    hf_hub_dir().display()
-                ))
-            })?
+            hub.file(spec, revision.unwrap_or("main"), "tokenizer.json")?
         } else {
             return Err(err(format!("{spec:?}: no such file or directory")));
         };
@@ -101,35 +104,6 @@ fn looks_like_model_id(s: &str) -> bool {
     parts.len() == 2 && parts.iter().all(|p| !p.is_empty() && !p.starts_with('.'))
 }
 
-fn hf_hub_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("HF_HUB_CACHE") {
-        return PathBuf::from(d);
-    }
-    if let Some(d) = std::env::var_os("HF_HOME") {
-        return PathBuf::from(d).join("hub");
-    }
-    let home = std::env::var_os("HOME").unwrap_or_default();
-    PathBuf::from(home).join(".cache/huggingface/hub")
-}
-
-/// `models--org--name/snapshots/<rev>/tokenizer.json`, preferring the revision `refs/main`
-/// names.
-fn hf_cached(id: &str) -> Option<PathBuf> {
-    let repo = hf_hub_dir().join(format!("models--{}", id.replace('/', "--")));
-    let snapshots = repo.join("snapshots");
-    if let Ok(rev) = std::fs::read_to_string(repo.join("refs/main")) {
-        let f = snapshots.join(rev.trim()).join("tokenizer.json");
-        if f.is_file() {
-            return Some(f);
-        }
-    }
-    std::fs::read_dir(&snapshots)
-        .ok()?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path().join("tokenizer.json"))
-        .find(|f| f.is_file())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,23 +114,32 @@ mod tests {
         assert!(!looks_like_model_id("tokenizer.json"));
         assert!(!looks_like_model_id("./a/b"));
         let dir = std::env::temp_dir().join(format!("ringperf-hf-{}", std::process::id()));
-        let snap = dir.join("models--org--m/snapshots/abc");
+        let commit = "0123456789abcdef0123456789abcdef01234567";
+        let snap = dir.join("models--org--m/snapshots").join(commit);
         std::fs::create_dir_all(&snap).unwrap();
         std::fs::create_dir_all(dir.join("models--org--m/refs")).unwrap();
-        std::fs::write(dir.join("models--org--m/refs/main"), "abc\n").unwrap();
+        std::fs::write(dir.join("models--org--m/refs/main"), format!("{commit}\n")).unwrap();
         std::fs::write(snap.join("tokenizer.json"), "{}").unwrap();
-        std::env::set_var("HF_HUB_CACHE", &dir);
-        assert_eq!(hf_cached("org/m"), Some(snap.join("tokenizer.json")));
-        assert_eq!(hf_cached("org/other"), None);
-        let e = Tokenizer::load(Some("org/other")).unwrap_err().to_string();
-        assert!(e.contains("not in the local Hugging Face cache"), "{e}");
-        std::env::remove_var("HF_HUB_CACHE");
+        let hub = super::super::hub::Hub {
+            offline: true,
+            cache: dir.clone(),
+            ..super::super::hub::Hub::from_env()
+        };
+        let want = Some(snap.join("tokenizer.json"));
+        assert_eq!(hub.cached("org/m", "main", "tokenizer.json"), want);
+        assert_eq!(hub.cached("org/m", commit, "tokenizer.json"), want);
+        assert_eq!(hub.cached("org/m", "v2", "tokenizer.json"), None);
+        assert_eq!(hub.cached("org/other", "main", "tokenizer.json"), None);
+        let e = Tokenizer::load_with(Some("org/other"), None, &hub)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("HF_HUB_OFFLINE is set"), "{e}");
         std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn missing_file_is_a_clear_error() {
-        let e = Tokenizer::load(Some("/nonexistent/tok.json"))
+        let e = Tokenizer::load(Some("/nonexistent/tok.json"), None)
             .unwrap_err()
             .to_string();
         assert!(e.contains("no such file"), "{e}");

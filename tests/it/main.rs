@@ -13,6 +13,7 @@ mod e2e;
 mod endpoints;
 mod faults;
 mod fuzz_smoke;
+mod hub;
 mod layers;
 mod metrics;
 mod open_loop;

@@ -1,0 +1,284 @@
+//! Files of a Hugging Face model repository, from the local cache or downloaded into it.
+//!
+//! The cache is the one Python tools share (`$HF_HUB_CACHE`, else `$HF_HOME/hub`, else
+//! `~/.cache/huggingface/hub`), in its layout: `models--org--name/blobs/<etag>`,
+//! `snapshots/<commit>/<file>` linking to the blob, `refs/<revision>` naming the commit. A file
+//! missing there is fetched from `$HF_ENDPOINT` (default `https://huggingface.co`) at
+//! `/<id>/resolve/<revision>/<file>`, following the hub's redirect to its file store, with
+//! `$HF_TOKEN` for gated models; `HF_HUB_OFFLINE=1` never asks the network.
+
+use std::net::ToSocketAddrs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::WorkloadError;
+use crate::blocking::{self, To};
+
+/// The largest file fetched (the largest tokenizer.json files are a few tens of MB).
+const FILE_CAP: usize = 512 << 20;
+/// Time allowed for one download.
+const TIMEOUT: Duration = Duration::from_secs(300);
+
+fn err(m: impl Into<String>) -> WorkloadError {
+    WorkloadError::Tokenizer(m.into())
+}
+
+/// Where the hub is and how to talk to it, from the environment Python tools read. (No
+/// `Debug`: it holds the token.)
+#[derive(Clone)]
+pub struct Hub {
+    /// `$HF_ENDPOINT`.
+    pub endpoint: String,
+    /// `$HF_TOKEN` (or the older `$HUGGING_FACE_HUB_TOKEN`).
+    pub(crate) token: Option<String>,
+    /// `$HF_HUB_OFFLINE` set to 1 (or true).
+    pub offline: bool,
+    /// The cache folder.
+    pub cache: PathBuf,
+}
+
+impl Hub {
+    /// The settings of this process's environment.
+    pub fn from_env() -> Hub {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let cache = var("HF_HUB_CACHE")
+            .map(PathBuf::from)
+            .or_else(|| var("HF_HOME").map(|h| PathBuf::from(h).join("hub")))
+            .unwrap_or_else(|| {
+                PathBuf::from(var("HOME").unwrap_or_default()).join(".cache/huggingface/hub")
+            });
+        Hub {
+            endpoint: var("HF_ENDPOINT")
+                .unwrap_or_else(|| "https://huggingface.co".into())
+                .trim_end_matches('/')
+                .to_string(),
+            token: var("HF_TOKEN").or_else(|| var("HUGGING_FACE_HUB_TOKEN")),
+            offline: var("HF_HUB_OFFLINE")
+                .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true")),
+            cache,
+        }
+    }
+
+    fn repo(&self, id: &str) -> PathBuf {
+        self.cache
+            .join(format!("models--{}", id.replace('/', "--")))
+    }
+
+    /// `name` of model `id` at `revision`, if the cache holds it.
+    pub fn cached(&self, id: &str, revision: &str, name: &str) -> Option<PathBuf> {
+        let repo = self.repo(id);
+        let snapshots = repo.join("snapshots");
+        let commit = if is_commit(revision) {
+            revision.to_string()
+        } else {
+            std::fs::read_to_string(repo.join("refs").join(revision))
+                .ok()?
+                .trim()
+                .to_string()
+        };
+        let f = snapshots.join(commit).join(name);
+        f.is_file().then_some(f)
+    }
+
+    /// `name` of model `id` at `revision`: from the cache, else downloaded into it (a line on
+    /// stderr says so).
+    pub fn file(&self, id: &str, revision: &str, name: &str) -> Result<PathBuf, WorkloadError> {
+        if let Some(f) = self.cached(id, revision, name) {
+            return Ok(f);
+        }
+        if self.offline {
+            return Err(err(format!(
+                "{name} of {id} (revision {revision}) is not in the Hugging Face cache ({}) and \
+                 HF_HUB_OFFLINE is set: download it once with the network, or pass the path of \
+                 a tokenizer.json",
+                self.cache.display()
+            )));
+        }
+        let url = format!("{}/{id}/resolve/{revision}/{name}", self.endpoint);
+        eprintln!(
+            "ringperf: downloading {name} of {id} from {} …",
+            self.endpoint
+        );
+        let got = self.fetch(&url).map_err(|e| match e {
+            Fetch::Status(401) => err(format!(
+                "{id}: the hub answered 401: the model is gated or private; set HF_TOKEN to a \
+                 token that may read it"
+            )),
+            Fetch::Status(403) => err(format!(
+                "{id}: the hub answered 403: this token may not read the model; accept its \
+                 terms on the model's page, or use a token that has"
+            )),
+            Fetch::Status(404) => err(format!(
+                "{id}: the hub has no {name} at revision {revision} ({url} answered 404): is \
+                 the model id right?"
+            )),
+            Fetch::Status(s) => err(format!("{url}: the hub answered HTTP {s}")),
+            Fetch::Net(why) => err(format!(
+                "cannot reach {} ({why}); {name} of {id} is not in the cache ({}): pass the \
+                 path of a tokenizer.json, or run where the hub can be reached",
+                self.endpoint,
+                self.cache.display()
+            )),
+        })?;
+        let path = self.store(id, revision, name, &got).map_err(|e| {
+            err(format!(
+                "writing to the cache {}: {e}",
+                self.cache.display()
+            ))
+        })?;
+        eprintln!(
+            "ringperf: {name} of {id}: {:.1} MB into {}",
+            got.body.len() as f64 / 1e6,
+            path.display()
+        );
+        Ok(path)
+    }
+
+    /// GET `url`, following up to five redirects; the token goes only to the hub itself.
+    fn fetch(&self, url: &str) -> Result<Got, Fetch> {
+        let mut url = url.to_string();
+        let mut commit = None;
+        let mut etag = None;
+        for _ in 0..5 {
+            let same_host = origin_of(&url) == origin_of(&self.endpoint);
+            let token = self.token.as_deref().filter(|_| same_host);
+            let r = get(&url, token)?;
+            // The hub names the commit and the file's hash on the redirect to its file store.
+            let header = |n: &str| r.header(n).map(str::to_string);
+            commit = commit.or_else(|| header("x-repo-commit"));
+            etag = etag
+                .or_else(|| header("x-linked-etag"))
+                .or_else(|| header("etag"));
+            match r.status {
+                200 => {
+                    return Ok(Got {
+                        body: r.body.clone(),
+                        commit,
+                        etag: etag
+                            .map(|e| e.trim_start_matches("W/").trim_matches('"').to_string()),
+                    })
+                }
+                301 | 302 | 303 | 307 | 308 => {
+                    let to = header("location")
+                        .ok_or_else(|| Fetch::Net("a redirect without a Location".into()))?;
+                    url = if to.starts_with('/') {
+                        format!("{}{to}", origin_of(&url))
+                    } else {
+                        to
+                    };
+                }
+                s => return Err(Fetch::Status(s)),
+            }
+        }
+        Err(Fetch::Net("more than five redirects".into()))
+    }
+
+    /// Writes a downloaded file into the cache layout and returns its snapshot path.
+    fn store(&self, id: &str, revision: &str, name: &str, got: &Got) -> std::io::Result<PathBuf> {
+        let repo = self.repo(id);
+        let commit = got
+            .commit
+            .clone()
+            .filter(|c| is_commit(c))
+            .unwrap_or_else(|| revision.to_string());
+        let blob_name = got
+            .etag
+            .clone()
+            .unwrap_or_else(|| format!("{commit}-{name}"));
+        let blobs = repo.join("blobs");
+        std::fs::create_dir_all(&blobs)?;
+        let blob = blobs.join(&blob_name);
+        let partial = blobs.join(format!("{blob_name}.incomplete"));
+        std::fs::write(&partial, &got.body)?;
+        std::fs::rename(&partial, &blob)?;
+        let snapshot = repo.join("snapshots").join(&commit);
+        let dest = snapshot.join(name);
+        std::fs::create_dir_all(dest.parent().unwrap_or(&snapshot))?;
+        let _ = std::fs::remove_file(&dest);
+        // A relative link, as huggingface_hub makes; a copy where links are refused.
+        let depth = name.matches('/').count() + 2;
+        let target = Path::new(&"../".repeat(depth))
+            .join("blobs")
+            .join(&blob_name);
+        if std::os::unix::fs::symlink(&target, &dest).is_err() {
+            std::fs::copy(&blob, &dest)?;
+        }
+        if revision != commit {
+            std::fs::create_dir_all(repo.join("refs"))?;
+            std::fs::write(repo.join("refs").join(revision), &commit)?;
+        }
+        Ok(dest)
+    }
+}
+
+fn is_commit(s: &str) -> bool {
+    s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// A downloaded file.
+struct Got {
+    body: Vec<u8>,
+    commit: Option<String>,
+    etag: Option<String>,
+}
+
+enum Fetch {
+    Status(u16),
+    Net(String),
+}
+
+/// `scheme://host[:port]` of a URL.
+fn origin_of(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let host = rest.split('/').next().unwrap_or("");
+    format!(
+        "{}://{host}",
+        url.split_once("://").map_or("http", |(s, _)| s)
+    )
+}
+
+/// One GET, the connection closed after it.
+fn get(url: &str, token: Option<&str>) -> Result<blocking::Fetched, Fetch> {
+    let net = Fetch::Net;
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| net(format!("{url:?} is not a URL")))?;
+    let tls = match scheme {
+        "https" => true,
+        "http" => false,
+        other => return Err(net(format!("{url}: scheme {other} is not http or https"))),
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => (
+            h,
+            p.parse::<u16>()
+                .map_err(|_| net(format!("{url}: bad port")))?,
+        ),
+        _ => (authority, if tls { 443 } else { 80 }),
+    };
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let addr = (bare, port)
+        .to_socket_addrs()
+        .map_err(|e| net(format!("cannot resolve {bare}: {e}")))?
+        .next()
+        .ok_or_else(|| net(format!("{bare} resolves to no address")))?;
+    let config = if tls {
+        Some(crate::tls::client_config(None, false).map_err(|e| net(e.to_string()))?)
+    } else {
+        None
+    };
+    let to = To {
+        addr,
+        tls: config.as_ref().map(|c| (c, bare)),
+    };
+    let mut headers = Vec::new();
+    if let Some(t) = token {
+        headers.push(("Authorization".to_string(), format!("Bearer {t}")));
+    }
+    let request = blocking::get(path, authority, &headers, "*/*");
+    blocking::fetch(&to, &request, TIMEOUT, FILE_CAP).map_err(|e| net(e.to_string()))
+}

@@ -1,0 +1,218 @@
+//! `--tokenizer org/name` against a hub made here: the first run downloads into the Hugging
+//! Face cache layout (following the hub's redirect to its file store), the second runs with
+//! the hub gone; gated, missing and unreachable models and offline mode say what to do.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::support::{self, artifact_dir};
+
+const COMMIT: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678";
+const TOKEN: &str = "hf_test_token_that_must_not_leak_42";
+
+/// A hub on loopback: `/org/tiny` redirects to its file store, `/org/gated` answers 401 and
+/// anything else 404. Requests are logged as `path authorization`.
+struct MockHub {
+    addr: SocketAddr,
+    log: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for MockHub {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+fn tokenizer_json() -> Vec<u8> {
+    let gz = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("src/workload/qwen3/tokenizer.json.gz"),
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(&gz[..])
+        .read_to_end(&mut out)
+        .unwrap();
+    out
+}
+
+fn mock_hub() -> MockHub {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (l, s) = (log.clone(), stop.clone());
+    let file = Arc::new(tokenizer_json());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            if s.load(Ordering::Relaxed) {
+                return;
+            }
+            let Ok(mut conn) = conn else { continue };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && conn.read(&mut byte).unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&head).to_string();
+            let path = head.split(' ').nth(1).unwrap_or("").to_string();
+            let auth = head
+                .lines()
+                .find_map(|l| l.strip_prefix("Authorization: "))
+                .unwrap_or("-")
+                .to_string();
+            l.lock().unwrap().push(format!("{path} {auth}"));
+            let reply: Vec<u8> = if path == "/org/tiny/resolve/main/tokenizer.json" {
+                format!(
+                    "HTTP/1.1 302 Found\r\nLocation: /store/blob-1\r\nX-Repo-Commit: {COMMIT}\r\n\
+                     X-Linked-Etag: \"sha256-of-the-file\"\r\nContent-Length: 0\r\n\r\n"
+                )
+                .into_bytes()
+            } else if path == "/store/blob-1" {
+                let mut r = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                    file.len()
+                )
+                .into_bytes();
+                r.extend_from_slice(&file);
+                r
+            } else if path.starts_with("/org/gated/") {
+                b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n".to_vec()
+            } else {
+                b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_vec()
+            };
+            let _ = conn.write_all(&reply);
+        }
+    });
+    MockHub { addr, log, stop }
+}
+
+/// `ringperf profile --sim --tokenizer MODEL …` with the hub's environment; (exit code,
+/// stdout and stderr together).
+fn run(model: &str, endpoint: &str, cache: &Path, extra_env: &[(&str, &str)]) -> (i32, String) {
+    let dir = artifact_dir("hub-run");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ringperf"));
+    c.args([
+        "profile",
+        "--sim",
+        "--tokenizer",
+        model,
+        "--request-count",
+        "2",
+        "--output-tokens-mean",
+        "2",
+        "--no-progress",
+        "--artifact-dir",
+        dir.to_str().unwrap(),
+    ])
+    .env_remove("HF_HUB_OFFLINE")
+    .env_remove("HF_HOME")
+    .env("HF_ENDPOINT", endpoint)
+    .env("HF_HUB_CACHE", cache)
+    .env("HF_TOKEN", TOKEN);
+    for (k, v) in extra_env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    // The token reaches no output and no artifact.
+    assert!(!text.contains(TOKEN), "{text}");
+    for f in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        let body = std::fs::read(f.path()).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&body).contains(TOKEN),
+            "{:?}",
+            f.path()
+        );
+    }
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn a_hub_tokenizer_is_downloaded_once_into_the_shared_cache() {
+    let _shared = support::shared();
+    let cache = artifact_dir("hub-cache");
+    let hub = mock_hub();
+    let endpoint = format!("http://{}", hub.addr);
+    let (code, out) = run("org/tiny", &endpoint, &cache, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("downloading tokenizer.json of org/tiny"),
+        "{out}"
+    );
+    // The layout Python tools share: refs, a snapshot linking to a blob named by its hash.
+    let repo = cache.join("models--org--tiny");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("refs/main")).unwrap(),
+        COMMIT
+    );
+    let snap = repo.join("snapshots").join(COMMIT).join("tokenizer.json");
+    assert_eq!(
+        std::fs::read_link(&snap).unwrap(),
+        Path::new("../../blobs/sha256-of-the-file")
+    );
+    assert_eq!(std::fs::read(&snap).unwrap(), tokenizer_json());
+    assert!(out.contains(snap.to_str().unwrap()), "{out}");
+    // The token went to the hub with the first request.
+    let log = hub.log.lock().unwrap().clone();
+    assert_eq!(
+        log[0],
+        format!("/org/tiny/resolve/main/tokenizer.json Bearer {TOKEN}")
+    );
+    assert_eq!(log.len(), 2, "{log:?}");
+
+    // The second run needs no hub.
+    drop(hub);
+    let (code, out) = run("org/tiny", &endpoint, &cache, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("downloading"), "{out}");
+}
+
+#[test]
+fn gated_missing_unreachable_and_offline_models_say_what_to_do() {
+    let _shared = support::shared();
+    let cache = artifact_dir("hub-cache-errors");
+    let hub = mock_hub();
+    let endpoint = format!("http://{}", hub.addr);
+    type Env<'a> = &'a [(&'a str, &'a str)];
+    let cases: [(&str, &str, Env, &str); 4] = [
+        (
+            "org/gated",
+            &endpoint,
+            &[],
+            "gated or private; set HF_TOKEN",
+        ),
+        ("org/nothing", &endpoint, &[], "is the model id right?"),
+        (
+            "org/tiny",
+            "http://127.0.0.1:9",
+            &[],
+            "cannot reach http://127.0.0.1:9",
+        ),
+        (
+            "org/tiny",
+            &endpoint,
+            &[("HF_HUB_OFFLINE", "1")],
+            "HF_HUB_OFFLINE is set",
+        ),
+    ];
+    for (model, at, env, expect) in cases {
+        let (code, out) = run(model, at, &cache, env);
+        assert_eq!(code, 2, "{model}: {out}");
+        let line = out.lines().find(|l| l.starts_with("error:")).unwrap_or("");
+        assert!(
+            line.contains(expect),
+            "{model}: {line:?} lacks {expect:?}\n{out}"
+        );
+    }
+    assert!(
+        !cache.join("models--org--tiny").exists(),
+        "nothing was cached"
+    );
+}
