@@ -39,6 +39,29 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<(), Fatal> {
     match cli.command {
         Command::Profile(args) => profile(&args, stop, true).map(|_| ()),
         Command::Sim(args) => serve_sim(&args, stop),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut cmd = Cli::command();
+            clap_complete::generate(shell, &mut cmd, "ringperf", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man { subcommand } => {
+            use clap::CommandFactory;
+            let cmd = Cli::command();
+            let cmd = match subcommand.as_deref() {
+                None => cmd,
+                Some(name) => cmd
+                    .find_subcommand(name)
+                    .cloned()
+                    .ok_or_else(|| Fatal(format!("man: no subcommand {name:?}")))?
+                    .name(format!("ringperf-{name}")),
+            };
+            let mut page = Vec::new();
+            clap_mangen::Man::new(cmd)
+                .render(&mut page)
+                .map_err(Fatal::from)?;
+            std::io::stdout().write_all(&page).map_err(Fatal::from)
+        }
     }
 }
 

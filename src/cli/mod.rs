@@ -90,6 +90,19 @@ pub enum Command {
     Profile(Box<ProfileArgs>),
     /// Run the built-in OpenAI-compatible simulator.
     Sim(Box<SimArgs>),
+    /// Print a shell completion script (e.g. `ringperf completions bash >
+    /// /etc/bash_completion.d/ringperf`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print a manual page in roff (e.g. `ringperf man profile > ringperf-profile.1; man
+    /// ./ringperf-profile.1`).
+    Man {
+        /// The subcommand whose page to print (default: ringperf's own).
+        subcommand: Option<String>,
+    },
 }
 
 /// Everything `ringperf profile` takes.

@@ -451,3 +451,27 @@ fn a_simulator_out_of_descriptors_says_so() {
     let line = found.expect("no word from the simulator within 20 s");
     assert!(line.contains("ulimit -n"), "{line}");
 }
+
+#[test]
+fn completions_and_manual_pages_come_from_the_flags() {
+    let _shared = support::shared();
+    let out = ringperf().args(["completions", "bash"]).output().unwrap();
+    assert!(out.status.success());
+    let script = String::from_utf8_lossy(&out.stdout);
+    assert!(script.contains("_ringperf()"), "{script}");
+    assert!(script.contains("--request-rate") && script.contains("--max-concurrency"));
+    let out = ringperf().args(["man", "profile"]).output().unwrap();
+    assert!(out.status.success());
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert!(page.contains(".TH ringperf-profile 1"), "{page}");
+    assert!(page.contains("\\-\\-request\\-rate"), "{page}");
+    let (code, stderr) = {
+        let out = ringperf().args(["man", "nope"]).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("no subcommand \"nope\""), "{stderr}");
+}

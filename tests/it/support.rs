@@ -21,7 +21,7 @@ pub fn profile_args(flags: &[&str]) -> ProfileArgs {
     argv.extend_from_slice(flags);
     match Cli::try_parse_from(argv).expect("flags parse").command {
         Command::Profile(p) => *p,
-        Command::Sim(_) => unreachable!(),
+        _ => unreachable!(),
     }
 }
 
