@@ -274,6 +274,7 @@ pub fn profile(
         None => (None, Vec::new()),
     };
     let preflight = sim.is_none() && !args.target.no_preflight;
+    let mut preflight_warnings = Vec::new();
     let listed = if sim.is_some() {
         Vec::new()
     } else {
@@ -300,6 +301,15 @@ pub fn profile(
             plan.target.endpoint.url(),
             p.first_ns as f64 / 1e6
         );
+        if let Some(m) = p.served_model.filter(|m| *m != plan.target.model) {
+            let w = format!(
+                "the server answered as model {m:?}, not {:?}: it may ignore the model name \
+                 (llama.cpp does), so these results are {m:?}'s",
+                plan.target.model
+            );
+            eprintln!("ringperf: warning: {w}");
+            preflight_warnings.push(w);
+        }
     }
     check_open_files(&plan, sim.is_some())?;
     let placement = crate::engine::place(&plan, &reserved).map_err(Fatal::from)?;
@@ -315,6 +325,7 @@ pub fn profile(
     let out = crate::engine::run(plan.clone(), placement, stop, probe).map_err(Fatal::from)?;
     let end = unix_time_secs();
     let mut report = report::build(out, &report::Settings::of(&plan));
+    report.warnings.splice(0..0, preflight_warnings);
     report.telemetry = Some(telemetry.finish(
         report.tx_ns,
         report.ty_ns,

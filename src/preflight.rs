@@ -135,6 +135,18 @@ pub fn parse_models(body: &[u8]) -> Result<Vec<String>, String> {
 pub struct Probe {
     /// Send to the first token (or to the whole response when not streamed), in ns.
     pub first_ns: u64,
+    /// The model the response names (`"model": …`), when it names one.
+    pub served_model: Option<String>,
+}
+
+/// The first `"model": "…"` value in a response's bytes.
+fn named_model(raw: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(raw);
+    let at = text.find("\"model\"")? + "\"model\"".len();
+    let rest = text[at..].trim_start().strip_prefix(':')?.trim_start();
+    let rest = rest.strip_prefix('"')?;
+    let end = rest.find('"')?;
+    Some(rest[..end].to_string()).filter(|m| !m.is_empty())
 }
 
 /// Sends the run's first request and reads it until its first token (streamed) or its end.
@@ -168,6 +180,8 @@ pub fn probe(plan: &Plan) -> Result<Probe, Failure> {
     rec.keep_text = true;
     let mut ex = Exchange::default();
     let mut pending = Vec::new();
+    // The first bytes, for the model the response names.
+    let mut raw = Vec::new();
     let timeout = Duration::from_nanos(target.request_timeout_ns.min(120_000_000_000));
     let start = now_ns();
     rec.start_ns = start;
@@ -176,6 +190,9 @@ pub fn probe(plan: &Plan) -> Result<Probe, Failure> {
         if bytes.is_empty() {
             ex.eof(t, &mut rec, &mut scratch);
             return Ok(true);
+        }
+        if raw.len() < 64 << 10 {
+            raw.extend_from_slice(bytes);
         }
         pending.extend_from_slice(bytes);
         let used = ex.feed(&pending, t, &mut rec, &mut scratch);
@@ -205,5 +222,24 @@ pub fn probe(plan: &Plan) -> Result<Probe, Failure> {
             .first_content_ns
             .unwrap_or(rec.end_ns)
             .saturating_sub(start),
+        served_model: named_model(&raw),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_model_a_response_names() {
+        let chunk =
+            b"HTTP/1.1 200 OK\r\n\r\ndata: {\"id\":\"x\",\"model\":\"tiny-qwen3\",\"choices\":[]}";
+        assert_eq!(named_model(chunk).as_deref(), Some("tiny-qwen3"));
+        assert_eq!(
+            named_model(br#"{"object": "chat.completion", "model" : "a/b"}"#).as_deref(),
+            Some("a/b")
+        );
+        assert_eq!(named_model(br#"{"model": ""}"#), None);
+        assert_eq!(named_model(br#"{"choices": []}"#), None);
+    }
 }

@@ -133,3 +133,46 @@ fn a_server_that_comes_up_late_is_waited_for() {
     );
     assert_eq!(s.served().0, 4);
 }
+
+#[test]
+fn a_server_that_answers_as_another_model_is_named() {
+    let _shared = support::shared();
+    // llama.cpp serves its one model whatever the request names.
+    let reply = support::capture("llamacpp/chat-stream.http");
+    let server = support::fake_server(move |_, _| (reply.clone(), false));
+    let dir = artifact_dir("preflight-other-model");
+    let res = profile(
+        &format!(
+            "--url http://{} -m nope --streaming --request-count 2",
+            server.addr
+        ),
+        &dir,
+    )
+    .expect("it runs: the answers are real, only the name differs");
+    assert_eq!(res.report.completed, 2);
+    assert!(
+        res.report
+            .warnings
+            .iter()
+            .any(|w| w.contains("the server answered as model \"tiny-qwen3\", not \"nope\"")),
+        "{:?}",
+        res.report.warnings
+    );
+    // The same server named rightly: no word.
+    let res = profile(
+        &format!(
+            "--url http://{} -m tiny-qwen3 --streaming --request-count 2",
+            server.addr
+        ),
+        &dir,
+    )
+    .unwrap();
+    assert!(
+        !res.report
+            .warnings
+            .iter()
+            .any(|w| w.contains("answered as model")),
+        "{:?}",
+        res.report.warnings
+    );
+}
