@@ -312,6 +312,16 @@ pub fn profile(
         }
     }
     check_open_files(&plan, sim.is_some())?;
+    if args.target.reset_prefix_cache {
+        match crate::preflight::reset_prefix_cache(&plan.target) {
+            Ok(path) => eprintln!("ringperf: prefix cache emptied (POST {path})"),
+            Err(why) => {
+                let w = format!("--reset-prefix-cache: the server did not empty its cache ({why})");
+                eprintln!("ringperf: warning: {w}");
+                preflight_warnings.push(w);
+            }
+        }
+    }
     let placement = crate::engine::place(&plan, &reserved).map_err(Fatal::from)?;
     eprintln!("ringperf: shards: {}", placement.reason);
     let plan = Arc::new(plan);
@@ -335,6 +345,17 @@ pub fn profile(
         telemetry_cfg.gpu_price_eur_hour,
     ));
     drop(sim);
+    for s in report.telemetry.iter().flat_map(|t| &t.server_metrics) {
+        if let Some(h) = s.prefix_cache_hit_rate.filter(|h| *h > 0.5) {
+            report.warnings.push(format!(
+                "the server's prefix-cache hit rate was {:.0}%: it had seen most of these \
+                 prompts before (shared prefixes, or an earlier run with the same \
+                 --random-seed); TTFT is lower than for new prompts. A run that must start cold \
+                 needs another seed, --reset-prefix-cache, or a restarted server",
+                h * 100.0
+            ));
+        }
+    }
     let load = match (plan.load.rate, &plan.load.offsets) {
         (Some(r), _) => format!("request rate {r}/s"),
         (None, Some(_)) => "trace replay".to_string(),

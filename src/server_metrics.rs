@@ -147,7 +147,9 @@ impl Scraper {
                 let cpu0 = crate::clock::thread_cpu_ns();
                 let mut all: Vec<Vec<Scrape>> = ts.iter().map(|_| Vec::new()).collect();
                 let timeout =
-                    Duration::from_nanos(interval_ns.clamp(1_000_000_000, 10_000_000_000));
+                    // A busy server answers /metrics late (llama.cpp took 4 s with 32 streams):
+                    // a slow page delays the next scrape rather than failing.
+                    Duration::from_nanos(interval_ns.clamp(10_000_000_000, 60_000_000_000));
                 let mut next = now_ns();
                 loop {
                     let last = flag.load(Ordering::Relaxed);
@@ -214,6 +216,8 @@ pub struct Summary {
     pub url: String,
     /// Successful scrapes.
     pub scrapes: usize,
+    /// Successful scrapes inside the measured window (gauges come from these).
+    pub scrapes_inside: usize,
     /// Failed scrapes and the first reason.
     pub errors: usize,
     /// The first error.
@@ -306,6 +310,7 @@ pub fn summarize(target: &Target, scrapes: &[Scrape], tx: u64, ty: u64) -> Summa
     Summary {
         url: target.url.clone(),
         scrapes: ok.len(),
+        scrapes_inside: inside.len(),
         errors: errors.len(),
         first_error: errors.first().map(|e| e.to_string()),
         gauges,

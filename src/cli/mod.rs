@@ -183,6 +183,11 @@ pub struct TargetArgs {
     /// Time allowed to open a connection (and finish TLS).
     #[arg(long, value_parser = parse_duration_ns, default_value = "10s", value_name = "DURATION")]
     pub connect_timeout: u64,
+    /// Empty the server's prefix cache before the run (vLLM's POST /reset_prefix_cache, which
+    /// vLLM serves with VLLM_SERVER_DEV_MODE=1; else SGLang's POST /flush_cache), so that a run
+    /// does not find the prompts an earlier run with the same seed left cached.
+    #[arg(long)]
+    pub reset_prefix_cache: bool,
     /// Skip the checks before the run (GET /v1/models and one probe request, neither
     /// measured), for servers that must see nothing but the measured requests.
     #[arg(long)]

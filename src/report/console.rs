@@ -411,6 +411,18 @@ pub fn telemetry(t: &crate::telemetry::TelemetryReport) -> String {
                 g.stat.avg, g.stat.max
             ));
         }
+        if s.gauges.is_empty() && s.scrapes > 0 && s.scrapes_inside == 0 {
+            parts.push(
+                "no scrape fell inside the measured window (it was shorter than \
+                 --server-metrics-interval), so no gauge"
+                    .into(),
+            );
+        }
+        for name in crate::server_metrics::COUNTERS {
+            if let Some(d) = s.counter_deltas.get(*name) {
+                parts.push(format!("{name} +{d:.0}"));
+            }
+        }
         if let Some(h) = s.prefix_cache_hit_rate {
             parts.push(format!("prefix-cache hit rate {:.1}%", h * 100.0));
         }

@@ -16,6 +16,8 @@ pub(super) struct Counters {
     pub(super) waiting: AtomicU64,
     /// Connections the kernel had ready that could not be accepted (out of descriptors).
     pub(super) accept_failures: AtomicU64,
+    /// `POST /reset_prefix_cache` calls (vLLM's endpoint; the simulator has no cache to reset).
+    pub(super) prefix_cache_resets: AtomicU64,
     pub(super) in_flight: std::sync::Mutex<InFlight>,
 }
 

@@ -50,6 +50,12 @@ impl SimHandle {
     }
 
     /// Requests answered and events written so far.
+    /// `POST /reset_prefix_cache` calls served.
+    pub fn prefix_cache_resets(&self) -> u64 {
+        self.counters.prefix_cache_resets.load(Ordering::Relaxed)
+    }
+
+    /// Requests and events served.
     pub fn served(&self) -> (u64, u64) {
         (
             self.counters.requests.load(Ordering::Relaxed),
@@ -418,6 +424,12 @@ async fn handle(
     let json = "application/json";
     match (req.method.as_str(), path) {
         ("GET", "/health") => respond(stream, out, 200, json, b"{}", req.close).await,
+        ("POST", "/reset_prefix_cache") => {
+            ctx.counters
+                .prefix_cache_resets
+                .fetch_add(1, Ordering::Relaxed);
+            respond(stream, out, 200, json, b"", req.close).await
+        }
         ("GET", "/metrics") => {
             let page = metrics_page(&ctx.args.model, &ctx.counters);
             respond(

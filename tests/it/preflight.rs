@@ -176,3 +176,45 @@ fn a_server_that_answers_as_another_model_is_named() {
         res.report.warnings
     );
 }
+
+#[test]
+fn the_prefix_cache_is_reset_when_asked_and_a_warm_one_is_named() {
+    let _shared = support::shared();
+    let s = sim("--ttft 1ms --itl 1ms");
+    // A vLLM-shaped /metrics page whose prefix cache answers 90 of every 100 queried tokens.
+    let metrics = support::fake_server(|n, _| {
+        let (q, h) = (100 * n, 90 * n);
+        let page = format!(
+            "# TYPE vllm:prefix_cache_queries_total counter\n\
+             vllm:prefix_cache_queries_total{{engine=\"0\"}} {q}.0\n\
+             # TYPE vllm:prefix_cache_hits_total counter\n\
+             vllm:prefix_cache_hits_total{{engine=\"0\"}} {h}.0\n"
+        );
+        (
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{page}",
+                page.len()
+            )
+            .into_bytes(),
+            false,
+        )
+    });
+    let dir = artifact_dir("preflight-prefix-cache");
+    let res = profile(
+        &format!(
+            "--url http://{} --reset-prefix-cache --request-count 3 --output-tokens-mean 2 \
+             --server-metrics-url http://{}/metrics",
+            s.addr, metrics.addr
+        ),
+        &dir,
+    )
+    .unwrap();
+    assert_eq!(s.prefix_cache_resets(), 1);
+    let w = &res.report.warnings;
+    assert!(!w.iter().any(|x| x.contains("did not empty")), "{w:?}");
+    assert!(
+        w.iter()
+            .any(|x| x.contains("prefix-cache hit rate was 90%") && x.contains("--random-seed")),
+        "{w:?}"
+    );
+}
