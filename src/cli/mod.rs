@@ -427,6 +427,10 @@ pub struct SimArgs {
     /// Chance per token, after min_tokens, of stopping early (EOS); 0 runs to max_tokens.
     #[arg(long, default_value_t = 0.0)]
     pub eos_probability: f64,
+    /// Ignore requests' `min_tokens`, as llama.cpp does (with --eos-probability, outputs then
+    /// end early even when min_tokens asked otherwise).
+    #[arg(long)]
+    pub ignore_min_tokens: bool,
     /// Simulator threads.
     #[arg(long, default_value_t = 1)]
     pub shards: usize,
@@ -636,6 +640,7 @@ impl SimArgs {
             itl_growth: self.itl_growth,
             default_max_tokens: self.default_max_tokens,
             eos_probability: self.eos_probability,
+            ignore_min_tokens: self.ignore_min_tokens,
             shards: self.shards,
             cpus,
             driver: self.driver,

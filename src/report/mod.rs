@@ -158,6 +158,12 @@ pub struct Settings {
     pub has_output: bool,
     /// `--endpoint-type template`: the pointer to each event's text.
     pub text_pointer: Option<String>,
+    /// `min_tokens` was sent equal to `max_tokens` (`--output-tokens-mean-deterministic`).
+    pub min_tokens_sent: bool,
+    /// `ignore_eos: true` was sent.
+    pub ignore_eos_sent: bool,
+    /// Choices asked per request (`n`): usage then counts more text than one choice.
+    pub choices: u64,
 }
 
 /// Replaces every secret in `text` with `<redacted>`.
@@ -197,6 +203,16 @@ impl Settings {
             streaming: plan.target.streaming,
             has_output: plan.target.kind != crate::api::Kind::Embeddings,
             text_pointer: plan.target.pointers.as_ref().map(|p| p.text.clone()),
+            min_tokens_sent: plan.spec.workload.osl_deterministic,
+            ignore_eos_sent: plan.spec.workload.extra_inputs.get("ignore_eos")
+                == Some(&serde_json::Value::Bool(true)),
+            choices: plan
+                .spec
+                .workload
+                .extra_inputs
+                .get("n")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(1),
         }
     }
 }
@@ -241,6 +257,8 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
     let (mut from_usage, mut from_tok) = (0u64, 0u64);
     let mut errors: BTreeMap<Outcome, (String, u64)> = BTreeMap::new();
     let (mut osl_off, mut with_request) = (0u64, 0u64);
+    let mut osl_off_recounted = 0u64;
+    let mut sampled = 0u64;
     let (mut client_sum, mut server_sum) = (0u64, 0u64);
     let (mut no_tokens, mut one_chunk) = (0u64, 0u64);
     for r in measured {
@@ -270,9 +288,11 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
             let tol = (f64::from(req) * 0.05).min(50.0);
             if (osl as f64 - f64::from(req)).abs() > tol {
                 osl_off += 1;
+                osl_off_recounted += u64::from(r.osl_source == Some(TokenSource::Tokenizer));
             }
         }
         if let Some(c) = r.tokenizer_osl {
+            sampled += 1;
             client_sum += c;
             server_sum += osl;
         }
@@ -286,11 +306,33 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
 
     let mut warnings = Vec::new();
     if osl_off > 0 {
+        let advice = if osl_off_recounted == osl_off {
+            // Only the tokenizer's count of the text is known: it may be the count that is off.
+            "these lengths are the response text re-counted with the tokenizer (no server \
+             usage): a tokenizer that differs from the model's miscounts, even when the server \
+             made exactly what was asked"
+                .to_string()
+        } else {
+            match (settings.min_tokens_sent, settings.ignore_eos_sent) {
+                (false, false) => "use --output-tokens-mean-deterministic or --extra-inputs \
+                                   ignore_eos:true for exact lengths"
+                    .into(),
+                (true, false) => "min_tokens was sent and the server did not honour it \
+                                  (llama.cpp ignores it): --extra-inputs ignore_eos:true may"
+                    .into(),
+                (_, true) => "the server stopped early although min_tokens or ignore_eos \
+                              asked it not to: it ignores them"
+                    .into(),
+            }
+        };
         warnings.push(format!(
-            "{osl_off} of {with_request} requests got an output length more than min(5%, 50) tokens off the requested max_tokens; use --output-tokens-mean-deterministic or --extra-inputs ignore_eos:true for exact lengths"
+            "{osl_off} of {with_request} requests got an output length more than min(5%, 50) \
+             tokens off the requested max_tokens: {advice}"
         ));
     }
-    if server_sum > 0 {
+    // One request's short output is no evidence: judge the tokenizer on enough tokens, and
+    // not where usage counts a different amount of text than the choices sent (n > 1).
+    if server_sum >= 256 && sampled >= 4 && settings.choices == 1 {
         let diff = (client_sum as f64 - server_sum as f64).abs() / server_sum as f64;
         if diff > 0.10 {
             warnings.push(format!(

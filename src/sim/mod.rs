@@ -47,6 +47,8 @@ pub struct Config {
     pub default_max_tokens: u32,
     /// Chance per token, after `min_tokens`, of stopping early.
     pub eos_probability: f64,
+    /// Ignore `min_tokens` (llama.cpp's behaviour).
+    pub ignore_min_tokens: bool,
     /// Threads.
     pub shards: usize,
     /// CPUs to pin the threads to (empty: not pinned).

@@ -96,11 +96,15 @@ pub(super) fn read_gen(r: &GenRequest<'_>, api: Kind, default_max: u32) -> Gen {
 }
 
 /// Output length: max_tokens, or earlier at a random EOS after min_tokens.
-fn output_len(gen: &Gen, eos_p: f64, rng: &mut impl Rng) -> u32 {
+fn output_len(gen: &Gen, eos_p: f64, min_tokens_too: bool, rng: &mut impl Rng) -> u32 {
     if gen.ignore_eos || eos_p <= 0.0 {
         return gen.max_tokens;
     }
-    let mut n = gen.min_tokens.max(1);
+    let mut n = if min_tokens_too {
+        gen.min_tokens.max(1)
+    } else {
+        1
+    };
     while n < gen.max_tokens && !rng.random_bool(eos_p) {
         n += 1;
     }
@@ -126,7 +130,12 @@ pub(super) async fn generate(
 ) -> bool {
     let (n_out, ttft, itl) = {
         let mut rng = ctx.rng.borrow_mut();
-        let n = output_len(&gen, ctx.args.eos_probability, &mut *rng);
+        let n = output_len(
+            &gen,
+            ctx.args.eos_probability,
+            !ctx.args.ignore_min_tokens,
+            &mut *rng,
+        );
         (
             n,
             ctx.args.ttft.sample(&mut *rng),

@@ -222,3 +222,86 @@ fn text_with_a_usage_of_zero_tokens_is_not_a_silent_zero() {
         r.warnings
     );
 }
+
+#[test]
+fn the_output_length_warning_gives_advice_that_fits_what_was_sent() {
+    let _shared = support::shared();
+    let dir = artifact_dir("metrics-osl-advice");
+    let warning = |sim_flags: &str, flags: &str| {
+        let s = sim(sim_flags);
+        let res = profile(
+            &format!(
+                "--url http://{} --streaming --request-count 12 --output-tokens-mean 40 {flags}",
+                s.addr
+            ),
+            &dir,
+        )
+        .unwrap();
+        res.report
+            .warnings
+            .iter()
+            .find(|w| w.contains("off the requested max_tokens"))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let eos = "--ttft 1ms --itl 100us --eos-probability 0.2";
+    // Nothing asked for exact lengths: the advice is to ask.
+    let w = warning(eos, "");
+    assert!(w.contains("use --output-tokens-mean-deterministic"), "{w}");
+    // min_tokens asked for and honoured: exact lengths, no warning.
+    assert_eq!(warning(eos, "--output-tokens-mean-deterministic"), "");
+    // min_tokens asked for and ignored (llama.cpp): not the same advice again.
+    let w = warning(
+        &format!("{eos} --ignore-min-tokens"),
+        "--output-tokens-mean-deterministic",
+    );
+    assert!(
+        w.contains("did not honour it") && !w.contains("use --output-tokens-mean-deterministic"),
+        "{w}"
+    );
+}
+
+/// A streamed answer of `words` one-token words whose usage claims `usage` tokens.
+fn answer(words: usize, usage: usize) -> Vec<u8> {
+    let mut events = String::new();
+    for _ in 0..words {
+        events.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" the\"}}]}\n\n");
+    }
+    events.push_str(&format!(
+        "data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":5,\"completion_tokens\":{usage}}}}}\n\ndata: [DONE]\n\n"
+    ));
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n{events}",
+        events.len()
+    )
+    .into_bytes()
+}
+
+#[test]
+fn a_tokenizer_is_not_judged_on_a_few_short_outputs_or_on_several_choices() {
+    let _shared = support::shared();
+    let dir = artifact_dir("metrics-tokenizer-check");
+    let mismatch = |words: usize, usage: usize, flags: &str| {
+        let reply = answer(words, usage);
+        let server = support::fake_server(move |_, _| (reply.clone(), false));
+        let res = profile(
+            &format!(
+                "--url http://{} --no-preflight -m m --streaming --request-count 64 {flags}",
+                server.addr
+            ),
+            &dir,
+        )
+        .unwrap();
+        res.report
+            .warnings
+            .iter()
+            .any(|w| w.contains("--tokenizer probably does not match"))
+    };
+    // Usage 25% above the text's tokens: with enough tokens sampled, the check fires; on
+    // four-token outputs (one token off each) it has too little to judge; with n=2 usage
+    // counts other text than the one choice read.
+    assert!(mismatch(64, 80, ""));
+    assert!(!mismatch(64, 64, ""), "the same count: no word");
+    assert!(!mismatch(4, 5, ""));
+    assert!(!mismatch(64, 80, "--extra-inputs n:2"));
+}
