@@ -39,6 +39,23 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<(), Fatal> {
     match cli.command {
         Command::Profile(args) => profile(&args, stop, true).map(|_| ()),
         Command::Sim(args) => serve_sim(&args, stop),
+        Command::Doctor(a) => {
+            let checks = crate::doctor::run(crate::doctor::Planned {
+                streams: a.concurrency,
+                in_process_sim: a.sim,
+            });
+            let _ = std::io::stdout().write_all(crate::doctor::render(&checks).as_bytes());
+            let blockers = checks
+                .iter()
+                .filter(|c| c.level == crate::doctor::Level::Fail)
+                .count();
+            if blockers > 0 {
+                return Err(Fatal(format!(
+                    "doctor: {blockers} blocker(s) for this run; the FAIL lines say how to fix them"
+                )));
+            }
+            Ok(())
+        }
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let mut cmd = Cli::command();
@@ -248,6 +265,21 @@ fn check_open_files(plan: &Plan, in_process_sim: bool) -> Result<(), Fatal> {
     )))
 }
 
+/// Each connection holds a local port: a range smaller than the connections is a blocker.
+fn check_ports(plan: &Plan) -> Result<(), Fatal> {
+    let c = crate::doctor::ephemeral_ports(
+        crate::doctor::Planned {
+            streams: plan.load.streams,
+            in_process_sim: false,
+        },
+        crate::doctor::port_range(),
+    );
+    match c.level {
+        crate::doctor::Level::Fail => Err(Fatal(c.detail)),
+        _ => Ok(()),
+    }
+}
+
 /// Runs `profile`: starts the in-process simulator when asked, plans, places, runs, reports
 /// and writes the artifacts. `print` sends the table to stdout.
 pub fn profile(
@@ -312,6 +344,7 @@ pub fn profile(
         }
     }
     check_open_files(&plan, sim.is_some())?;
+    check_ports(&plan)?;
     if args.target.reset_prefix_cache {
         match crate::preflight::reset_prefix_cache(&plan.target) {
             Ok(path) => eprintln!("ringperf: prefix cache emptied (POST {path})"),

@@ -76,6 +76,97 @@ pub(crate) fn busy_shares(
         .collect()
 }
 
+/// From a thread's `/proc/<pid>/task/<tid>/stat`: (user + system ticks, the CPU it last ran
+/// on). The name field may hold spaces and parentheses: fields count from the last `)`.
+pub(crate) fn parse_thread_stat(text: &str) -> Option<(u64, usize)> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
+    // After the name: state is field 3, utime 14, stime 15, processor 39 (1-based overall).
+    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some((ticks, f.get(36)?.parse().ok()?))
+}
+
+/// Every thread's (process name, ticks, last CPU), keyed by (pid, tid).
+fn thread_ticks() -> std::collections::BTreeMap<(u32, u32), (String, u64, usize)> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let name = std::fs::read_to_string(p.path().join("comm"))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        let Ok(tasks) = std::fs::read_dir(p.path().join("task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Some((ticks, cpu)) = std::fs::read_to_string(t.path().join("stat"))
+                .ok()
+                .and_then(|s| parse_thread_stat(&s))
+            {
+                out.insert((pid, tid), (name.clone(), ticks, cpu));
+            }
+        }
+    }
+    out
+}
+
+/// One CPU's busy share over a window, and the processes whose threads ran there.
+#[derive(Debug, Clone)]
+pub(crate) struct BusyCpu {
+    /// The CPU.
+    pub cpu: usize,
+    /// Share of its time busy (0–1).
+    pub share: f64,
+    /// (process name, share of the CPU's time), busiest first.
+    pub owners: Vec<(String, f64)>,
+}
+
+/// Each CPU's busy share over `window`, with the processes whose threads ran there most.
+pub(crate) fn busy_cpus_with_owners(window: std::time::Duration) -> Vec<BusyCpu> {
+    let (cpu0, threads0) = (cpu_times(), thread_ticks());
+    std::thread::sleep(window);
+    let (cpu1, threads1) = (cpu_times(), thread_ticks());
+    // Clock ticks are 1/100 s on Linux (USER_HZ).
+    let window_ticks = window.as_secs_f64() * 100.0;
+    let mut by_cpu: std::collections::BTreeMap<usize, std::collections::BTreeMap<String, u64>> =
+        Default::default();
+    for (key, (name, ticks, cpu)) in &threads1 {
+        let before = threads0.get(key).map_or(0, |t| t.1);
+        let d = ticks.saturating_sub(before);
+        if d > 0 {
+            *by_cpu
+                .entry(*cpu)
+                .or_default()
+                .entry(name.clone())
+                .or_default() += d;
+        }
+    }
+    busy_shares(&cpu0, &cpu1)
+        .into_iter()
+        .map(|(cpu, share)| {
+            let mut who: Vec<(String, f64)> = by_cpu
+                .remove(&cpu)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(n, t)| (n, t as f64 / window_ticks))
+                .collect();
+            who.sort_by(|a, b| b.1.total_cmp(&a.1));
+            BusyCpu {
+                cpu,
+                share,
+                owners: who,
+            }
+        })
+        .collect()
+}
+
 /// A thread's time on a CPU and time runnable but waiting for one (ns, cumulative).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct SchedStat {
@@ -135,6 +226,15 @@ mod tests {
         // Niced work (second column) leaves the CPU free for the client.
         let c = parse_proc_stat("cpu0 35 30 5 50 0 0 0 0 0 0\ncpu1 6 0 5 58 1 0 0 0 0 0\n");
         assert_eq!(busy_shares(&b, &c)[0], (0, 0.0));
+    }
+
+    #[test]
+    fn thread_stat_fields() {
+        // A name with a space and a parenthesis; utime 7, stime 3, last on CPU 5.
+        let line = "1234 (vllm (worker) 0) R 1 1 1 0 -1 4194560 100 0 0 0 7 3 0 0 20 0 8 0 \
+                    500 1000 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 5 0 0 0 0 0";
+        assert_eq!(parse_thread_stat(line), Some((10, 5)));
+        assert_eq!(parse_thread_stat("garbage"), None);
     }
 
     #[test]

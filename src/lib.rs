@@ -19,6 +19,7 @@ mod blocking;
 pub mod cli;
 pub mod clock;
 pub mod cpus;
+pub mod doctor;
 pub mod engine;
 pub mod exchange;
 pub mod gpu;

@@ -90,6 +90,9 @@ pub enum Command {
     Profile(Box<ProfileArgs>),
     /// Run the built-in OpenAI-compatible simulator.
     Sim(Box<SimArgs>),
+    /// Check this host for a planned run: open files, ports, io_uring, CPU governor, busy
+    /// CPUs and what keeps them busy, NVML, the clock source. Exits 2 on a blocker.
+    Doctor(DoctorArgs),
     /// Print a shell completion script (e.g. `ringperf completions bash >
     /// /etc/bash_completion.d/ringperf`).
     Completions {
@@ -394,6 +397,17 @@ pub struct TelemetryArgs {
     /// Scrape interval for --server-metrics-url.
     #[arg(long, value_parser = parse_duration_ns, default_value = "1s", value_name = "DURATION")]
     pub server_metrics_interval: u64,
+}
+
+/// What `ringperf doctor` checks the host for.
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    /// Requests the run will keep in flight.
+    #[arg(long, value_parser = parse_count, default_value = "1")]
+    pub concurrency: u64,
+    /// The run will use the in-process simulator (`profile --sim`).
+    #[arg(long)]
+    pub sim: bool,
 }
 
 /// The built-in simulator's flags.

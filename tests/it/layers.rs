@@ -27,7 +27,14 @@ const LAYERS: &[(&str, &[&str], bool)] = &[
     ("the plan", &["plan"], false),
     (
         "running: the engine, and beside it the simulator and telemetry",
-        &["engine", "sim", "telemetry", "server_metrics", "preflight"],
+        &[
+            "engine",
+            "sim",
+            "telemetry",
+            "server_metrics",
+            "preflight",
+            "doctor",
+        ],
         false,
     ),
     ("the report", &["report"], false),

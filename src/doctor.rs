@@ -1,0 +1,327 @@
+//! `ringperf doctor`: is this host ready for the run planned? Each check says pass, warn or
+//! fail, with the fix; a failed check is a blocker (the run would not work, or would
+//! measure the host rather than the server), and `profile` runs the blockers' checks itself.
+
+use std::collections::BTreeMap;
+
+/// How a check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Fine.
+    Pass,
+    /// Works, but worth fixing.
+    Warn,
+    /// A blocker.
+    Fail,
+}
+
+/// One check's result.
+#[derive(Debug, Clone)]
+pub struct Check {
+    /// What was checked.
+    pub name: &'static str,
+    /// How it came out.
+    pub level: Level,
+    /// What was found, and the fix when it is not a pass.
+    pub detail: String,
+}
+
+fn check(name: &'static str, level: Level, detail: impl Into<String>) -> Check {
+    Check {
+        name,
+        level,
+        detail: detail.into(),
+    }
+}
+
+/// The run the host is checked for.
+#[derive(Debug, Clone, Copy)]
+pub struct Planned {
+    /// Requests in flight (connections).
+    pub streams: u64,
+    /// The simulator runs in this process (it holds the other end of each connection).
+    pub in_process_sim: bool,
+}
+
+/// Open files: one per connection (two with the in-process simulator), and some to spare.
+pub fn open_files(p: Planned, limit: u64) -> Check {
+    let needed = p
+        .streams
+        .saturating_mul(if p.in_process_sim { 2 } else { 1 })
+        .saturating_add(256);
+    if limit == 0 || needed <= limit {
+        check(
+            "open files",
+            Level::Pass,
+            format!("{limit} allowed, about {needed} needed"),
+        )
+    } else {
+        check(
+            "open files",
+            Level::Fail,
+            format!(
+                "{limit} allowed, about {needed} needed: raise the hard limit (`ulimit -n \
+                 {needed}` as root, or LimitNOFILE= in a systemd unit; see tuning/)"
+            ),
+        )
+    }
+}
+
+/// Local ports: each connection to the server holds one from the ephemeral range.
+pub fn ephemeral_ports(p: Planned, range: Option<(u64, u64)>) -> Check {
+    let Some((lo, hi)) = range else {
+        return check(
+            "ephemeral ports",
+            Level::Pass,
+            "range unknown (not Linux /proc)",
+        );
+    };
+    let n = hi.saturating_sub(lo) + 1;
+    let fix =
+        format!("widen it: sysctl -w net.ipv4.ip_local_port_range=\"1024 65535\" (now {lo}-{hi})");
+    if p.streams > 64_512 {
+        check(
+            "ephemeral ports",
+            Level::Fail,
+            format!(
+                "{} connections to one server address need more local ports than there are \
+                 (at most 64,512): spread them over more client hosts or addresses",
+                p.streams
+            ),
+        )
+    } else if p.streams > n {
+        check(
+            "ephemeral ports",
+            Level::Fail,
+            format!("{n} local ports for {} connections: {fix}", p.streams),
+        )
+    } else if p.streams * 2 > n {
+        check(
+            "ephemeral ports",
+            Level::Warn,
+            format!(
+                "{n} local ports for {} connections leave little room for reconnects \
+                 (closed ports wait in TIME_WAIT): {fix}",
+                p.streams
+            ),
+        )
+    } else {
+        check(
+            "ephemeral ports",
+            Level::Pass,
+            format!("{n} local ports ({lo}-{hi})"),
+        )
+    }
+}
+
+/// io_uring: the design's driver; epoll works where it is refused.
+pub fn io_uring(disabled_sysctl: Option<u64>, ring: Result<(), String>) -> Check {
+    match (disabled_sysctl, ring) {
+        (_, Ok(())) => check("io_uring", Level::Pass, "a ring was set up"),
+        (Some(2), Err(_)) => check(
+            "io_uring",
+            Level::Warn,
+            "disabled (kernel.io_uring_disabled=2): shards run epoll; set it to 0 for io_uring",
+        ),
+        (_, Err(e)) => check(
+            "io_uring",
+            Level::Warn,
+            format!(
+                "refused ({e}): shards run epoll (a container's seccomp profile often refuses it)"
+            ),
+        ),
+    }
+}
+
+/// CPU frequency governors: `powersave` slows the client's reaction to each event.
+pub fn governor(governors: &BTreeMap<String, Vec<usize>>) -> Check {
+    if governors.is_empty() {
+        return check(
+            "CPU governor",
+            Level::Pass,
+            "no cpufreq (a VM, or fixed frequency)",
+        );
+    }
+    let list: Vec<String> = governors
+        .iter()
+        .map(|(g, cpus)| format!("{g} on CPUs {}", crate::cpus::cpu_list(cpus)))
+        .collect();
+    if governors.contains_key("powersave") {
+        check(
+            "CPU governor",
+            Level::Warn,
+            format!(
+                "{}: set `performance` (cpupower frequency-set -g performance) so that idle \
+                 shards wake at full speed",
+                list.join(", ")
+            ),
+        )
+    } else {
+        check("CPU governor", Level::Pass, list.join(", "))
+    }
+}
+
+/// The clock every timestamp comes from: `tsc` (or a hypervisor's) is cheap to read.
+pub fn clock_source(source: Option<&str>) -> Check {
+    match source {
+        Some(s @ ("tsc" | "kvm-clock" | "hyperv_clocksource_tsc_page" | "arch_sys_counter")) => {
+            check("clock source", Level::Pass, s.to_string())
+        }
+        Some(s) => check(
+            "clock source",
+            Level::Warn,
+            format!(
+                "{s}: each clock read may cost microseconds; prefer tsc (clocksource=tsc on \
+                 the kernel command line, where the CPU's TSC is stable)"
+            ),
+        ),
+        None => check("clock source", Level::Pass, "unknown"),
+    }
+}
+
+/// GPUs for power and energy.
+pub fn nvml(gpus: Result<usize, String>) -> Check {
+    match gpus {
+        Ok(n) => check("NVML", Level::Pass, format!("{n} GPU(s) visible")),
+        Err(e) => check(
+            "NVML",
+            Level::Warn,
+            format!(
+                "unavailable ({e}): no GPU power or energy; install the NVIDIA driver here, or \
+                 scrape a DCGM exporter with --server-metrics-url"
+            ),
+        ),
+    }
+}
+
+/// CPUs other work keeps busy, with the processes that ran there most.
+pub(crate) fn busy_cpus(busy: &[crate::host::BusyCpu]) -> Check {
+    let hot: Vec<String> = busy
+        .iter()
+        .filter(|b| b.share >= 0.5)
+        .map(|b| {
+            let (cpu, share) = (b.cpu, b.share);
+            let who: Vec<String> = b
+                .owners
+                .iter()
+                .take(3)
+                .map(|(name, s)| format!("{name} {:.0}%", s * 100.0))
+                .collect();
+            format!("CPU {cpu} {:.0}% busy ({})", share * 100.0, who.join(", "))
+        })
+        .collect();
+    if hot.is_empty() {
+        check("busy CPUs", Level::Pass, "no CPU is over half busy")
+    } else {
+        check(
+            "busy CPUs",
+            Level::Warn,
+            format!(
+                "{}: ringperf keeps its shards off busy CPUs (see Placement in the README); \
+                 with the server on this host, leave it its CPUs",
+                hot.join("; ")
+            ),
+        )
+    }
+}
+
+/// The ephemeral port range, from `/proc`.
+pub fn port_range() -> Option<(u64, u64)> {
+    let s = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    let mut it = s.split_whitespace().filter_map(|x| x.parse::<u64>().ok());
+    Some((it.next()?, it.next()?))
+}
+
+/// Every check, on this host, for the run planned.
+pub fn run(p: Planned) -> Vec<Check> {
+    let read = |path: &str| std::fs::read_to_string(path).ok();
+    let range = port_range();
+    let ring = crate::runtime::build(crate::runtime::Driver::Uring, 8)
+        .map(|_| ())
+        .map_err(|e| e.to_string());
+    let mut governors: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for cpu in crate::cpus::usable_cpus() {
+        if let Some(g) = read(&format!(
+            "/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor"
+        )) {
+            governors.entry(g.trim().to_string()).or_default().push(cpu);
+        }
+    }
+    let source = read("/sys/devices/system/clocksource/clocksource0/current_clocksource");
+    vec![
+        open_files(p, crate::sys::raise_nofile_limit()),
+        ephemeral_ports(p, range),
+        io_uring(
+            read("/proc/sys/kernel/io_uring_disabled").and_then(|s| s.trim().parse().ok()),
+            ring,
+        ),
+        governor(&governors),
+        clock_source(source.as_deref().map(str::trim)),
+        nvml(crate::gpu::Nvml::open().and_then(|mut n| {
+            use crate::gpu::Source;
+            n.gpus().map(|g| g.len())
+        })),
+        busy_cpus(&crate::host::busy_cpus_with_owners(
+            std::time::Duration::from_millis(300),
+        )),
+    ]
+}
+
+/// The report: a line per check, worst first within a stable order.
+pub fn render(checks: &[Check]) -> String {
+    let mut out = String::new();
+    for c in checks {
+        let tag = match c.level {
+            Level::Pass => "pass",
+            Level::Warn => "WARN",
+            Level::Fail => "FAIL",
+        };
+        out.push_str(&format!("{tag}  {:<16} {}\n", c.name, c.detail));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: Planned = Planned {
+        streams: 1000,
+        in_process_sim: true,
+    };
+
+    #[test]
+    fn each_check_passes_warns_and_fails_where_it_should() {
+        assert_eq!(open_files(P, 4096).level, Level::Pass);
+        let f = open_files(P, 1024);
+        assert_eq!(f.level, Level::Fail);
+        assert!(f.detail.contains("ulimit -n 2256"), "{}", f.detail);
+        assert_eq!(ephemeral_ports(P, Some((32768, 60999))).level, Level::Pass);
+        assert_eq!(ephemeral_ports(P, Some((60000, 61500))).level, Level::Warn);
+        let f = ephemeral_ports(P, Some((60000, 60500)));
+        assert_eq!(f.level, Level::Fail);
+        assert!(f.detail.contains("ip_local_port_range"), "{}", f.detail);
+        assert_eq!(io_uring(Some(0), Ok(())).level, Level::Pass);
+        assert!(io_uring(Some(2), Err("EPERM".into()))
+            .detail
+            .contains("io_uring_disabled"));
+        let mut g = BTreeMap::new();
+        g.insert("powersave".to_string(), vec![0, 1]);
+        assert_eq!(governor(&g).level, Level::Warn);
+        assert_eq!(governor(&BTreeMap::new()).level, Level::Pass);
+        assert_eq!(clock_source(Some("tsc")).level, Level::Pass);
+        assert_eq!(clock_source(Some("hpet")).level, Level::Warn);
+        assert_eq!(nvml(Err("no driver".into())).level, Level::Warn);
+        let cpu = |cpu, share, owners| crate::host::BusyCpu { cpu, share, owners };
+        let busy = busy_cpus(&[cpu(1, 0.97, vec![("vllm".into(), 0.9)])]);
+        assert_eq!(busy.level, Level::Warn);
+        assert!(
+            busy.detail.contains("CPU 1 97% busy (vllm 90%)"),
+            "{}",
+            busy.detail
+        );
+        assert_eq!(busy_cpus(&[cpu(0, 0.1, vec![])]).level, Level::Pass);
+        let text = render(&[f, busy]);
+        assert!(text.starts_with("FAIL  ephemeral ports"), "{text}");
+    }
+}
