@@ -102,17 +102,21 @@ pub(crate) fn exchange(
     }
 }
 
-/// A `GET` request's bytes.
-pub(crate) fn get(
+/// The bytes of a request without a body (`GET`, or a `POST` of nothing), closing after it.
+pub(crate) fn request(
+    method: &str,
     path: &str,
     authority: &str,
     headers: &[(String, String)],
     accept: &str,
 ) -> Vec<u8> {
     let mut r = format!(
-        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: ringperf/{}\r\nAccept: {accept}\r\nConnection: close\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: ringperf/{}\r\nAccept: {accept}\r\nConnection: close\r\n",
         env!("CARGO_PKG_VERSION")
     );
+    if method == "POST" {
+        r.push_str("Content-Length: 0\r\n");
+    }
     for (name, value) in headers {
         r.push_str(&format!("{name}: {value}\r\n"));
     }

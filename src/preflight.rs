@@ -97,7 +97,8 @@ pub fn models(target: &Target, timeout: Duration) -> Result<Vec<String>, Failure
         path: path.clone(),
         why,
     };
-    let request = blocking::get(
+    let request = blocking::request(
+        "GET",
         &path,
         &target.endpoint.authority(),
         &target.head.headers,
@@ -136,17 +137,15 @@ pub fn reset_prefix_cache(target: &Target) -> Result<String, String> {
     let mut tried = Vec::new();
     for path in ["/reset_prefix_cache", "/flush_cache"] {
         let path = format!("{}{path}", target.endpoint.prefix);
-        let mut request = format!(
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: ringperf/{}\r\nContent-Length: 0\r\nConnection: close\r\n",
-            target.endpoint.authority(),
-            env!("CARGO_PKG_VERSION")
+        let request = blocking::request(
+            "POST",
+            &path,
+            &target.endpoint.authority(),
+            &target.head.headers,
+            "*/*",
         );
-        for (name, value) in &target.head.headers {
-            request.push_str(&format!("{name}: {value}\r\n"));
-        }
-        request.push_str("\r\n");
         let timeout = Duration::from_nanos(target.connect_timeout_ns.max(10_000_000_000));
-        match blocking::fetch(&to(target), request.as_bytes(), timeout, 1 << 20) {
+        match blocking::fetch(&to(target), &request, timeout, 1 << 20) {
             Ok(r) if (200..300).contains(&r.status) => return Ok(path),
             Ok(r) => tried.push(format!("{path}: HTTP {}", r.status)),
             Err(e) => tried.push(format!("{path}: {e}")),

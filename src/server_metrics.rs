@@ -109,7 +109,7 @@ pub fn fetch(
         addr: t.endpoint.addr,
         tls,
     };
-    let request = blocking::get(&t.path, &t.endpoint.authority(), &[], "text/plain");
+    let request = blocking::request("GET", &t.path, &t.endpoint.authority(), &[], "text/plain");
     let page = blocking::fetch(&to, &request, timeout, PAGE_CAP).map_err(|e| e.to_string())?;
     if page.status != 200 {
         return Err(format!("HTTP {}", page.status));

@@ -279,6 +279,6 @@ fn get(url: &str, token: Option<&str>) -> Result<blocking::Fetched, Fetch> {
     if let Some(t) = token {
         headers.push(("Authorization".to_string(), format!("Bearer {t}")));
     }
-    let request = blocking::get(path, authority, &headers, "*/*");
+    let request = blocking::request("GET", path, authority, &headers, "*/*");
     blocking::fetch(&to, &request, TIMEOUT, FILE_CAP).map_err(|e| net(e.to_string()))
 }
