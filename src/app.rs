@@ -280,6 +280,54 @@ fn check_ports(plan: &Plan) -> Result<(), Fatal> {
     }
 }
 
+/// What runs against the server before the measured run: the probe request (with
+/// `preflight`) and the prefix-cache reset (when asked). Returns the warnings for the report.
+fn before_the_run(
+    plan: &Plan,
+    preflight: bool,
+    listed: &[String],
+    args: &ProfileArgs,
+) -> Result<Vec<String>, Fatal> {
+    let mut warnings = Vec::new();
+    if preflight {
+        let p = crate::preflight::probe(plan).map_err(|e| {
+            let served = if listed.is_empty() || listed.contains(&plan.target.model) {
+                String::new()
+            } else {
+                format!(
+                    " (the server lists {}; -m names the model)",
+                    listed.join(", ")
+                )
+            };
+            Fatal(format!("{e}{served}"))
+        })?;
+        eprintln!(
+            "ringperf: preflight: {} answered the first request in {:.1} ms (not measured)",
+            plan.target.endpoint.url(),
+            p.first_ns as f64 / 1e6
+        );
+        if let Some(m) = p.served_model.filter(|m| *m != plan.target.model) {
+            warnings.push(format!(
+                "the server answered as model {m:?}, not {:?}: it may ignore the model name \
+                 (llama.cpp does), so these results are {m:?}'s",
+                plan.target.model
+            ));
+        }
+    }
+    if args.target.reset_prefix_cache {
+        match crate::preflight::reset_prefix_cache(&plan.target) {
+            Ok(path) => eprintln!("ringperf: prefix cache emptied (POST {path})"),
+            Err(why) => warnings.push(format!(
+                "--reset-prefix-cache: the server did not empty its cache ({why})"
+            )),
+        }
+    }
+    for w in &warnings {
+        eprintln!("ringperf: warning: {w}");
+    }
+    Ok(warnings)
+}
+
 /// Runs `profile`: starts the in-process simulator when asked, plans, places, runs, reports
 /// and writes the artifacts. `print` sends the table to stdout.
 pub fn profile(
@@ -306,7 +354,6 @@ pub fn profile(
         None => (None, Vec::new()),
     };
     let preflight = sim.is_none() && !args.target.no_preflight;
-    let mut preflight_warnings = Vec::new();
     let listed = if sim.is_some() {
         Vec::new()
     } else {
@@ -316,45 +363,9 @@ pub fn profile(
     let plan = Plan::build(spec).map_err(Fatal::from)?;
     eprintln!("ringperf: tokenizer: {}", plan.workload.tokenizer.source);
     check_artifact_dir(&plan.output.artifact_dir)?;
-    if preflight {
-        let p = crate::preflight::probe(&plan).map_err(|e| {
-            let served = if listed.is_empty() || listed.contains(&plan.target.model) {
-                String::new()
-            } else {
-                format!(
-                    " (the server lists {}; -m names the model)",
-                    listed.join(", ")
-                )
-            };
-            Fatal(format!("{e}{served}"))
-        })?;
-        eprintln!(
-            "ringperf: preflight: {} answered the first request in {:.1} ms (not measured)",
-            plan.target.endpoint.url(),
-            p.first_ns as f64 / 1e6
-        );
-        if let Some(m) = p.served_model.filter(|m| *m != plan.target.model) {
-            let w = format!(
-                "the server answered as model {m:?}, not {:?}: it may ignore the model name \
-                 (llama.cpp does), so these results are {m:?}'s",
-                plan.target.model
-            );
-            eprintln!("ringperf: warning: {w}");
-            preflight_warnings.push(w);
-        }
-    }
     check_open_files(&plan, sim.is_some())?;
     check_ports(&plan)?;
-    if args.target.reset_prefix_cache {
-        match crate::preflight::reset_prefix_cache(&plan.target) {
-            Ok(path) => eprintln!("ringperf: prefix cache emptied (POST {path})"),
-            Err(why) => {
-                let w = format!("--reset-prefix-cache: the server did not empty its cache ({why})");
-                eprintln!("ringperf: warning: {w}");
-                preflight_warnings.push(w);
-            }
-        }
-    }
+    let preflight_warnings = before_the_run(&plan, preflight, &listed, args)?;
     let placement = crate::engine::place(&plan, &reserved).map_err(Fatal::from)?;
     eprintln!("ringperf: shards: {}", placement.reason);
     let plan = Arc::new(plan);
