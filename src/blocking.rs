@@ -66,8 +66,12 @@ pub(crate) fn exchange(
             let mut conn = rustls::ClientConnection::new(config.clone(), name)
                 .map_err(|e| Error::Tls(e.to_string()))?;
             while conn.is_handshaking() {
-                conn.complete_io(&mut tcp)
+                let moved = conn
+                    .complete_io(&mut tcp)
                     .map_err(|e| Error::Tls(e.to_string()))?;
+                if moved == (0, 0) {
+                    return Err(Error::Tls("the server closed the connection".into()));
+                }
             }
             Box::new(rustls::StreamOwned::new(
                 conn,
