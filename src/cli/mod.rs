@@ -347,7 +347,11 @@ host, so that the server keeps a CPU. With the server on another host each shard
 its own quiet CPU; with the server on this host shards may move among the quiet CPUs, because
 a pinned shard cannot escape a server that out-ranks it. During the run a shard that waits for
 its CPU is moved to wider CPUs and reported; the requests it had in flight are marked. --shards,
---cpus and --no-pin override each part.";
+--cpus and --no-pin override each part.
+
+GenAI-Perf, AIPerf and `vllm bench serve` command lines run as they are: their other flags
+(--num-prompts, --backend, --dataset-name, --measurement-interval, --ui-type, ...) are accepted,
+mapped or noted; the README's porting table lists them.";
 
 /// Threads, cores and I/O driver.
 #[derive(Debug, Clone, Args)]
