@@ -1,7 +1,8 @@
-//! Command lines from the documentation of GenAI-Perf, AIPerf and `vllm bench serve`, with
-//! the tool's name replaced by `ringperf profile`, run against the simulator. Where a line
-//! runs long (thousands of requests, minutes), its counts are cut and the test says so;
-//! `--tokenizer <hub id>` is left out (the embedded tokenizer stands in).
+//! Command lines of GenAI-Perf, AIPerf and `vllm bench serve`, modelled on the examples in
+//! each tool's documentation (their flags and values as documented), with the tool's name
+//! replaced by `ringperf profile`, run against the simulator. Where a line runs long
+//! (thousands of requests, minutes), its counts are cut and the test says so;
+//! `--tokenizer <hub id>` is left out (tests reach no network; `hub.rs` tests the download).
 
 use ringperf::api::Kind;
 use ringperf::plan::{SloMetric, Spec};
