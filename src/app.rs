@@ -24,8 +24,13 @@ impl Fatal {
     }
 }
 
+/// The exit code of a run that crossed a `--fail-on` gate.
+pub const GATES_CROSSED: i32 = 3;
+
 /// What a finished profile run produced.
 pub struct ProfileResult {
+    /// The `--fail-on` gates, judged (empty without gates).
+    pub gates: Vec<report::gates::Judged>,
     /// The merged report.
     pub report: Report,
     /// Where the artifacts were written.
@@ -34,10 +39,15 @@ pub struct ProfileResult {
     pub console: String,
 }
 
-/// Runs a parsed command line. `stop` is set by Ctrl-C.
-pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<(), Fatal> {
-    match cli.command {
-        Command::Profile(args) => profile(&args, stop, true).map(|_| ()),
+/// Runs a parsed command line. `stop` is set by Ctrl-C. Returns the exit code of a run that
+/// measured: 0, or [`GATES_CROSSED`].
+pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
+    let done = match cli.command {
+        Command::Profile(args) => {
+            let r = profile(&args, stop, true)?;
+            let crossed = r.gates.iter().any(|g| g.failure.is_some());
+            return Ok(if crossed { GATES_CROSSED } else { 0 });
+        }
         Command::Sim(args) => serve_sim(&args, stop),
         Command::Doctor(a) => {
             let checks = crate::doctor::run(crate::doctor::Planned {
@@ -79,7 +89,8 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<(), Fatal> {
                 .map_err(Fatal::from)?;
             std::io::stdout().write_all(&page).map_err(Fatal::from)
         }
-    }
+    };
+    done.map(|()| 0)
 }
 
 fn serve_sim(args: &SimArgs, stop: Arc<AtomicBool>) -> Result<(), Fatal> {
@@ -328,6 +339,38 @@ fn before_the_run(
     Ok(warnings)
 }
 
+/// Judges the `--fail-on` gates on the run's JSON, says each on stderr, and writes
+/// `gates.junit.xml`.
+fn judge_gates(
+    plan: &Plan,
+    report: &Report,
+    times: &export::Times,
+    dir: &std::path::Path,
+) -> Result<Vec<report::gates::Judged>, Fatal> {
+    let out = &plan.spec.output;
+    if out.gates.is_empty() {
+        return Ok(Vec::new());
+    }
+    let doc = export::profile_json(report, &plan.input_config(), times);
+    let h = &report.health;
+    let limited = (h.distorted.is_some() || h.verdict.starts_with("the client may have limited"))
+        .then_some(h.verdict.as_str());
+    let judged = report::gates::judge(&out.gates, &doc, limited, out.allow_client_limited);
+    for j in &judged {
+        match &j.failure {
+            Some(f) => eprintln!("ringperf: gate FAILED: {f}"),
+            None => eprintln!("ringperf: gate passed: {}", j.name),
+        }
+    }
+    std::fs::write(dir.join("gates.junit.xml"), report::gates::junit(&judged)).map_err(|e| {
+        Fatal(format!(
+            "writing {}: {e}",
+            dir.join("gates.junit.xml").display()
+        ))
+    })?;
+    Ok(judged)
+}
+
 /// Runs `profile`: starts the in-process simulator when asked, plans, places, runs, reports
 /// and writes the artifacts. `print` sends the table to stdout.
 pub fn profile(
@@ -435,6 +478,7 @@ pub fn profile(
         &times,
     )
     .map_err(|e| Fatal(format!("writing artifacts to {}: {e}", dir.display())))?;
+    let gates = judge_gates(&plan, &report, &times, dir)?;
     if print {
         eprintln!("ringperf: artifacts in {}", dir.display());
     }
@@ -455,6 +499,7 @@ pub fn profile(
         )));
     }
     Ok(ProfileResult {
+        gates,
         artifact_dir: dir.clone(),
         report,
         console,

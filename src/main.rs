@@ -9,9 +9,16 @@ fn main() {
     // Signals work from the first instant: Ctrl-C before the run begins stops it too.
     let stop = ringperf::sys::interrupt_flag();
     let cli = ringperf::cli::Cli::parse();
-    if let Err(e) = ringperf::app::run(cli, stop) {
-        let _ = std::io::stdout().flush();
-        eprintln!("error: {e}");
-        std::process::exit(2);
+    match ringperf::app::run(cli, stop) {
+        Ok(0) => {}
+        Ok(code) => {
+            let _ = std::io::stdout().flush();
+            std::process::exit(code);
+        }
+        Err(e) => {
+            let _ = std::io::stdout().flush();
+            eprintln!("error: {e}");
+            std::process::exit(2);
+        }
     }
 }

@@ -336,6 +336,15 @@ pub struct OutputArgs {
     /// No live progress line on stderr (it is off anyway when stderr is not a terminal).
     #[arg(long)]
     pub no_progress: bool,
+    /// Fail the run (exit code 3) when a figure of its JSON crosses a bound:
+    /// `METRIC[.STAT] (>|>=|<|<=) VALUE[unit]`, e.g. 'ttft.p99>500ms', 'error_rate>0.01',
+    /// 'request_throughput<10' (repeatable). A run whose client verdict says the client limited
+    /// it fails too. Writes gates.junit.xml beside the artifacts.
+    #[arg(long, value_parser = crate::plan::output::Gate::parse, value_name = "GATE")]
+    pub fail_on: Vec<crate::plan::output::Gate>,
+    /// With --fail-on: a run the client may have limited does not fail for that alone.
+    #[arg(long)]
+    pub allow_client_limited: bool,
 }
 
 /// How shards are placed, shown under `ringperf profile --help`.
@@ -592,6 +601,8 @@ impl ProfileArgs {
             output: OutputSpec {
                 artifact_dir: o.artifact_dir.clone(),
                 progress: !o.no_progress,
+                gates: o.fail_on.clone(),
+                allow_client_limited: o.allow_client_limited,
             },
             engine: EngineSpec {
                 shards: e.shards,

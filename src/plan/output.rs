@@ -11,6 +11,10 @@ pub struct OutputSpec {
     pub artifact_dir: Option<PathBuf>,
     /// Draw the live progress line (only when stderr is a terminal).
     pub progress: bool,
+    /// `--fail-on` gates.
+    pub gates: Vec<Gate>,
+    /// A client-limited run does not fail the gates.
+    pub allow_client_limited: bool,
 }
 
 /// The output, decided.
@@ -46,6 +50,8 @@ mod tests {
         let s = OutputSpec {
             artifact_dir: None,
             progress: true,
+            gates: Vec::new(),
+            allow_client_limited: false,
         };
         let o = Output::build(&s, "Qwen/Qwen3-0.6B", "chat", "concurrency8");
         assert_eq!(
@@ -55,10 +61,209 @@ mod tests {
         let given = OutputSpec {
             artifact_dir: Some("x".into()),
             progress: false,
+            gates: Vec::new(),
+            allow_client_limited: false,
         };
         assert_eq!(
             Output::build(&given, "m", "chat", "c").artifact_dir,
             PathBuf::from("x")
         );
+    }
+}
+
+/// A comparison in a gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Cmp {
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+}
+
+impl Cmp {
+    /// Whether `a cmp b` holds.
+    pub fn holds(self, a: f64, b: f64) -> bool {
+        match self {
+            Cmp::Gt => a > b,
+            Cmp::Ge => a >= b,
+            Cmp::Lt => a < b,
+            Cmp::Le => a <= b,
+        }
+    }
+}
+
+/// `--fail-on 'ttft.p99>500ms'`: the run fails when a figure of its JSON crosses a bound.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Gate {
+    /// As written.
+    pub text: String,
+    /// The JSON's metric tag (`time_to_first_token`), or `error_rate`.
+    pub metric: String,
+    /// The statistic (`p99`, `avg`, …).
+    pub stat: String,
+    /// Fails when `figure cmp bound` holds.
+    pub cmp: Cmp,
+    /// The bound, in the metric's JSON unit (ms for times).
+    pub bound: f64,
+    /// The metric is a time (the bound took a time unit, or is in ms).
+    pub time: bool,
+}
+
+/// Short names people write, to the JSON's tags; and whether the metric is a time.
+const METRICS: &[(&[&str], &str, bool)] = &[
+    (
+        &["ttft", "time_to_first_token"],
+        "time_to_first_token",
+        true,
+    ),
+    (
+        &["ttfo", "time_to_first_output_token"],
+        "time_to_first_output_token",
+        true,
+    ),
+    (
+        &["ttst", "time_to_second_token"],
+        "time_to_second_token",
+        true,
+    ),
+    (
+        &["itl", "tpot", "inter_token_latency"],
+        "inter_token_latency",
+        true,
+    ),
+    (&["icl", "inter_chunk_latency"], "inter_chunk_latency", true),
+    (
+        &["e2e", "e2el", "latency", "request_latency"],
+        "request_latency",
+        true,
+    ),
+    (
+        &["osl", "output_sequence_length"],
+        "output_sequence_length",
+        false,
+    ),
+    (
+        &["isl", "input_sequence_length"],
+        "input_sequence_length",
+        false,
+    ),
+    (
+        &["per_user", "output_token_throughput_per_user"],
+        "output_token_throughput_per_user",
+        false,
+    ),
+    (
+        &["output_token_throughput", "throughput"],
+        "output_token_throughput",
+        false,
+    ),
+    (&["request_throughput"], "request_throughput", false),
+    (&["goodput"], "goodput", false),
+    (&["error_rate"], "error_rate", false),
+    (
+        &["error_request_count", "errors"],
+        "error_request_count",
+        false,
+    ),
+    (&["request_count"], "request_count", false),
+];
+
+impl Gate {
+    /// Parses `metric[.stat] (>|>=|<|<=) value[unit]`: `ttft.p99>500ms`, `error_rate>0.01`,
+    /// `request_throughput<10`.
+    pub fn parse(s: &str) -> Result<Gate, String> {
+        let bad = |why: &str| format!("--fail-on {s:?}: {why}");
+        let t = s.replace(' ', "");
+        let (at, cmp, width) = [
+            (">=", Cmp::Ge),
+            ("<=", Cmp::Le),
+            (">", Cmp::Gt),
+            ("<", Cmp::Lt),
+        ]
+        .iter()
+        .find_map(|(op, c)| t.find(op).map(|i| (i, *c, op.len())))
+        .ok_or_else(|| bad("expected METRIC[.STAT] > VALUE (or >=, <, <=)"))?;
+        let (left, right) = (&t[..at], &t[at + width..]);
+        let (name, stat) = left.split_once('.').unwrap_or((left, "avg"));
+        let (_, metric, time) = METRICS
+            .iter()
+            .find(|(names, _, _)| names.contains(&name))
+            .ok_or_else(|| {
+                bad(&format!(
+                    "unknown metric {name:?} (ttft, ttfo, ttst, itl, icl, e2e, osl, isl, per_user, \
+                     throughput, request_throughput, goodput, error_rate, errors, request_count)"
+                ))
+            })?;
+        let stats = [
+            "avg", "min", "max", "std", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95",
+            "p99", "p99_9",
+        ];
+        if !stats.contains(&stat) {
+            return Err(bad(&format!(
+                "unknown statistic {stat:?} ({})",
+                stats.join(", ")
+            )));
+        }
+        let split = right
+            .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == 'e'))
+            .unwrap_or(right.len());
+        let (num, unit) = right.split_at(split);
+        let v: f64 = num
+            .parse()
+            .map_err(|_| bad(&format!("{num:?} is not a number")))?;
+        let bound = match (unit, *time) {
+            ("", _) => v,
+            ("%", false) => v / 100.0,
+            ("ns", true) => v / 1e6,
+            ("us" | "µs", true) => v / 1e3,
+            ("ms", true) => v,
+            ("s", true) => v * 1e3,
+            (u, _) => return Err(bad(&format!("unit {u:?} does not fit {metric}"))),
+        };
+        Ok(Gate {
+            text: s.to_string(),
+            metric: metric.to_string(),
+            stat: stat.to_string(),
+            cmp,
+            bound,
+            time: *time,
+        })
+    }
+}
+
+#[cfg(test)]
+mod gate_tests {
+    use super::*;
+
+    #[test]
+    fn gates_parse_with_units_and_short_names() {
+        let g = Gate::parse("ttft.p99>500ms").unwrap();
+        assert_eq!(
+            (g.metric.as_str(), g.stat.as_str(), g.cmp, g.bound),
+            ("time_to_first_token", "p99", Cmp::Gt, 500.0)
+        );
+        assert_eq!(Gate::parse("itl.p50 >= 2s").unwrap().bound, 2000.0);
+        assert_eq!(Gate::parse("e2e.max>250us").unwrap().bound, 0.25);
+        let g = Gate::parse("error_rate>1%").unwrap();
+        assert_eq!(
+            (g.metric.as_str(), g.stat.as_str(), g.bound),
+            ("error_rate", "avg", 0.01)
+        );
+        assert_eq!(Gate::parse("request_throughput<10").unwrap().cmp, Cmp::Lt);
+        for (bad, why) in [
+            ("ttft>", "not a number"),
+            ("speed.p99>1", "unknown metric"),
+            ("ttft.p42>1", "unknown statistic"),
+            ("ttft.p99=1", "expected METRIC"),
+            ("error_rate>5ms", "does not fit"),
+        ] {
+            let e = Gate::parse(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        assert!(Cmp::Ge.holds(1.0, 1.0) && !Cmp::Gt.holds(1.0, 1.0));
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod console;
 pub(crate) mod export;
+pub mod gates;
 mod goodput;
 mod health;
 mod metrics;

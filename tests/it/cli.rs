@@ -530,3 +530,51 @@ fn doctor_names_a_busy_cpu_and_what_keeps_it_busy_and_fails_on_a_blocker() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("FAIL  ephemeral ports"));
     assert!(String::from_utf8_lossy(&out.stderr).contains("blocker"));
 }
+
+#[test]
+fn fail_on_gates_exit_3_when_crossed_0_when_held_and_write_junit() {
+    let _shared = support::shared();
+    let run = |gates: &[&str], name: &str| {
+        let dir = support::artifact_dir(name);
+        let mut c = ringperf();
+        c.args([
+            "profile",
+            "--sim=--ttft 20ms --itl 1ms",
+            "--streaming",
+            "--request-count",
+            "8",
+            "--output-tokens-mean",
+            "4",
+            "--no-progress",
+            "--allow-client-limited",
+            "--artifact-dir",
+            dir.to_str().unwrap(),
+        ]);
+        for g in gates {
+            c.args(["--fail-on", g]);
+        }
+        let out = c.output().unwrap();
+        let junit = std::fs::read_to_string(dir.join("gates.junit.xml")).unwrap_or_default();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            junit,
+        )
+    };
+    // TTFT is 20 ms: a 5 ms bound is crossed, a 5 s one holds.
+    let (code, stderr, junit) = run(&["ttft.p99>5ms", "error_rate>0.01"], "gates-crossed");
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(stderr.contains("gate FAILED: ttft.p99>5ms"), "{stderr}");
+    assert!(stderr.contains("gate passed: error_rate>0.01"), "{stderr}");
+    assert!(junit.contains("tests=\"2\" failures=\"1\""), "{junit}");
+    let (code, stderr, junit) = run(&["ttft.p99>5s", "error_rate>0.01"], "gates-held");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(junit.contains("failures=\"0\""), "{junit}");
+    // A gate that cannot be read is refused before the run.
+    let out = ringperf()
+        .args(["profile", "--sim", "--fail-on", "ttft.p42>1ms"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown statistic"));
+}
