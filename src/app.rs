@@ -255,40 +255,23 @@ fn check_artifact_dir(dir: &std::path::Path) -> Result<(), Fatal> {
         })
 }
 
-/// Every connection is an open file, two with the in-process simulator (it holds the other
-/// end). A run that cannot open them would stall on connections nobody accepts: refuse it.
-fn check_open_files(plan: &Plan, in_process_sim: bool) -> Result<(), Fatal> {
-    let limit = crate::sys::raise_nofile_limit();
-    let streams = plan.load.streams;
-    let per_stream = if in_process_sim { 2 } else { 1 };
-    let needed = streams.saturating_mul(per_stream).saturating_add(256);
-    if limit == 0 || needed <= limit {
-        return Ok(());
-    }
-    let sim_note = if in_process_sim {
-        ", both ends of each connection with the in-process simulator,"
-    } else {
-        ""
+/// The host's blockers for this run, found before anything is sent: open files (every
+/// connection is one, two with the in-process simulator, which holds the other end) and local
+/// ports (each connection holds one).
+fn check_host(plan: &Plan, in_process_sim: bool) -> Result<(), Fatal> {
+    let p = crate::doctor::Planned {
+        streams: plan.load.streams,
+        in_process_sim,
     };
-    Err(Fatal(format!(
-        "{streams} connections need about {needed} open files{sim_note} but this process may \
-         open {limit}: raise the limit (`ulimit -n`, see tuning/) or ask for fewer in flight"
-    )))
-}
-
-/// Each connection holds a local port: a range smaller than the connections is a blocker.
-fn check_ports(plan: &Plan) -> Result<(), Fatal> {
-    let c = crate::doctor::ephemeral_ports(
-        crate::doctor::Planned {
-            streams: plan.load.streams,
-            in_process_sim: false,
-        },
-        crate::doctor::port_range(),
-    );
-    match c.level {
-        crate::doctor::Level::Fail => Err(Fatal(c.detail)),
-        _ => Ok(()),
+    for c in [
+        crate::doctor::open_files(p, crate::sys::raise_nofile_limit()),
+        crate::doctor::ephemeral_ports(p, crate::doctor::port_range()),
+    ] {
+        if c.level == crate::doctor::Level::Fail {
+            return Err(Fatal(c.detail));
+        }
     }
+    Ok(())
 }
 
 /// What runs against the server before the measured run: the probe request (with
@@ -406,8 +389,7 @@ pub fn profile(
     let plan = Plan::build(spec).map_err(Fatal::from)?;
     eprintln!("ringperf: tokenizer: {}", plan.workload.tokenizer.source);
     check_artifact_dir(&plan.output.artifact_dir)?;
-    check_open_files(&plan, sim.is_some())?;
-    check_ports(&plan)?;
+    check_host(&plan, sim.is_some())?;
     let preflight_warnings = before_the_run(&plan, preflight, &listed, args)?;
     let placement = crate::engine::place(&plan, &reserved).map_err(Fatal::from)?;
     eprintln!("ringperf: shards: {}", placement.reason);

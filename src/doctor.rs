@@ -56,12 +56,19 @@ pub fn open_files(p: Planned, limit: u64) -> Check {
             format!("{limit} allowed, about {needed} needed"),
         )
     } else {
+        let sim_note = if p.in_process_sim {
+            ", both ends of each connection with the in-process simulator,"
+        } else {
+            ""
+        };
         check(
             "open files",
             Level::Fail,
             format!(
-                "{limit} allowed, about {needed} needed: raise the hard limit (`ulimit -n \
-                 {needed}` as root, or LimitNOFILE= in a systemd unit; see tuning/)"
+                "{} connections need about {needed} open files{sim_note} but this process may \
+                 open {limit}: raise the limit (`ulimit -n {needed}` as root, or LimitNOFILE= \
+                 in a systemd unit; see tuning/) or ask for fewer in flight",
+                p.streams
             ),
         )
     }
