@@ -327,18 +327,16 @@ fn before_the_run(
 fn judge_gates(
     plan: &Plan,
     report: &Report,
-    times: &export::Times,
+    doc: &serde_json::Value,
     dir: &std::path::Path,
 ) -> Result<Vec<report::gates::Judged>, Fatal> {
     let out = &plan.spec.output;
     if out.gates.is_empty() {
         return Ok(Vec::new());
     }
-    let doc = export::profile_json(report, &plan.input_config(), times);
     let h = &report.health;
-    let limited = (h.distorted.is_some() || h.verdict.starts_with("the client may have limited"))
-        .then_some(h.verdict.as_str());
-    let judged = report::gates::judge(&out.gates, &doc, limited, out.allow_client_limited);
+    let limited = h.limited.then_some(h.verdict.as_str());
+    let judged = report::gates::judge(&out.gates, doc, limited, out.allow_client_limited);
     for j in &judged {
         match &j.failure {
             Some(f) => eprintln!("ringperf: gate FAILED: {f}"),
@@ -452,7 +450,7 @@ pub fn profile(
         startup_s,
         startup_from,
     };
-    export::write_all(
+    let doc = export::write_all(
         &report,
         dir,
         &plan.input_config(),
@@ -460,7 +458,7 @@ pub fn profile(
         &times,
     )
     .map_err(|e| Fatal(format!("writing artifacts to {}: {e}", dir.display())))?;
-    let gates = judge_gates(&plan, &report, &times, dir)?;
+    let gates = judge_gates(&plan, &report, &doc, dir)?;
     if print {
         eprintln!("ringperf: artifacts in {}", dir.display());
     }

@@ -49,7 +49,7 @@ pub(crate) fn iso8601(unix: f64) -> String {
 }
 
 /// The `profile_export_ringperf.json` document.
-pub(crate) fn profile_json(r: &Report, input_config: &Value, times: &Times) -> Value {
+fn profile_json(r: &Report, input_config: &Value, times: &Times) -> Value {
     let mut doc = Map::new();
     doc.insert("schema_version".into(), json!(SCHEMA_VERSION));
     for (tag, label, d, scale) in dist_rows(r) {
@@ -325,14 +325,14 @@ pub(crate) fn write_records(r: &Report, path: &Path) -> std::io::Result<()> {
     w.flush()
 }
 
-/// Writes every artifact into `dir`.
+/// Writes every artifact into `dir`; returns the `profile_export_ringperf.json` document.
 pub(crate) fn write_all(
     r: &Report,
     dir: &Path,
     input_config: &Value,
     inputs_json: &[u8],
     times: &Times,
-) -> std::io::Result<()> {
+) -> std::io::Result<Value> {
     std::fs::create_dir_all(dir)?;
     // A folder used before keeps no file of an earlier run that this one does not write.
     for f in ["gpu_telemetry_export.jsonl", "server_metrics_export.json"] {
@@ -369,7 +369,7 @@ pub(crate) fn write_all(
             std::fs::write(dir.join("server_metrics_export.json"), j)?;
         }
     }
-    Ok(())
+    Ok(doc)
 }
 
 #[cfg(test)]

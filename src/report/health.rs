@@ -133,6 +133,8 @@ pub struct Health {
     pub held: Option<Held>,
     /// Set when the results are distorted by the client.
     pub distorted: Option<Distortion>,
+    /// The client distorted the results or may have limited the load (the verdict says how).
+    pub limited: bool,
     /// One line: did the client keep up, and if not, why and what to do.
     pub verdict: String,
 }
@@ -380,6 +382,7 @@ pub(super) fn assess(i: &Inputs<'_>, warnings: &mut Vec<String>) -> Health {
         placement: i.placement.clone(),
         self_check,
         held,
+        limited: !distorted.is_empty() || !limits.is_empty(),
         distorted: (!distorted.is_empty()).then_some(Distortion { reasons: distorted }),
         verdict,
     }
