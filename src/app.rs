@@ -186,11 +186,12 @@ fn choose_model(
     let got = loop {
         match models(&target, timeout) {
             // Down, or up but still loading (vLLM answers 503 then): wait when asked to.
-            Err(e @ (Failure::Down { .. } | Failure::Models { .. }))
-                if crate::clock::now_ns() < deadline
-                    && (matches!(e, Failure::Down { .. })
-                        || e.to_string().contains("HTTP 503")) =>
-            {
+            Err(
+                e @ (Failure::Down { .. }
+                | Failure::Models {
+                    status: Some(503), ..
+                }),
+            ) if crate::clock::now_ns() < deadline => {
                 if !said {
                     eprintln!(
                         "ringperf: waiting for {} to come up ({e})",

@@ -161,8 +161,7 @@ pub(crate) fn fetch(
     let mut headers = Vec::new();
     let mut pending = Vec::new();
     exchange(to, request, timeout, |bytes| {
-        // The head's bytes, kept until the parser has read it, for the headers.
-        let head = (status == 0).then(|| [&pending[..], bytes].concat());
+        let had_head = status != 0;
         let mut on = |p: Part<'_>| match p {
             Part::Head(h) => status = h.status,
             Part::Body(b) => body.extend_from_slice(b),
@@ -178,8 +177,9 @@ pub(crate) fn fetch(
         let used = parser
             .feed(&pending, &mut on)
             .map_err(|e| Error::Http(e.to_string()))?;
-        if let (Some(head), true) = (head, status != 0) {
-            headers = header_list(&head);
+        // Until the head is parsed nothing is consumed, so `pending` starts with the head.
+        if !had_head && status != 0 {
+            headers = header_list(&pending);
         }
         pending.drain(..used);
         if body.len() > body_cap {

@@ -56,6 +56,8 @@ pub enum Failure {
     Models {
         /// The path asked.
         path: String,
+        /// The HTTP status, when one came back.
+        status: Option<u16>,
         /// What came back.
         why: String,
     },
@@ -93,9 +95,9 @@ fn classify(target: &Target, e: blocking::Error, other: impl FnOnce(String) -> F
 /// The models the server lists at `GET <prefix>/v1/models` (OpenAI's list: `data[].id`).
 pub fn models(target: &Target, timeout: Duration) -> Result<Vec<String>, Failure> {
     let path = format!("{}/v1/models", target.endpoint.prefix);
-    let fail = |why: String| Failure::Models {
-        path: path.clone(),
-        why,
+    let fail = |status: Option<u16>| {
+        let path = path.clone();
+        move |why: String| Failure::Models { path, status, why }
     };
     let request = blocking::request(
         "GET",
@@ -105,15 +107,15 @@ pub fn models(target: &Target, timeout: Duration) -> Result<Vec<String>, Failure
         "application/json",
     );
     let page = blocking::fetch(&to(target), &request, timeout, MODELS_CAP)
-        .map_err(|e| classify(target, e, fail))?;
+        .map_err(|e| classify(target, e, fail(None)))?;
     let (status, body) = (page.status, page.body);
     if status != 200 {
         let text = String::from_utf8_lossy(&body);
         let text = text.trim();
         let cut: String = text.chars().take(200).collect();
-        return Err(fail(format!("HTTP {status} {cut}")));
+        return Err(fail(Some(status))(format!("HTTP {status} {cut}")));
     }
-    parse_models(&body).map_err(fail)
+    parse_models(&body).map_err(fail(Some(status)))
 }
 
 /// `{"object": "list", "data": [{"id": "…"}, …]}` → the ids.

@@ -149,17 +149,18 @@ impl Hub {
             etag = etag
                 .or_else(|| header("x-linked-etag"))
                 .or_else(|| header("etag"));
+            let location = header("location");
             match r.status {
                 200 => {
                     return Ok(Got {
-                        body: r.body.clone(),
+                        body: r.body,
                         commit,
                         etag: etag
                             .map(|e| e.trim_start_matches("W/").trim_matches('"').to_string()),
                     })
                 }
                 301 | 302 | 303 | 307 | 308 => {
-                    let to = header("location")
+                    let to = location
                         .ok_or_else(|| Fetch::Net("a redirect without a Location".into()))?;
                     url = if to.starts_with('/') {
                         format!("{}{to}", origin_of(&url))
