@@ -9,12 +9,26 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::endpoint::Endpoint;
+
 /// Where to connect: the address, and for https the TLS configuration and the server name.
 pub(crate) struct To<'a> {
     /// The resolved address.
     pub addr: SocketAddr,
     /// `https`: the client configuration and the host as written (SNI, certificate check).
     pub tls: Option<(&'a Arc<rustls::ClientConfig>, &'a str)>,
+}
+
+impl<'a> To<'a> {
+    /// Where `endpoint` is, with `tls` for https (ignored for http).
+    pub(crate) fn of(endpoint: &'a Endpoint, tls: Option<&'a Arc<rustls::ClientConfig>>) -> Self {
+        To {
+            addr: endpoint.addr,
+            tls: tls
+                .filter(|_| endpoint.tls)
+                .map(|c| (c, endpoint.host.as_str())),
+        }
+    }
 }
 
 trait ReadWrite: Read + Write {}

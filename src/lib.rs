@@ -20,6 +20,7 @@ pub mod cli;
 pub mod clock;
 pub mod cpus;
 pub mod doctor;
+pub mod endpoint;
 pub mod engine;
 pub mod exchange;
 pub mod gpu;

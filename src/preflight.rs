@@ -23,13 +23,7 @@ pub const PROBE_ID: u64 = u64::MAX;
 const MODELS_CAP: usize = 4 << 20;
 
 fn to(target: &Target) -> To<'_> {
-    To {
-        addr: target.endpoint.addr,
-        tls: target
-            .tls
-            .as_ref()
-            .map(|c| (c, target.endpoint.host.as_str())),
-    }
+    To::of(&target.endpoint, target.tls.as_ref())
 }
 
 /// Why a preflight check failed, as one line for the user.

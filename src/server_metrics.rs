@@ -14,8 +14,8 @@ use serde::Serialize;
 
 use crate::blocking;
 use crate::clock::now_ns;
+use crate::endpoint::Endpoint;
 use crate::gpu::window::Stat;
-use crate::plan::Endpoint;
 use crate::prom::{self, Exposition};
 
 /// Gauges summarised over the window (avg and max).
@@ -80,7 +80,7 @@ impl Target {
                 path: "/metrics".into(),
             });
         }
-        let endpoint = Endpoint::parse(spec).map_err(|e| format!("--server-metrics-url: {e}"))?;
+        let endpoint = Endpoint::parse(spec).map_err(|e| format!("--server-metrics-url {e}"))?;
         let path = if endpoint.prefix.is_empty() {
             "/metrics".to_string()
         } else {
@@ -100,15 +100,10 @@ pub fn fetch(
     tls: Option<&Arc<rustls::ClientConfig>>,
     timeout: Duration,
 ) -> Result<String, String> {
-    let tls = match (t.endpoint.tls, tls) {
-        (true, None) => return Err("https metrics URL but no TLS configuration".into()),
-        (true, Some(c)) => Some((c, t.endpoint.host.as_str())),
-        (false, _) => None,
-    };
-    let to = blocking::To {
-        addr: t.endpoint.addr,
-        tls,
-    };
+    if t.endpoint.tls && tls.is_none() {
+        return Err("https metrics URL but no TLS configuration".into());
+    }
+    let to = blocking::To::of(&t.endpoint, tls);
     let request = blocking::request("GET", &t.path, &t.endpoint.authority(), &[], "text/plain");
     let page = blocking::fetch(&to, &request, timeout, PAGE_CAP).map_err(|e| e.to_string())?;
     if page.status != 200 {

@@ -31,8 +31,8 @@ pub enum PlanError {
     #[error("{0}")]
     Flag(String),
     /// The URL cannot be used.
-    #[error("--url {0:?}: {1}")]
-    Url(String, String),
+    #[error("--url {0}")]
+    Url(crate::endpoint::UrlError),
     /// Preparing prompts or the tokenizer failed.
     #[error(transparent)]
     Workload(#[from] WorkloadError),

@@ -7,12 +7,12 @@
 //! `/<id>/resolve/<revision>/<file>`, following the hub's redirect to its file store, with
 //! `$HF_TOKEN` for gated models; `HF_HUB_OFFLINE=1` never asks the network.
 
-use std::net::ToSocketAddrs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::WorkloadError;
 use crate::blocking::{self, To};
+use crate::endpoint::Endpoint;
 
 /// The largest file fetched (the largest tokenizer.json files are a few tens of MB).
 const FILE_CAP: usize = 512 << 20;
@@ -136,12 +136,13 @@ impl Hub {
 
     /// GET `url`, following up to five redirects; the token goes only to the hub itself.
     fn fetch(&self, url: &str) -> Result<Got, Fetch> {
-        let mut url = url.to_string();
+        let parse = |u: &str| Endpoint::parse(u).map_err(|e| Fetch::Net(e.to_string()));
+        let hub = parse(&self.endpoint)?.origin();
+        let mut url = parse(url)?;
         let mut commit = None;
         let mut etag = None;
         for _ in 0..5 {
-            let same_host = origin_of(&url) == origin_of(&self.endpoint);
-            let token = self.token.as_deref().filter(|_| same_host);
+            let token = self.token.as_deref().filter(|_| url.origin() == hub);
             let r = get(&url, token)?;
             // The hub names the commit and the file's hash on the redirect to its file store.
             let header = |n: &str| r.header(n).map(str::to_string);
@@ -162,11 +163,11 @@ impl Hub {
                 301 | 302 | 303 | 307 | 308 => {
                     let to = location
                         .ok_or_else(|| Fetch::Net("a redirect without a Location".into()))?;
-                    url = if to.starts_with('/') {
-                        format!("{}{to}", origin_of(&url))
+                    url = parse(&if to.starts_with('/') {
+                        format!("{}{to}", url.origin())
                     } else {
                         to
-                    };
+                    })?;
                 }
                 s => return Err(Fetch::Status(s)),
             }
@@ -228,58 +229,24 @@ enum Fetch {
     Net(String),
 }
 
-/// `scheme://host[:port]` of a URL.
-fn origin_of(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let host = rest.split('/').next().unwrap_or("");
-    format!(
-        "{}://{host}",
-        url.split_once("://").map_or("http", |(s, _)| s)
-    )
-}
-
 /// One GET, the connection closed after it.
-fn get(url: &str, token: Option<&str>) -> Result<blocking::Fetched, Fetch> {
+fn get(url: &Endpoint, token: Option<&str>) -> Result<blocking::Fetched, Fetch> {
     let net = Fetch::Net;
-    let (scheme, rest) = url
-        .split_once("://")
-        .ok_or_else(|| net(format!("{url:?} is not a URL")))?;
-    let tls = match scheme {
-        "https" => true,
-        "http" => false,
-        other => return Err(net(format!("{url}: scheme {other} is not http or https"))),
-    };
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/"),
-    };
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => (
-            h,
-            p.parse::<u16>()
-                .map_err(|_| net(format!("{url}: bad port")))?,
-        ),
-        _ => (authority, if tls { 443 } else { 80 }),
-    };
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    let addr = (bare, port)
-        .to_socket_addrs()
-        .map_err(|e| net(format!("cannot resolve {bare}: {e}")))?
-        .next()
-        .ok_or_else(|| net(format!("{bare} resolves to no address")))?;
-    let config = if tls {
+    let config = if url.tls {
         Some(crate::tls::client_config(None, false).map_err(|e| net(e.to_string()))?)
     } else {
         None
-    };
-    let to = To {
-        addr,
-        tls: config.as_ref().map(|c| (c, bare)),
     };
     let mut headers = Vec::new();
     if let Some(t) = token {
         headers.push(("Authorization".to_string(), format!("Bearer {t}")));
     }
-    let request = blocking::request("GET", path, authority, &headers, "*/*");
-    blocking::fetch(&to, &request, TIMEOUT, FILE_CAP).map_err(|e| net(e.to_string()))
+    let path = if url.prefix.is_empty() {
+        "/"
+    } else {
+        url.prefix.as_str()
+    };
+    let request = blocking::request("GET", path, &url.authority(), &headers, "*/*");
+    blocking::fetch(&To::of(url, config.as_ref()), &request, TIMEOUT, FILE_CAP)
+        .map_err(|e| net(e.to_string()))
 }
