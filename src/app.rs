@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use crate::cli::{Cli, Command, ProfileArgs, SimArgs};
 use crate::clock::unix_time_secs;
-use crate::plan::{Plan, Spec};
+use crate::plan::sweep::{Point, SweepSpec};
+use crate::plan::{Load, Plan, Spec};
 use crate::report::{self, export, Report};
 
 /// A run that could not measure anything, with the reason.
@@ -44,8 +45,13 @@ pub struct ProfileResult {
 pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
     let done = match cli.command {
         Command::Profile(args) => {
-            let r = profile(&args, stop, true)?;
-            let crossed = r.gates.iter().any(|g| g.failure.is_some());
+            let s = args.sweep_spec().map_err(Fatal::from)?;
+            let crossed = if s.is_sweep || s.repeats.runs > 1 {
+                sweep(&args, stop, true)?.gates_crossed
+            } else {
+                let r = profile(&args, stop, true)?;
+                r.gates.iter().any(|g| g.failure.is_some())
+            };
             return Ok(if crossed { GATES_CROSSED } else { 0 });
         }
         Command::Sim(args) => serve_sim(&args, stop),
@@ -353,18 +359,36 @@ fn judge_gates(
     Ok(judged)
 }
 
-/// Runs `profile`: starts the in-process simulator when asked, plans, places, runs, reports
-/// and writes the artifacts. `print` sends the table to stdout.
-pub fn profile(
-    args: &ProfileArgs,
-    stop: Arc<AtomicBool>,
-    print: bool,
-) -> Result<ProfileResult, Fatal> {
-    let (startup_from, started) = match crate::clock::process_start_ns() {
-        Some(t) => ("process start", t),
-        None => ("profile call", crate::clock::now_ns()),
+/// What every run of one command line shares: the simulator, the prepared prompts, the
+/// CPUs kept for the simulator, and what the preflight found.
+struct Prepared {
+    /// The first point's plan (every point shares its prompts and target).
+    plan: Plan,
+    /// The load points and repeats.
+    sweep: SweepSpec,
+    sim: Option<crate::sim::SimHandle>,
+    reserved: Vec<usize>,
+    warnings: Vec<String>,
+    /// When start-up began, and from what.
+    started: (u64, &'static str),
+}
+
+/// Parses, starts the simulator, finds the model, prepares the prompts and checks the host
+/// and the server: everything before the first measured request.
+fn prepare(args: &ProfileArgs) -> Result<Prepared, Fatal> {
+    let started = match crate::clock::process_start_ns() {
+        Some(t) => (t, "process start"),
+        None => (crate::clock::now_ns(), "profile call"),
     };
     let (mut spec, notes) = args.spec_and_notes().map_err(Fatal::from)?;
+    let sweep = args.sweep_spec().map_err(Fatal::from)?;
+    if sweep.resume && !sweep.is_sweep && sweep.repeats.runs == 1 {
+        return Err(Fatal(
+            "--resume continues a sweep (a list on --concurrency or --request-rate) or \
+             repeated runs (--num-profile-runs)"
+                .into(),
+        ));
+    }
     for n in notes {
         eprintln!("ringperf: note: {n}");
     }
@@ -385,12 +409,90 @@ pub fn profile(
         choose_model(&mut spec.target, preflight, args.target.ready_check_timeout)?
     };
     eprintln!("ringperf: preparing {}", preparing(&spec.workload));
+    sweep.points[0].apply(&mut spec.load);
     let plan = Plan::build(spec).map_err(Fatal::from)?;
     eprintln!("ringperf: tokenizer: {}", plan.workload.tokenizer.source);
-    check_artifact_dir(&plan.output.artifact_dir)?;
-    check_host(&plan, sim.is_some())?;
-    let preflight_warnings = before_the_run(&plan, preflight, &listed, args)?;
-    let placement = crate::engine::place(&plan, &reserved).map_err(Fatal::from)?;
+    let root = if sweep.is_sweep {
+        sweep_dir(&plan, sweep.points[0].axis)
+    } else {
+        plan.output.artifact_dir.clone()
+    };
+    check_artifact_dir(&root)?;
+    let prepared = Prepared {
+        warnings: Vec::new(),
+        plan,
+        sweep,
+        sim,
+        reserved,
+        started,
+    };
+    // Every point is planned and checked before the first is run.
+    for p in prepared.points(&root)? {
+        check_host(&p.1, prepared.sim.is_some())?;
+    }
+    let warnings = before_the_run(&prepared.plan, preflight, &listed, args)?;
+    Ok(Prepared {
+        warnings,
+        ..prepared
+    })
+}
+
+/// A sweep's folder: as given, or named after the model, the endpoint and the swept flag.
+fn sweep_dir(plan: &Plan, axis: crate::plan::sweep::Axis) -> std::path::PathBuf {
+    let given = plan.spec.output.artifact_dir.clone();
+    given.unwrap_or_else(|| {
+        crate::plan::Output::build(
+            &plan.spec.output,
+            &plan.target.model,
+            plan.target.kind.name(),
+            &format!("{}_sweep", axis.name()),
+        )
+        .artifact_dir
+    })
+}
+
+impl Prepared {
+    /// Each point's plan, its folder under `root` (the plan itself without a sweep).
+    fn points(&self, root: &std::path::Path) -> Result<Vec<(Point, Plan)>, Fatal> {
+        if !self.sweep.is_sweep {
+            return Ok(vec![(self.sweep.points[0], self.plan.clone())]);
+        }
+        self.sweep
+            .points
+            .iter()
+            .map(|p| {
+                let mut plan = self.plan.clone();
+                p.apply(&mut plan.spec.load);
+                plan.load = Load::build(&plan.spec.load, plan.spec.workload.random_seed, None)
+                    .map_err(|e| Fatal(format!("{}: {e}", p.label())))?;
+                plan.output.artifact_dir = root.join(p.name());
+                Ok((*p, plan))
+            })
+            .collect()
+    }
+}
+
+/// One measured run, reported and written.
+struct Measured {
+    report: Report,
+    doc: serde_json::Value,
+    gates: Vec<report::gates::Judged>,
+    console: String,
+}
+
+/// Runs `plan` once: places the shards, samples telemetry, runs, reports, writes the
+/// artifacts into the plan's folder and judges the gates. `startup` (for the process's first
+/// run) is when start-up began. `title` names the load.
+fn measure(
+    plan: Plan,
+    p: &Prepared,
+    args: &ProfileArgs,
+    stop: Arc<AtomicBool>,
+    title: &str,
+    startup: Option<(u64, &'static str)>,
+    print: bool,
+) -> Result<Measured, Fatal> {
+    let placement = crate::engine::place(&plan, &p.reserved).map_err(Fatal::from)?;
     eprintln!("ringperf: shards: {}", placement.reason);
     let plan = Arc::new(plan);
     let spare = placement.spare_cpu(&crate::cpus::usable_cpus());
@@ -398,12 +500,11 @@ pub fn profile(
     let telemetry =
         crate::telemetry::Telemetry::start(&telemetry_cfg, &plan, spare).map_err(Fatal::from)?;
     let start = unix_time_secs();
-    let probe = sim.as_ref().map(|h| h.in_flight_probe());
-    crate::sys::interrupt_gracefully();
+    let probe = p.sim.as_ref().map(|h| h.in_flight_probe());
     let out = crate::engine::run(plan.clone(), placement, stop, probe).map_err(Fatal::from)?;
     let end = unix_time_secs();
     let mut report = report::build(out, &report::Settings::of(&plan));
-    report.warnings.splice(0..0, preflight_warnings);
+    report.warnings.splice(0..0, p.warnings.iter().cloned());
     report.telemetry = Some(telemetry.finish(
         report.tx_ns,
         report.ty_ns,
@@ -412,7 +513,6 @@ pub fn profile(
         report.output_tps(),
         telemetry_cfg.gpu_price_eur_hour,
     ));
-    drop(sim);
     for s in report.telemetry.iter().flat_map(|t| &t.server_metrics) {
         if let Some(h) = s.prefix_cache_hit_rate.filter(|h| *h > 0.5) {
             report.warnings.push(format!(
@@ -424,32 +524,30 @@ pub fn profile(
             ));
         }
     }
-    let load = match (plan.load.rate, &plan.load.offsets) {
-        (Some(r), _) => format!("request rate {r}/s"),
-        (None, Some(_)) => "trace replay".to_string(),
-        (None, None) => format!("concurrency {}", plan.load.concurrency),
-    };
-    let title = format!("ringperf | LLM Metrics | {} | {load}", plan.target.model);
+    let title = format!("ringperf | LLM Metrics | {} | {title}", plan.target.model);
     let console = report::console::render(&report, &title);
     if print {
         let _ = std::io::stdout().write_all(console.as_bytes());
     }
     let dir = &plan.output.artifact_dir;
-    let first_send = report
-        .records
-        .iter()
-        .map(|r| r.start_ns)
-        .filter(|t| *t > 0)
-        .min();
-    let startup_s = first_send.map(|t| t.saturating_sub(started) as f64 / 1e9);
-    if let (Some(s), true) = (startup_s, print) {
-        eprintln!("ringperf: start-up {s:.3} s ({startup_from} to the first request sent)");
-    }
+    let startup_s = startup.and_then(|(started, from)| {
+        let first = report
+            .records
+            .iter()
+            .map(|r| r.start_ns)
+            .filter(|t| *t > 0)
+            .min()?;
+        let s = first.saturating_sub(started) as f64 / 1e9;
+        if print {
+            eprintln!("ringperf: start-up {s:.3} s ({from} to the first request sent)");
+        }
+        Some(s)
+    });
     let times = export::Times {
         start,
         end,
         startup_s,
-        startup_from,
+        startup_from: startup.map_or("", |s| s.1),
     };
     let doc = export::write_all(
         &report,
@@ -463,26 +561,255 @@ pub fn profile(
     if print {
         eprintln!("ringperf: artifacts in {}", dir.display());
     }
-    if report.completed == 0 {
-        let why = report
-            .errors
-            .first()
-            .map(|e| format!("{} ({}): {}", e.kind, e.count, e.message))
-            .unwrap_or_else(|| "no request completed".into());
-        // A TLS server closes a plain-text connection without a word.
-        let hint = if plan.target.tls.is_none() && why.contains("before any response byte") {
-            "; if the server speaks TLS, use https://"
-        } else {
-            ""
-        };
-        return Err(Fatal(format!(
-            "nothing was measured: every request failed: {why}{hint}"
-        )));
-    }
-    Ok(ProfileResult {
-        gates,
-        artifact_dir: dir.clone(),
+    Ok(Measured {
         report,
+        doc,
+        gates,
         console,
     })
+}
+
+/// Why a run measured nothing, or `None` when a request completed.
+fn nothing_measured(plan: &Plan, report: &Report) -> Option<String> {
+    if report.completed > 0 {
+        return None;
+    }
+    let why = report
+        .errors
+        .first()
+        .map(|e| format!("{} ({}): {}", e.kind, e.count, e.message))
+        .unwrap_or_else(|| "no request completed".into());
+    // A TLS server closes a plain-text connection without a word.
+    let hint = if plan.target.tls.is_none() && why.contains("before any response byte") {
+        "; if the server speaks TLS, use https://"
+    } else {
+        ""
+    };
+    Some(format!(
+        "nothing was measured: every request failed: {why}{hint}"
+    ))
+}
+
+/// The title of a run: its load.
+fn load_title(plan: &Plan) -> String {
+    match (plan.load.rate, &plan.load.offsets) {
+        (Some(r), _) => format!("request rate {r}/s"),
+        (None, Some(_)) => "trace replay".to_string(),
+        (None, None) => format!("concurrency {}", plan.load.concurrency),
+    }
+}
+
+/// Runs `profile` for one run: starts the in-process simulator when asked, plans, places,
+/// runs, reports and writes the artifacts. `print` sends the table to stdout. A command line
+/// that asks for a sweep or repeated runs goes to [`sweep`].
+pub fn profile(
+    args: &ProfileArgs,
+    stop: Arc<AtomicBool>,
+    print: bool,
+) -> Result<ProfileResult, Fatal> {
+    let p = prepare(args)?;
+    if p.sweep.is_sweep || p.sweep.repeats.runs > 1 {
+        return Err(Fatal(
+            "this command line asks for a sweep or repeated runs: run it with app::sweep".into(),
+        ));
+    }
+    crate::sys::interrupt_gracefully();
+    let plan = p.plan.clone();
+    let title = load_title(&plan);
+    let m = measure(
+        plan.clone(),
+        &p,
+        args,
+        stop,
+        &title,
+        Some(p.started),
+        print,
+    )?;
+    drop(p);
+    if let Some(why) = nothing_measured(&plan, &m.report) {
+        return Err(Fatal(why));
+    }
+    Ok(ProfileResult {
+        gates: m.gates,
+        artifact_dir: plan.output.artifact_dir.clone(),
+        report: m.report,
+        console: m.console,
+    })
+}
+
+/// What a sweep (or a point run several times) produced.
+pub struct SweepResult {
+    /// One row per point, in the order run.
+    pub rows: Vec<report::sweep::Row>,
+    /// The sweep's folder (the point's, for repeats of one point).
+    pub artifact_dir: std::path::PathBuf,
+    /// Runs measured now.
+    pub ran: usize,
+    /// Runs kept from an earlier run of the same sweep (`--resume`).
+    pub kept: usize,
+    /// A `--fail-on` gate was crossed in some run.
+    pub gates_crossed: bool,
+    /// Runs that measured nothing, with why.
+    pub failed: Vec<String>,
+}
+
+/// The completed JSON document in `dir`, if an earlier run left one (for `--resume`).
+fn completed_run(dir: &std::path::Path) -> Option<serde_json::Value> {
+    let text = std::fs::read(dir.join(report::sweep::PROFILE_JSON)).ok()?;
+    let doc: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    let done = doc.get("was_cancelled") == Some(&serde_json::Value::Bool(false))
+        && doc.pointer("/request_count/avg").and_then(|v| v.as_f64()) > Some(0.0);
+    done.then_some(doc)
+}
+
+/// Sleeps `ns`, or less when Ctrl-C stops the run.
+fn pause(ns: u64, stop: &AtomicBool) {
+    let until = crate::clock::now_ns().saturating_add(ns);
+    while !stop.load(Ordering::Relaxed) && crate::clock::now_ns() < until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Runs every point of a sweep, each `--num-profile-runs` times: the simulator and the
+/// prompts are prepared once, each run writes its usual artifacts in its own folder, repeated
+/// runs get `aggregate/` with confidence intervals, and a sweep gets `sweep_summary.csv`,
+/// `sweep_summary.json` and the console summary, rewritten after every point so that what
+/// was measured survives a crash or Ctrl-C.
+pub fn sweep(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result<SweepResult, Fatal> {
+    let p = prepare(args)?;
+    let axis = p.sweep.points[0].axis;
+    let root = if p.sweep.is_sweep {
+        sweep_dir(&p.plan, axis)
+    } else {
+        p.plan.output.artifact_dir.clone()
+    };
+    let points = p.points(&root)?;
+    let runs = p.sweep.repeats.runs;
+    crate::sys::interrupt_gracefully();
+    let mut out = SweepResult {
+        rows: Vec::new(),
+        artifact_dir: root.clone(),
+        ran: 0,
+        kept: 0,
+        gates_crossed: false,
+        failed: Vec::new(),
+    };
+    let mut startup = Some(p.started);
+    'points: for (i, (point, plan)) in points.iter().enumerate() {
+        if i > 0 && !stop.load(Ordering::Relaxed) {
+            pause(p.sweep.pause_ns, &stop);
+        }
+        let point_dir = plan.output.artifact_dir.clone();
+        let (mut labels, mut docs, mut failed) = (Vec::new(), Vec::new(), Vec::new());
+        for run in 1..=runs {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let label = format!("run_{run:04}");
+            let mut plan = plan.clone();
+            if runs > 1 {
+                plan.output.artifact_dir = point_dir.join("profile_runs").join(&label);
+            }
+            let dir = plan.output.artifact_dir.clone();
+            if let Some(doc) = p.sweep.resume.then(|| completed_run(&dir)).flatten() {
+                eprintln!("ringperf: resume: kept {}", dir.display());
+                out.kept += 1;
+                labels.push(label);
+                docs.push(doc);
+                continue;
+            }
+            if run > 1 && p.sweep.repeats.cooldown_ns > 0 {
+                pause(p.sweep.repeats.cooldown_ns, &stop);
+            }
+            // The server is warm after a point's first run (AIPerf's default too).
+            let trace = plan.load.rate.is_none() && plan.load.offsets.is_some();
+            if run > 1 && plan.load.warmup > 0 && !p.sweep.repeats.warmup_every_run && !trace {
+                plan.spec.load.warmup_request_count = 0;
+                plan.load = Load::build(&plan.spec.load, plan.spec.workload.random_seed, None)
+                    .map_err(Fatal::from)?;
+            }
+            let mut title = load_title(&plan);
+            if p.sweep.is_sweep {
+                title.push_str(&format!(" (point {} of {})", i + 1, points.len()));
+            }
+            if runs > 1 {
+                title.push_str(&format!(" run {run} of {runs}"));
+            }
+            eprintln!("ringperf: {title}");
+            let m = measure(
+                plan.clone(),
+                &p,
+                args,
+                stop.clone(),
+                &title,
+                startup.take(),
+                print,
+            )?;
+            out.ran += 1;
+            out.gates_crossed |= m.gates.iter().any(|g| g.failure.is_some());
+            match nothing_measured(&plan, &m.report) {
+                Some(why) => {
+                    eprintln!("ringperf: {}: {why}", dir.display());
+                    out.failed.push(format!("{}: {why}", dir.display()));
+                    failed.push((label, why));
+                }
+                None => {
+                    labels.push(label);
+                    docs.push(m.doc);
+                }
+            }
+            if m.report.cancelled {
+                break;
+            }
+        }
+        if runs > 1 && !docs.is_empty() {
+            write_aggregate(&point_dir, &labels, &docs, p.sweep.repeats.confidence, &failed)?;
+        }
+        if !docs.is_empty() {
+            out.rows.push(report::sweep::Row::of(*point, &docs));
+        }
+        if p.sweep.is_sweep {
+            report::sweep::write_summary(&root, axis, &out.rows)
+                .map_err(|e| Fatal(format!("writing the sweep summary to {}: {e}", root.display())))?;
+        }
+        if stop.load(Ordering::Relaxed) {
+            eprintln!("ringperf: stopped; the points measured so far are written");
+            break 'points;
+        }
+    }
+    drop(p);
+    if print && (points.len() > 1 || runs > 1) {
+        let _ = std::io::stdout().write_all(report::sweep::render(&out.rows).as_bytes());
+    }
+    if print {
+        eprintln!("ringperf: artifacts in {}", root.display());
+    }
+    if out.rows.is_empty() && out.ran > 0 {
+        return Err(Fatal(format!(
+            "nothing was measured: {}",
+            out.failed.first().map_or("", String::as_str)
+        )));
+    }
+    Ok(out)
+}
+
+/// Writes `aggregate/` of a point run several times.
+fn write_aggregate(
+    point_dir: &std::path::Path,
+    labels: &[String],
+    docs: &[serde_json::Value],
+    confidence: f64,
+    failed: &[(String, String)],
+) -> Result<(), Fatal> {
+    let dir = point_dir.join("aggregate");
+    let agg = report::sweep::aggregate(labels, docs, confidence, failed);
+    let write = || -> std::io::Result<()> {
+        std::fs::create_dir_all(&dir)?;
+        let mut j = serde_json::to_vec_pretty(&agg)?;
+        j.push(b'\n');
+        std::fs::write(dir.join(report::sweep::AGGREGATE_JSON), j)?;
+        let csv = report::sweep::aggregate_csv(&agg).map_err(std::io::Error::other)?;
+        std::fs::write(dir.join(report::sweep::AGGREGATE_CSV), csv)
+    };
+    write().map_err(|e| Fatal(format!("writing {}: {e}", dir.display())))
 }

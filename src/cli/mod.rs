@@ -118,6 +118,9 @@ pub struct ProfileArgs {
     /// Load shape.
     #[command(flatten, next_help_heading = "Load")]
     pub load: LoadArgs,
+    /// Sweeps and repeats.
+    #[command(flatten, next_help_heading = "Sweeps and repeats")]
+    pub sweep: SweepArgs,
     /// Prompts and outputs.
     #[command(flatten, next_help_heading = "Workload")]
     pub workload: WorkloadArgs,
@@ -211,13 +214,17 @@ pub struct TargetArgs {
 pub struct LoadArgs {
     /// Requests kept in flight at all times (closed loop), across all shards; with
     /// --request-rate, a cap on requests in flight (default: closed loop at 1, no cap with a
-    /// rate).
-    #[arg(long, visible_alias = "max-concurrency", value_parser = parse_count)]
-    pub concurrency: Option<u64>,
+    /// rate). A list or range sweeps: `1,4,16,64`, `1..1024x2` (doubling up to 1024),
+    /// `8..64+8`; one run per point, each in its own folder.
+    #[arg(long, visible_alias = "max-concurrency", value_parser = parse_count_points,
+          value_name = "N[,N..]")]
+    pub concurrency: Option<Points>,
     /// Open loop: send this many requests per second, on a schedule fixed in advance and
-    /// measured from each request's intended send time (`inf`: no rate, closed loop).
-    #[arg(long, value_name = "PER_SECOND", allow_negative_numbers = true)]
-    pub request_rate: Option<f64>,
+    /// measured from each request's intended send time (`inf`: no rate, closed loop). A list
+    /// or range sweeps, as --concurrency: `10,20,40`, `5..50+5`.
+    #[arg(long, value_name = "PER_SECOND", allow_negative_numbers = true,
+          value_parser = parse_rate_points)]
+    pub request_rate: Option<Points>,
     /// How open-loop arrivals are spaced.
     #[arg(long, visible_alias = "arrival-pattern", value_enum, default_value_t = Arrival::Poisson)]
     pub arrival: Arrival,
@@ -250,6 +257,52 @@ pub struct LoadArgs {
     #[arg(long, visible_aliases = ["num-warmup-requests", "num-warmups"], value_parser = parse_count,
           default_value = "0")]
     pub warmup_request_count: u64,
+}
+
+/// The values of a load flag: one, or a sweep's points.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Points(pub Vec<f64>);
+
+impl Points {
+    /// The first point (a flag without a list has only this one).
+    pub fn first(&self) -> f64 {
+        self.0[0]
+    }
+}
+
+fn parse_count_points(s: &str) -> Result<Points, String> {
+    crate::plan::sweep::parse_points(s, true).map(Points)
+}
+
+fn parse_rate_points(s: &str) -> Result<Points, String> {
+    crate::plan::sweep::parse_points(s, false).map(Points)
+}
+
+/// Sweeps and repeated runs.
+#[derive(Debug, Clone, Args)]
+pub struct SweepArgs {
+    /// Run every point this many times: each run in profile_runs/run_NNNN/, and the mean,
+    /// standard deviation and confidence interval of every figure in aggregate/ (AIPerf's
+    /// layout).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub num_profile_runs: u32,
+    /// Confidence level of the intervals over repeated runs (Student's t).
+    #[arg(long, default_value_t = 0.95)]
+    pub confidence_level: f64,
+    /// Pause between repeated runs of a point (AIPerf: --profile-run-cooldown-seconds).
+    #[arg(long, visible_alias = "profile-run-cooldown-seconds", value_parser = parse_duration_ns,
+          default_value = "0s", value_name = "DURATION")]
+    pub run_cooldown: u64,
+    /// Send the warm-up requests before every repeated run, not only the first of a point.
+    #[arg(long)]
+    pub warmup_every_run: bool,
+    /// Pause between the points of a sweep (lets the server drain and cool down).
+    #[arg(long, value_parser = parse_duration_ns, default_value = "0s", value_name = "DURATION")]
+    pub sweep_pause: u64,
+    /// Keep the points (and runs) that an earlier run of the same sweep into the same
+    /// --artifact-dir completed; run only the rest.
+    #[arg(long)]
+    pub resume: bool,
 }
 
 /// Prompts, outputs and the tokenizer.
@@ -526,9 +579,10 @@ impl ProfileArgs {
         };
         // vLLM's default rate, `inf`, sends as fast as the concurrency cap allows: closed loop
         // (every request at once without a cap, as vLLM does).
-        let unbounded = l.request_rate.is_some_and(|r| r == f64::INFINITY);
-        let request_rate = l.request_rate.filter(|_| !unbounded);
-        let concurrency = match (l.concurrency, unbounded) {
+        let rate = l.request_rate.as_ref().map(Points::first);
+        let unbounded = rate.is_some_and(|r| r == f64::INFINITY);
+        let request_rate = rate.filter(|_| !unbounded);
+        let concurrency = match (l.concurrency.as_ref().map(|c| c.first() as u64), unbounded) {
             (None, true) => Some(
                 l.request_count
                     .or(self.port.num_prompts)
@@ -645,6 +699,72 @@ impl ProfileArgs {
         Ok((spec, notes))
     }
 
+    /// The load points and repeats these flags ask for: one point unless --concurrency or
+    /// --request-rate has a list or range.
+    pub fn sweep_spec(&self) -> Result<crate::plan::sweep::SweepSpec, crate::plan::PlanError> {
+        use crate::plan::sweep::{Axis, Point, Repeats, SweepSpec};
+        let flag = |m: String| Err(crate::plan::PlanError::Flag(m));
+        let (l, a) = (&self.load, &self.sweep);
+        let lists: Vec<(Axis, &Points)> = [
+            (Axis::Concurrency, l.concurrency.as_ref()),
+            (Axis::RequestRate, l.request_rate.as_ref()),
+        ]
+        .into_iter()
+        .filter_map(|(axis, p)| Some((axis, p?)))
+        .filter(|(_, p)| p.0.len() > 1)
+        .collect();
+        if lists.len() > 1 {
+            return flag(
+                "--concurrency and --request-rate both have lists: a sweep varies one flag"
+                    .into(),
+            );
+        }
+        let points = match lists.first() {
+            Some((axis, p)) => {
+                if p.0.contains(&f64::INFINITY) || p.0.contains(&0.0) {
+                    return flag(format!(
+                        "{}: every point of a sweep is a positive, finite number",
+                        axis.flag()
+                    ));
+                }
+                if self.workload.fixed_schedule {
+                    return flag(format!(
+                        "{}: a sweep with --fixed-schedule: a trace sets its own schedule",
+                        axis.flag()
+                    ));
+                }
+                p.0.iter()
+                    .map(|&value| Point { axis: *axis, value })
+                    .collect()
+            }
+            // No list: the one point is the flags as given.
+            None => match (l.request_rate.as_ref(), l.concurrency.as_ref()) {
+                (Some(r), _) if r.first().is_finite() => vec![Point {
+                    axis: Axis::RequestRate,
+                    value: r.first(),
+                }],
+                (_, c) => vec![Point {
+                    axis: Axis::Concurrency,
+                    value: c.map_or(1.0, Points::first),
+                }],
+            },
+        };
+        let spec = SweepSpec {
+            is_sweep: !lists.is_empty(),
+            points,
+            repeats: Repeats {
+                runs: a.num_profile_runs,
+                confidence: a.confidence_level,
+                cooldown_ns: a.run_cooldown,
+                warmup_every_run: a.warmup_every_run,
+            },
+            pause_ns: a.sweep_pause,
+            resume: a.resume,
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+
     /// The plan these flags ask for, validated and prepared.
     pub fn plan(&self) -> Result<crate::plan::Plan, crate::plan::PlanError> {
         crate::plan::Plan::build(self.spec()?)
@@ -729,7 +849,7 @@ mod tests {
         let Command::Profile(p) = cli.command else {
             panic!("not profile")
         };
-        assert_eq!(p.load.concurrency, Some(10_000));
+        assert_eq!(p.load.concurrency, Some(Points(vec![10_000.0])));
         assert_eq!(p.load.request_count, Some(1000));
         assert_eq!(p.load.grace_period, 5_000_000_000);
         assert_eq!(p.target.endpoint_type, Some(Kind::Completions));
@@ -754,6 +874,6 @@ mod tests {
             panic!()
         };
         assert_eq!(p.sim.as_deref(), Some(""));
-        assert_eq!(p.load.concurrency, Some(2));
+        assert_eq!(p.load.concurrency, Some(Points(vec![2.0])));
     }
 }

@@ -73,9 +73,6 @@ pub struct PortArgs {
     /// AIPerf: a dataset it downloads (`sharegpt`).
     #[arg(long, hide = true)]
     pub public_dataset: Option<String>,
-    /// AIPerf: repeats of the whole run.
-    #[arg(long, hide = true)]
-    pub num_profile_runs: Option<u32>,
     /// AIPerf: how much it exports.
     #[arg(long, hide = true)]
     pub export_level: Option<String>,
@@ -299,15 +296,6 @@ impl PortArgs {
                  ShareGPT_V3_unfiltered_cleaned_split.json) and pass --input-file FILE \
                  --dataset-type sharegpt"
             )));
-        }
-        match self.num_profile_runs {
-            None | Some(1) => {}
-            Some(n) => {
-                return Err(refuse(format!(
-                    "--num-profile-runs {n}: repeated runs are not built yet; run the command \
-                     {n} times with different --artifact-dir"
-                )))
-            }
         }
         if self.export_level.is_some() {
             note(

@@ -10,6 +10,7 @@
 
 pub mod load;
 pub mod output;
+pub mod sweep;
 pub mod target;
 pub mod workload;
 

@@ -181,6 +181,7 @@ fn profile_json(r: &Report, input_config: &Value, times: &Times) -> Value {
             "client_added_delay": delay(&r.client_delay),
             "arrival_to_record_delay": delay(&r.record_lag),
             "distorted": h.distorted,
+            "limited": h.limited,
             "verdict": h.verdict,
             "warnings": r.warnings,
         }),

@@ -11,6 +11,7 @@ pub mod gates;
 mod goodput;
 mod health;
 mod metrics;
+pub mod sweep;
 
 pub use goodput::Goodput;
 pub use health::{Distortion, Health, Held, MoveNote, SelfCheck, ShardHealth};

@@ -1,0 +1,300 @@
+//! Sweeps and repeats: the load points one command line asks for (`--concurrency 1,4,16`,
+//! `--request-rate 10..80x2`), and how often each is run (`--num-profile-runs`). Everything
+//! but the swept flag is the same for every point; each point is a whole run of its own.
+
+use serde::{Deserialize, Serialize};
+
+use super::{LoadSpec, PlanError};
+
+/// The most points one sweep runs.
+pub const MAX_POINTS: usize = 256;
+
+/// The most runs of one point.
+pub const MAX_RUNS: u32 = 100;
+
+/// The load flag a sweep varies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Axis {
+    /// `--concurrency`.
+    Concurrency,
+    /// `--request-rate`.
+    RequestRate,
+}
+
+impl Axis {
+    /// The name in folders, files and JSON: `concurrency`, `request_rate`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Axis::Concurrency => "concurrency",
+            Axis::RequestRate => "request_rate",
+        }
+    }
+
+    /// The flag.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Axis::Concurrency => "--concurrency",
+            Axis::RequestRate => "--request-rate",
+        }
+    }
+}
+
+/// One load point of a sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    /// The flag varied.
+    pub axis: Axis,
+    /// Its value at this point.
+    pub value: f64,
+}
+
+impl Point {
+    /// The point's folder name: `concurrency_16`, `request_rate_2.5`.
+    pub fn name(&self) -> String {
+        format!("{}_{}", self.axis.name(), self.value)
+    }
+
+    /// Sets the swept flag in `load`.
+    pub fn apply(&self, load: &mut LoadSpec) {
+        match self.axis {
+            Axis::Concurrency => load.concurrency = Some(self.value as u64),
+            Axis::RequestRate => load.request_rate = Some(self.value),
+        }
+    }
+
+    /// How the load reads in titles: `concurrency 16`, `request rate 2.5/s`.
+    pub fn label(&self) -> String {
+        match self.axis {
+            Axis::Concurrency => format!("concurrency {}", self.value),
+            Axis::RequestRate => format!("request rate {}/s", self.value),
+        }
+    }
+}
+
+/// Repeated runs of each point, and what is computed over them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Repeats {
+    /// Runs per point (AIPerf's `--num-profile-runs`).
+    pub runs: u32,
+    /// Confidence level of the intervals over runs.
+    pub confidence: f64,
+    /// Pause between runs of a point (ns).
+    pub cooldown_ns: u64,
+    /// Send the warm-up requests before every run, not only before a point's first.
+    pub warmup_every_run: bool,
+}
+
+/// What the flags say about sweeping and repeating.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepSpec {
+    /// The points, in the order given (one point without a list).
+    pub points: Vec<Point>,
+    /// True when a load flag was given a list or range (artifacts go to a folder per point).
+    pub is_sweep: bool,
+    /// Repeats per point.
+    pub repeats: Repeats,
+    /// Pause between points (ns).
+    pub pause_ns: u64,
+    /// Keep points whose artifacts are complete from an earlier run of the same sweep.
+    pub resume: bool,
+}
+
+impl SweepSpec {
+    /// Checks the sizes: points, runs, confidence.
+    pub fn validate(&self) -> Result<(), PlanError> {
+        let flag = |m: String| Err(PlanError::Flag(m));
+        if self.points.len() > MAX_POINTS {
+            return flag(format!(
+                "{} load points; a sweep runs at most {MAX_POINTS}",
+                self.points.len()
+            ));
+        }
+        if !(1..=MAX_RUNS).contains(&self.repeats.runs) {
+            return flag(format!(
+                "--num-profile-runs {}: must be from 1 to {MAX_RUNS}",
+                self.repeats.runs
+            ));
+        }
+        if !(self.repeats.confidence > 0.0 && self.repeats.confidence < 1.0) {
+            return flag(format!(
+                "--confidence-level {}: must be between 0 and 1, e.g. 0.95",
+                self.repeats.confidence
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Parses a load flag's value: a number, a comma list, or ranges `A..B` (doubling), `A..BxF`
+/// (times F) and `A..B+S` (plus S), each up to B; items mix: `1,2,4..64x4`. `whole` asks for
+/// whole numbers (geometric steps are rounded). Points are kept in the order given, without
+/// repeats; at most [`MAX_POINTS`].
+pub fn parse_points(s: &str, whole: bool) -> Result<Vec<f64>, String> {
+    let number = |t: &str| -> Result<f64, String> {
+        let t = t.trim();
+        let v = if whole {
+            crate::units::parse_count(t)? as f64
+        } else {
+            match t {
+                "inf" | "infinity" | "Infinity" => f64::INFINITY,
+                _ => t
+                    .parse::<f64>()
+                    .map_err(|_| format!("{t:?} is not a number"))?,
+            }
+        };
+        if v.is_nan() || v < 0.0 {
+            return Err(format!("{t:?} is not a non-negative number"));
+        }
+        Ok(v)
+    };
+    let mut out: Vec<f64> = Vec::new();
+    let push = |v: f64, out: &mut Vec<f64>| -> Result<(), String> {
+        if !out.contains(&v) {
+            if out.len() == MAX_POINTS {
+                return Err(format!("{s:?}: more than {MAX_POINTS} points"));
+            }
+            out.push(v);
+        }
+        Ok(())
+    };
+    for item in s.split(',') {
+        let item = item.trim();
+        if item.is_empty() {
+            return Err(format!("{s:?}: an empty item in the list"));
+        }
+        let Some((a, rest)) = item.split_once("..") else {
+            push(number(item)?, &mut out)?;
+            continue;
+        };
+        let (b, step) = match rest.find(['x', '+']) {
+            Some(i) => (&rest[..i], Some((&rest[i..i + 1], &rest[i + 1..]))),
+            None => (rest, None),
+        };
+        let (a, b) = (number(a)?, number(b)?);
+        if !(a <= b && b.is_finite()) {
+            return Err(format!("{item:?}: a range goes up, from A to a finite B"));
+        }
+        let (times, by) = match step {
+            None => (true, 2.0),
+            Some((op, f)) => (
+                op == "x",
+                f.trim()
+                    .parse::<f64>()
+                    .map_err(|_| format!("{item:?}: {f:?} is not a step"))?,
+            ),
+        };
+        if times && !(by > 1.0 && a > 0.0) {
+            return Err(format!(
+                "{item:?}: a range by factor needs A > 0 and a factor above 1"
+            ));
+        }
+        if !times && !(by > 0.0 && (b - a) / by < 1e6) {
+            return Err(format!("{item:?}: the step must be positive"));
+        }
+        let mut v = a;
+        while v <= b * (1.0 + 1e-9) {
+            let x = if whole { v.round() } else { round_sig(v) };
+            push(x, &mut out)?;
+            v = if times { v * by } else { v + by };
+        }
+    }
+    Ok(out)
+}
+
+/// `v` to 12 significant digits: `0.1 + 0.2` steps print as `0.3`.
+fn round_sig(v: f64) -> f64 {
+    if v == 0.0 {
+        return 0.0;
+    }
+    let scale = 10f64.powi(11 - v.abs().log10().floor() as i32);
+    (v * scale).round() / scale
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_and_ranges() {
+        assert_eq!(parse_points("16", true).unwrap(), [16.0]);
+        assert_eq!(parse_points("1,4,16", true).unwrap(), [1.0, 4.0, 16.0]);
+        assert_eq!(
+            parse_points("1..1024x2", true).unwrap(),
+            [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0]
+        );
+        assert_eq!(parse_points("1..8", true).unwrap(), [1.0, 2.0, 4.0, 8.0]);
+        assert_eq!(parse_points("1..100x4", true).unwrap(), [1.0, 4.0, 16.0, 64.0]);
+        assert_eq!(
+            parse_points("10..50+10", false).unwrap(),
+            [10.0, 20.0, 30.0, 40.0, 50.0]
+        );
+        assert_eq!(
+            parse_points("0.1..0.5+0.1", false).unwrap(),
+            [0.1, 0.2, 0.3, 0.4, 0.5]
+        );
+        // Rounded geometric steps never repeat a point; items mix and keep their order.
+        assert_eq!(
+            parse_points("1..4x1.5", true).unwrap(),
+            [1.0, 2.0, 3.0] // 1, 1.5→2, 2.25→2 (dropped), 3.375→3
+        );
+        assert_eq!(
+            parse_points("64,1,2..8", true).unwrap(),
+            [64.0, 1.0, 2.0, 4.0, 8.0]
+        );
+        assert_eq!(parse_points("2k,10k", true).unwrap(), [2000.0, 10000.0]);
+        assert_eq!(parse_points("inf", false).unwrap(), [f64::INFINITY]);
+    }
+
+    #[test]
+    fn bad_lists_say_what_is_wrong() {
+        for (s, whole, says) in [
+            ("1,,4", true, "empty item"),
+            ("8..1", true, "goes up"),
+            ("1..8x1", true, "factor above 1"),
+            ("0..8x2", true, "A > 0"),
+            ("1..8+0", true, "positive"),
+            ("1..8y2", true, "not a"),
+            ("1.5", true, "whole"),
+            ("-2", false, "non-negative"),
+            ("1..1000000+1", true, "more than 256"),
+            ("1..1e300+1e-300", false, "positive"),
+            ("abc", false, "not a number"),
+        ] {
+            let e = parse_points(s, whole).unwrap_err();
+            assert!(e.contains(says), "{s}: {e}");
+        }
+    }
+
+    #[test]
+    fn points_name_their_folder_and_set_their_flag() {
+        let p = Point {
+            axis: Axis::RequestRate,
+            value: 2.5,
+        };
+        assert_eq!(p.name(), "request_rate_2.5");
+        assert_eq!(p.label(), "request rate 2.5/s");
+        let c = Point {
+            axis: Axis::Concurrency,
+            value: 16.0,
+        };
+        assert_eq!(c.name(), "concurrency_16");
+        let mut load = LoadSpec {
+            concurrency: None,
+            request_rate: None,
+            arrival: crate::arrival::Arrival::Poisson,
+            burstiness: 1.0,
+            ramp_up_ns: None,
+            include_ramp_up: false,
+            goodput: Vec::new(),
+            request_count: None,
+            benchmark_duration_ns: None,
+            grace_period_ns: 0,
+            warmup_request_count: 0,
+        };
+        c.apply(&mut load);
+        assert_eq!(load.concurrency, Some(16));
+        p.apply(&mut load);
+        assert_eq!(load.request_rate, Some(2.5));
+    }
+}

@@ -1,0 +1,576 @@
+//! Many runs, one answer: a sweep's summary (one row per load point, read back from each
+//! point's `profile_export_ringperf.json`, so a resumed sweep and `ringperf report` read what
+//! a fresh one wrote), the knee where more load stops buying throughput, and the statistics
+//! over repeated runs of one point (mean, sample standard deviation, Student-t confidence
+//! interval, as AIPerf's `--num-profile-runs` aggregate).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Map, Value};
+
+use crate::plan::sweep::{Axis, Point};
+
+/// The summary files, at the top of a sweep's artifact folder.
+pub const SUMMARY_CSV: &str = "sweep_summary.csv";
+/// See [`SUMMARY_CSV`].
+pub const SUMMARY_JSON: &str = "sweep_summary.json";
+/// A run's summary document.
+pub const PROFILE_JSON: &str = "profile_export_ringperf.json";
+/// The aggregate over repeated runs, in `<point>/aggregate/`.
+pub const AGGREGATE_JSON: &str = "profile_export_ringperf_aggregate.json";
+/// See [`AGGREGATE_JSON`].
+pub const AGGREGATE_CSV: &str = "profile_export_ringperf_aggregate.csv";
+
+/// The summary's figures: column name, and where it is in a run's JSON.
+pub const FIGURES: &[(&str, &str)] = &[
+    ("request_throughput", "/request_throughput/avg"),
+    ("output_token_throughput", "/output_token_throughput/avg"),
+    ("total_token_throughput", "/total_token_throughput/avg"),
+    (
+        "output_token_throughput_per_user_p50",
+        "/output_token_throughput_per_user/p50",
+    ),
+    ("in_flight_mean", "/client_health/held_in_flight/mean"),
+    ("ttft_avg_ms", "/time_to_first_token/avg"),
+    ("ttft_p50_ms", "/time_to_first_token/p50"),
+    ("ttft_p90_ms", "/time_to_first_token/p90"),
+    ("ttft_p99_ms", "/time_to_first_token/p99"),
+    ("itl_avg_ms", "/inter_token_latency/avg"),
+    ("itl_p50_ms", "/inter_token_latency/p50"),
+    ("itl_p99_ms", "/inter_token_latency/p99"),
+    ("request_latency_p50_ms", "/request_latency/p50"),
+    ("request_latency_p99_ms", "/request_latency/p99"),
+    ("goodput", "/goodput/avg"),
+    ("goodput_fraction", "/goodput_detail/good_fraction"),
+    ("request_count", "/request_count/avg"),
+    ("error_request_count", "/error_request_count/avg"),
+    (
+        "client_added_delay_p99_us",
+        "/client_health/client_added_delay/p99",
+    ),
+];
+
+/// One load point of a sweep, summarized over its runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// The point.
+    pub point: Point,
+    /// Runs summarized (each figure is their mean).
+    pub runs: usize,
+    /// [`FIGURES`], in order; `None` where no run has it.
+    pub figures: Vec<Option<f64>>,
+    /// A run of this point may have been limited by the client.
+    pub client_limited: bool,
+    /// The client verdict (of a limited run, when there is one).
+    pub verdict: String,
+    /// A run was cut short (Ctrl-C).
+    pub cancelled: bool,
+}
+
+impl Row {
+    /// The row of `point` from its runs' JSON documents (at least one).
+    pub fn of(point: Point, docs: &[Value]) -> Row {
+        let figures = FIGURES
+            .iter()
+            .map(|(_, at)| {
+                let got: Vec<f64> = docs
+                    .iter()
+                    .filter_map(|d| d.pointer(at)?.as_f64())
+                    .collect();
+                (!got.is_empty()).then(|| got.iter().sum::<f64>() / got.len() as f64)
+            })
+            .collect();
+        let limited = |d: &&Value| d.pointer("/client_health/limited") == Some(&json!(true));
+        let verdict = docs
+            .iter()
+            .find(limited)
+            .or(docs.last())
+            .and_then(|d| d.pointer("/client_health/verdict")?.as_str())
+            .unwrap_or("")
+            .to_string();
+        Row {
+            point,
+            runs: docs.len(),
+            figures,
+            client_limited: docs.iter().any(|d| limited(&d)),
+            verdict,
+            cancelled: docs
+                .iter()
+                .any(|d| d.get("was_cancelled") == Some(&json!(true))),
+        }
+    }
+
+    /// A figure by column name.
+    pub fn get(&self, name: &str) -> Option<f64> {
+        let i = FIGURES.iter().position(|(n, _)| *n == name)?;
+        self.figures[i]
+    }
+
+    /// The throughput the knee is judged on: output tokens per second, or requests per
+    /// second for an endpoint that makes no tokens.
+    fn throughput(&self) -> Option<f64> {
+        self.get("output_token_throughput")
+            .filter(|t| *t > 0.0)
+            .or_else(|| self.get("request_throughput"))
+    }
+
+    fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("point".into(), json!(self.point.name()));
+        m.insert(self.point.axis.name().into(), json!(self.point.value));
+        m.insert("runs".into(), json!(self.runs));
+        for ((name, _), v) in FIGURES.iter().zip(&self.figures) {
+            m.insert((*name).into(), json!(v));
+        }
+        m.insert("client_limited".into(), json!(self.client_limited));
+        m.insert("verdict".into(), json!(self.verdict));
+        m.insert("was_cancelled".into(), json!(self.cancelled));
+        Value::Object(m)
+    }
+}
+
+/// Where more load stopped buying throughput.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Knee {
+    /// The last point that still scaled.
+    pub at: Point,
+    /// The next point up, which did not.
+    pub next: Point,
+    /// The share of the proportional throughput gain that the next step returned (1: it
+    /// scaled perfectly; 0: no gain).
+    pub efficiency: f64,
+}
+
+/// Below this share of the proportional gain, a step up in load did not scale.
+pub const KNEE_EFFICIENCY: f64 = 0.5;
+
+/// The knee: going up the load, the first step whose throughput gain is under
+/// [`KNEE_EFFICIENCY`] of what the load step would give if the server scaled (throughput
+/// ratio − 1 over load ratio − 1). `None` when every step scaled, or fewer than 2 points.
+pub fn knee(rows: &[Row]) -> Option<Knee> {
+    let mut sorted: Vec<&Row> = rows.iter().filter(|r| r.throughput().is_some()).collect();
+    sorted.sort_by(|a, b| a.point.value.total_cmp(&b.point.value));
+    sorted.windows(2).find_map(|w| {
+        let (a, b) = (w[0], w[1]);
+        let (ta, tb) = (a.throughput()?, b.throughput()?);
+        let load = b.point.value / a.point.value;
+        if ta <= 0.0 || load <= 1.0 {
+            return None;
+        }
+        let efficiency = (tb / ta - 1.0) / (load - 1.0);
+        (efficiency < KNEE_EFFICIENCY).then_some(Knee {
+            at: a.point,
+            next: b.point,
+            efficiency,
+        })
+    })
+}
+
+impl Knee {
+    /// One line for the console and the report.
+    pub fn describe(&self) -> String {
+        format!(
+            "knee at {}: the step to {} returned {:.0}% of the throughput gain that the added \
+             load would give a server that still scaled",
+            self.at.label(),
+            self.next.value,
+            self.efficiency.max(0.0) * 100.0
+        )
+    }
+}
+
+/// The `sweep_summary.json` document.
+pub fn summary_json(axis: Axis, rows: &[Row]) -> Value {
+    json!({
+        "schema_version": 1,
+        "axis": axis.name(),
+        "points": rows.iter().map(Row::to_json).collect::<Vec<_>>(),
+        "knee": knee(rows).map(|k| json!({
+            "at": k.at.value,
+            "next": k.next.value,
+            "efficiency": k.efficiency,
+            "text": k.describe(),
+        })),
+    })
+}
+
+/// The `sweep_summary.csv` text.
+pub fn summary_csv(axis: Axis, rows: &[Row]) -> Result<Vec<u8>, csv::Error> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut head = vec!["point", axis.name(), "runs"];
+    head.extend(FIGURES.iter().map(|(n, _)| *n));
+    head.extend(["client_limited", "verdict", "was_cancelled"]);
+    w.write_record(&head)?;
+    for r in rows {
+        let mut line = vec![
+            r.point.name(),
+            r.point.value.to_string(),
+            r.runs.to_string(),
+        ];
+        line.extend(r.figures.iter().map(|f| f.map_or(String::new(), |v| v.to_string())));
+        line.extend([
+            r.client_limited.to_string(),
+            r.verdict.clone(),
+            r.cancelled.to_string(),
+        ]);
+        w.write_record(&line)?;
+    }
+    w.into_inner().map_err(|e| e.into_error().into())
+}
+
+/// Writes `sweep_summary.csv` and `sweep_summary.json` into `dir`.
+pub fn write_summary(dir: &Path, axis: Axis, rows: &[Row]) -> std::io::Result<()> {
+    let csv = summary_csv(axis, rows).map_err(std::io::Error::other)?;
+    std::fs::write(dir.join(SUMMARY_CSV), csv)?;
+    let mut j = serde_json::to_vec_pretty(&summary_json(axis, rows))?;
+    j.push(b'\n');
+    std::fs::write(dir.join(SUMMARY_JSON), j)
+}
+
+/// The summary as a console table.
+pub fn render(rows: &[Row]) -> String {
+    let mut out = String::new();
+    let cell = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
+    let head = [
+        "point",
+        "req/s",
+        "out tok/s",
+        "in flight",
+        "TTFT p50",
+        "TTFT p99",
+        "ITL p50",
+        "ITL p99",
+        "e2e p99",
+        "errors",
+        "client",
+    ];
+    let mut lines: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
+    for r in rows {
+        lines.push(vec![
+            r.point.label(),
+            cell(r.get("request_throughput")),
+            cell(r.get("output_token_throughput")),
+            cell(r.get("in_flight_mean")),
+            cell(r.get("ttft_p50_ms")),
+            cell(r.get("ttft_p99_ms")),
+            cell(r.get("itl_p50_ms")),
+            cell(r.get("itl_p99_ms")),
+            cell(r.get("request_latency_p99_ms")),
+            r.get("error_request_count")
+                .map_or("-".into(), |e| format!("{e:.0}")),
+            if r.client_limited {
+                "LIMITED".into()
+            } else if r.cancelled {
+                "cancelled".into()
+            } else {
+                "ok".into()
+            },
+        ]);
+    }
+    let widths: Vec<usize> = (0..head.len())
+        .map(|c| lines.iter().map(|l| l[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    for (i, l) in lines.iter().enumerate() {
+        for (c, v) in l.iter().enumerate() {
+            let pad = widths[c] - v.chars().count();
+            if c == 0 {
+                out.push_str(v);
+                out.push_str(&" ".repeat(pad));
+            } else {
+                out.push_str("  ");
+                out.push_str(&" ".repeat(pad));
+                out.push_str(v);
+            }
+        }
+        out.push('\n');
+        if i == 0 {
+            out.push_str(&"-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
+            out.push('\n');
+        }
+    }
+    out.push_str("(ms for latencies; each row the mean of its runs)\n");
+    if let Some(k) = knee(rows) {
+        out.push_str(&format!("{}\n", k.describe()));
+    }
+    out
+}
+
+/// The statistics of one figure over repeated runs.
+fn over_runs(values: &[f64], confidence: f64) -> Map<String, Value> {
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let mut m = Map::new();
+    m.insert("mean".into(), json!(mean));
+    m.insert("min".into(), json!(min));
+    m.insert("max".into(), json!(max));
+    if values.len() >= 2 {
+        // Sample standard deviation (n − 1), its standard error, and the t interval.
+        let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+        let std = var.sqrt();
+        let se = std / n.sqrt();
+        let t = crate::stats::t_critical(n - 1.0, confidence);
+        m.insert("std".into(), json!(std));
+        m.insert(
+            "cv".into(),
+            json!((mean != 0.0).then(|| std / mean.abs())),
+        );
+        m.insert("se".into(), json!(se));
+        m.insert("ci_low".into(), json!(mean - t * se));
+        m.insert("ci_high".into(), json!(mean + t * se));
+        m.insert("t_critical".into(), json!(t));
+    }
+    m
+}
+
+/// The statistics a run's JSON holds for each metric.
+const STATS: &[&str] = &[
+    "avg", "min", "max", "std", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99",
+];
+
+/// The aggregate document over the repeated runs of one point: for every metric and
+/// statistic of the runs' JSON (`time_to_first_token_p99`, `request_throughput_avg`…), its
+/// mean, min, max and, with 2 runs or more, sample standard deviation, coefficient of
+/// variation, standard error and Student-t confidence interval. `failed` names runs that
+/// measured nothing, with why.
+pub fn aggregate(
+    labels: &[String],
+    docs: &[Value],
+    confidence: f64,
+    failed: &[(String, String)],
+) -> Value {
+    let mut metrics = Map::new();
+    if let Some(Value::Object(first)) = docs.first() {
+        for (tag, v) in first {
+            let Some(unit) = v.get("unit").and_then(Value::as_str) else {
+                continue;
+            };
+            for stat in STATS {
+                let got: Vec<f64> = docs
+                    .iter()
+                    .filter_map(|d| d.get(tag)?.get(*stat)?.as_f64())
+                    .collect();
+                if got.len() != docs.len() {
+                    continue;
+                }
+                let mut m = over_runs(&got, confidence);
+                m.insert("unit".into(), json!(unit));
+                metrics.insert(format!("{tag}_{stat}"), Value::Object(m));
+            }
+        }
+    }
+    json!({
+        "metadata": {
+            "aggregation_type": "confidence",
+            "num_profile_runs": labels.len() + failed.len(),
+            "num_successful_runs": labels.len(),
+            "confidence_level": confidence,
+            "run_labels": labels,
+            "failed_runs": failed.iter().map(|(l, e)| json!({"label": l, "error": e}))
+                .collect::<Vec<_>>(),
+        },
+        "metrics": metrics,
+    })
+}
+
+/// The aggregate as CSV: one row per figure.
+pub fn aggregate_csv(agg: &Value) -> Result<Vec<u8>, csv::Error> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let cols = [
+        "mean",
+        "std",
+        "min",
+        "max",
+        "cv",
+        "se",
+        "ci_low",
+        "ci_high",
+        "t_critical",
+    ];
+    let mut head = vec!["Metric", "unit"];
+    head.extend(cols);
+    w.write_record(&head)?;
+    if let Some(Value::Object(m)) = agg.get("metrics") {
+        for (name, s) in m {
+            let mut line = vec![
+                name.clone(),
+                s.get("unit")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+            ];
+            line.extend(cols.iter().map(|c| {
+                s.get(*c)
+                    .and_then(Value::as_f64)
+                    .map_or(String::new(), |v| v.to_string())
+            }));
+            w.write_record(&line)?;
+        }
+    }
+    w.into_inner().map_err(|e| e.into_error().into())
+}
+
+/// The runs of one point's folder: `profile_runs/run_*/` when repeated, else the folder
+/// itself. Returns each run's label and JSON document, in run order; runs without a
+/// complete document are left out.
+pub fn read_runs(point_dir: &Path) -> std::io::Result<Vec<(String, Value)>> {
+    let runs_dir = point_dir.join("profile_runs");
+    let mut dirs: Vec<(String, PathBuf)> = if runs_dir.is_dir() {
+        let mut v = Vec::new();
+        for e in std::fs::read_dir(&runs_dir)? {
+            let e = e?;
+            v.push((e.file_name().to_string_lossy().into_owned(), e.path()));
+        }
+        v.sort();
+        v
+    } else {
+        vec![("run_0001".into(), point_dir.to_path_buf())]
+    };
+    dirs.retain(|(_, d)| d.join(PROFILE_JSON).is_file());
+    dirs.into_iter()
+        .map(|(label, d)| {
+            let text = std::fs::read(d.join(PROFILE_JSON))?;
+            let doc = serde_json::from_slice(&text).map_err(|e| {
+                std::io::Error::other(format!("{}: {e}", d.join(PROFILE_JSON).display()))
+            })?;
+            Ok((label, doc))
+        })
+        .collect()
+}
+
+/// The point a sweep folder is named after (`concurrency_16`, `request_rate_2.5`).
+pub fn point_of_dir(name: &str) -> Option<Point> {
+    [Axis::Concurrency, Axis::RequestRate]
+        .into_iter()
+        .find_map(|axis| {
+            let v: f64 = name.strip_prefix(axis.name())?.strip_prefix('_')?.parse().ok()?;
+            Some(Point { axis, value: v })
+        })
+}
+
+/// The rows of a sweep folder, from each point's own artifacts, in load order.
+pub fn read_sweep(dir: &Path) -> std::io::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let Some(point) = point_of_dir(&e.file_name().to_string_lossy()) else {
+            continue;
+        };
+        let runs = read_runs(&e.path())?;
+        if !runs.is_empty() {
+            let docs: Vec<Value> = runs.into_iter().map(|(_, d)| d).collect();
+            rows.push(Row::of(point, &docs));
+        }
+    }
+    rows.sort_by(|a, b| a.point.value.total_cmp(&b.point.value));
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(tput: f64, ttft_p99: f64, limited: bool) -> Value {
+        json!({
+            "output_token_throughput": {"unit": "tokens/sec", "avg": tput},
+            "request_throughput": {"unit": "requests/sec", "avg": tput / 100.0},
+            "time_to_first_token": {"unit": "ms", "avg": ttft_p99 / 2.0, "p50": ttft_p99 / 2.0,
+                                    "p99": ttft_p99, "min": 1.0, "max": ttft_p99},
+            "error_request_count": {"unit": "requests", "avg": 0.0},
+            "was_cancelled": false,
+            "client_health": {"limited": limited, "verdict": if limited { "limited" } else { "ok" },
+                              "held_in_flight": {"asked": 4, "mean": 3.9}},
+        })
+    }
+
+    fn point(v: f64) -> Point {
+        Point {
+            axis: Axis::Concurrency,
+            value: v,
+        }
+    }
+
+    #[test]
+    fn a_row_is_the_mean_of_its_runs_and_limited_if_any_run_was() {
+        let r = Row::of(
+            point(8.0),
+            &[doc(100.0, 10.0, false), doc(300.0, 30.0, true)],
+        );
+        assert_eq!(r.runs, 2);
+        assert_eq!(r.get("output_token_throughput"), Some(200.0));
+        assert_eq!(r.get("ttft_p99_ms"), Some(20.0));
+        assert_eq!(r.get("in_flight_mean"), Some(3.9));
+        assert_eq!(r.get("itl_p99_ms"), None);
+        assert!(r.client_limited);
+        assert_eq!(r.verdict, "limited");
+        let csv = String::from_utf8(summary_csv(Axis::Concurrency, &[r.clone()]).unwrap()).unwrap();
+        let mut lines = csv.lines();
+        assert!(lines.next().unwrap().starts_with("point,concurrency,runs,request_throughput,"));
+        assert!(lines.next().unwrap().starts_with("concurrency_8,8,2,2,200,"));
+        let j = summary_json(Axis::Concurrency, &[r]);
+        assert_eq!(j["points"][0]["concurrency"], json!(8.0));
+        assert_eq!(j["points"][0]["itl_p99_ms"], Value::Null);
+    }
+
+    #[test]
+    fn the_knee_is_where_a_load_step_stops_paying() {
+        // Scales linearly to 32, then flattens: 64 gets +10% for twice the load.
+        let rows: Vec<Row> = [(8.0, 80.0), (16.0, 160.0), (32.0, 310.0), (64.0, 341.0), (4.0, 40.0)]
+            .into_iter()
+            .map(|(c, t)| Row::of(point(c), &[doc(t, 1.0, false)]))
+            .collect();
+        let k = knee(&rows).unwrap();
+        assert_eq!((k.at.value, k.next.value), (32.0, 64.0));
+        assert!((k.efficiency - 0.1).abs() < 1e-9, "{}", k.efficiency);
+        assert!(k.describe().contains("knee at concurrency 32"));
+        // Every step scales: no knee.
+        assert_eq!(knee(&rows[..3]), None);
+        assert_eq!(knee(&rows[..1]), None);
+    }
+
+    #[test]
+    fn the_aggregate_has_t_intervals_over_runs() {
+        let docs: Vec<Value> = [150.0, 152.0, 148.0, 155.0, 151.0]
+            .into_iter()
+            .map(|t| doc(1000.0, t, false))
+            .collect();
+        let labels: Vec<String> = (1..=5).map(|i| format!("run_{i:04}")).collect();
+        let a = aggregate(&labels, &docs, 0.95, &[]);
+        let m = &a["metrics"]["time_to_first_token_p99"];
+        assert_eq!(m["mean"], json!(151.2));
+        assert_eq!(m["unit"], json!("ms"));
+        // numpy: std(ddof=1) = 2.588435821108957; t(0.975, 4) = 2.7764451051977987.
+        let std = m["std"].as_f64().unwrap();
+        assert!((std - 2.588_435_821_108_957).abs() < 1e-12);
+        let half = 2.776_445_105_197_798_7 * std / 5f64.sqrt();
+        assert!((m["ci_low"].as_f64().unwrap() - (151.2 - half)).abs() < 1e-6);
+        assert!((m["ci_high"].as_f64().unwrap() - (151.2 + half)).abs() < 1e-6);
+        assert_eq!(a["metadata"]["num_successful_runs"], json!(5));
+        // A figure that does not vary has no coefficient of variation issue and zero width.
+        let t = &a["metrics"]["output_token_throughput_avg"];
+        assert_eq!(t["std"], json!(0.0));
+        assert_eq!(t["ci_low"], t["ci_high"]);
+        let csv = String::from_utf8(aggregate_csv(&a).unwrap()).unwrap();
+        assert!(csv.starts_with("Metric,unit,mean,std,min,max,cv,se,ci_low,ci_high,t_critical\n"));
+        assert!(csv.contains("\ntime_to_first_token_p99,ms,151.2,"));
+        // One run: no spread to speak of.
+        let one = aggregate(&labels[..1], &docs[..1], 0.95, &[("run_0002".into(), "down".into())]);
+        assert_eq!(one["metrics"]["time_to_first_token_p99"]["std"], Value::Null);
+        assert_eq!(one["metadata"]["num_profile_runs"], json!(2));
+    }
+
+    #[test]
+    fn folders_name_their_points() {
+        assert_eq!(point_of_dir("concurrency_16"), Some(point(16.0)));
+        assert_eq!(
+            point_of_dir("request_rate_2.5"),
+            Some(Point {
+                axis: Axis::RequestRate,
+                value: 2.5
+            })
+        );
+        assert_eq!(point_of_dir("aggregate"), None);
+        assert_eq!(point_of_dir("concurrency_x"), None);
+    }
+}
