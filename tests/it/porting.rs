@@ -386,7 +386,6 @@ fn what_ringperf_cannot_do_is_refused_with_the_way_to_get_it() {
             "--public-dataset sharegpt",
             "pass --input-file FILE --dataset-type sharegpt",
         ),
-        ("--num-profile-runs 3", "run the command 3 times"),
         ("--backend tgi", "--endpoint-type template"),
         ("--dataset-name sonnet", "JSONL lines"),
         ("--dataset-name sharegpt", "needs --dataset-path"),

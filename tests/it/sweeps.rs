@@ -1,0 +1,195 @@
+//! Sweeps and repeated runs against the in-process simulator: a folder per point, the summary
+//! read back from them, the knee where the simulator's batch fills, `--resume`, Ctrl-C
+//! mid-sweep, and the aggregate over repeated runs.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::support;
+use ringperf::app::{sweep, SweepResult};
+
+/// Runs `profile --sim=SIM FLAGS --artifact-dir DIR` in this process.
+fn run_sweep(sim: &str, flags: &str, dir: &Path, stop: Arc<AtomicBool>) -> SweepResult {
+    let sim = format!("--sim={sim}");
+    let mut argv: Vec<&str> = vec![&sim];
+    argv.extend(flags.split_whitespace());
+    argv.extend(["--artifact-dir", dir.to_str().unwrap()]);
+    sweep(&support::profile_args(&argv), stop, false).expect("the sweep runs")
+}
+
+fn csv_rows(path: &Path) -> Vec<csv::StringRecord> {
+    let mut r = csv::Reader::from_path(path).unwrap();
+    r.records().map(|x| x.unwrap()).collect()
+}
+
+#[test]
+fn a_concurrency_sweep_writes_a_folder_per_point_a_summary_and_finds_the_batch_knee() {
+    let _alone = support::alone();
+    let dir = support::artifact_dir("sweep-knee");
+    // The simulator serves 8 streams at a time; more wait in its queue, so throughput stops
+    // growing after 8.
+    let sim = "--ttft 5ms --itl 2ms --max-batch 8";
+    let flags = "--streaming --output-tokens-mean 16 --request-count 48 --concurrency 2,4,8,32";
+    let r = run_sweep(sim, flags, &dir, Arc::new(AtomicBool::new(false)));
+    assert_eq!((r.ran, r.kept, r.rows.len()), (4, 0, 4));
+    for c in [2, 4, 8, 32] {
+        let point = dir.join(format!("concurrency_{c}"));
+        let doc: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(point.join("profile_export_ringperf.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(doc["input_config"]["load"]["concurrency"], c, "{c}");
+        assert_eq!(doc["request_count"]["avg"], 48.0);
+    }
+    let rows = csv_rows(&dir.join("sweep_summary.csv"));
+    let points: Vec<&str> = rows.iter().map(|r| &r[0]).collect();
+    assert_eq!(
+        points,
+        ["concurrency_2", "concurrency_4", "concurrency_8", "concurrency_32"]
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("sweep_summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["axis"], "concurrency");
+    // The asked concurrency was held, and the knee is where the batch filled.
+    for (row, c) in r.rows.iter().zip([2.0, 4.0, 8.0, 32.0]) {
+        let held = row.get("in_flight_mean").unwrap();
+        assert!((held - c).abs() / c < 0.1, "held {held} of {c}");
+    }
+    assert_eq!(summary["knee"]["at"], 8.0, "{summary}");
+    let tput = |i: usize| r.rows[i].get("request_throughput").unwrap();
+    assert!(tput(3) < tput(2) * 1.25, "{} vs {}", tput(3), tput(2));
+    // Past the batch, requests queue: TTFT grows.
+    let ttft = |i: usize| r.rows[i].get("ttft_p50_ms").unwrap();
+    assert!(ttft(3) > ttft(2) * 2.0, "{} vs {}", ttft(3), ttft(2));
+
+    // Resume: a point whose folder is gone is run again; the others are kept.
+    std::fs::remove_dir_all(dir.join("concurrency_4")).unwrap();
+    let again = run_sweep(
+        sim,
+        &format!("{flags} --resume"),
+        &dir,
+        Arc::new(AtomicBool::new(false)),
+    );
+    assert_eq!((again.ran, again.kept, again.rows.len()), (1, 3, 4));
+    assert_eq!(csv_rows(&dir.join("sweep_summary.csv")).len(), 4);
+    // What was kept reads the same as what was written (to the last bit a JSON float keeps).
+    let (kept, first) = (&again.rows[2], &r.rows[2]);
+    assert_eq!((kept.point, kept.runs), (first.point, first.runs));
+    for (a, b) in kept.figures.iter().zip(&first.figures) {
+        assert_eq!(a.is_some(), b.is_some());
+        let (a, b) = (a.unwrap_or(0.0), b.unwrap_or(0.0));
+        assert!((a - b).abs() <= 1e-12 * a.abs().max(1.0), "{a} vs {b}");
+    }
+}
+
+#[test]
+fn ctrl_c_mid_sweep_keeps_the_points_measured() {
+    let _alone = support::alone();
+    let dir = support::artifact_dir("sweep-stop");
+    let stop = Arc::new(AtomicBool::new(false));
+    // Press "Ctrl-C" once the first point's results are on disk.
+    let watcher = {
+        let (stop, first) = (stop.clone(), dir.join("concurrency_1/profile_export_ringperf.json"));
+        std::thread::spawn(move || {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while !first.exists() && std::time::Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            stop.store(true, Ordering::Relaxed);
+        })
+    };
+    let r = run_sweep(
+        "--ttft 5ms --itl 5ms",
+        "--streaming --output-tokens-mean 50 --concurrency 1,2,4,8 \
+         --benchmark-duration 2s --sweep-pause 1s",
+        &dir,
+        stop,
+    );
+    watcher.join().unwrap();
+    assert!(!r.rows.is_empty() && r.rows.len() < 4, "{} rows", r.rows.len());
+    let rows = csv_rows(&dir.join("sweep_summary.csv"));
+    assert_eq!(rows.len(), r.rows.len());
+    assert_eq!(&rows[0][0], "concurrency_1");
+    assert!(!dir.join("concurrency_8").exists());
+}
+
+#[test]
+fn repeated_runs_write_each_run_and_an_aggregate_with_confidence_intervals() {
+    let _alone = support::alone();
+    let dir = support::artifact_dir("repeats");
+    let r = run_sweep(
+        "--ttft 10ms --itl 2ms",
+        "--streaming --output-tokens-mean 8 --concurrency 2 \
+         --request-count 12 --warmup-request-count 2 --num-profile-runs 3 --confidence-level 0.9",
+        &dir,
+        Arc::new(AtomicBool::new(false)),
+    );
+    assert_eq!((r.ran, r.rows.len(), r.rows[0].runs), (3, 1, 3));
+    let mut ttft_p50 = Vec::new();
+    for (i, warmup) in [(1, 2), (2, 0), (3, 0)] {
+        let doc: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(dir.join(format!(
+                "profile_runs/run_{i:04}/profile_export_ringperf.json"
+            )))
+            .unwrap(),
+        )
+        .unwrap();
+        // The server is warm after the first run: warm-up requests go before it only.
+        assert_eq!(doc["warmup_request_count"], warmup, "run {i}");
+        ttft_p50.push(doc["time_to_first_token"]["p50"].as_f64().unwrap());
+    }
+    let agg: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.join("aggregate/profile_export_ringperf_aggregate.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(agg["metadata"]["num_successful_runs"], 3);
+    assert_eq!(agg["metadata"]["confidence_level"], 0.9);
+    let m = &agg["metrics"]["time_to_first_token_p50"];
+    let mean = ttft_p50.iter().sum::<f64>() / 3.0;
+    assert!((m["mean"].as_f64().unwrap() - mean).abs() < 1e-9);
+    // t(0.95, 2 df) = 2.919986.
+    assert!((m["t_critical"].as_f64().unwrap() - 2.919_986).abs() < 1e-5);
+    let (lo, hi) = (m["ci_low"].as_f64().unwrap(), m["ci_high"].as_f64().unwrap());
+    assert!(lo <= mean && mean <= hi && hi - lo < 5.0, "{lo}..{hi}");
+    assert!(std::fs::read_to_string(dir.join("aggregate/profile_export_ringperf_aggregate.csv"))
+        .unwrap()
+        .contains("\ntime_to_first_token_p50,ms,"));
+}
+
+#[test]
+fn sweep_flags_that_cannot_work_are_refused_before_anything_runs() {
+    let _shared = support::shared();
+    for (flags, says) in [
+        (
+            "--concurrency 1,2 --request-rate 5,10",
+            "a sweep varies one flag",
+        ),
+        ("--request-rate 5,inf", "positive, finite"),
+        ("--concurrency 1..4096+1", "more than 256"),
+        ("--concurrency 4 --num-profile-runs 0", "from 1 to 100"),
+        ("--concurrency 4 --num-profile-runs 2 --confidence-level 95", "between 0 and 1"),
+    ] {
+        let argv: Vec<&str> = flags.split_whitespace().collect();
+        let e = match <ringperf::cli::Cli as clap::Parser>::try_parse_from(
+            ["ringperf", "profile"].into_iter().chain(argv.iter().copied()),
+        ) {
+            Err(e) => e.to_string(),
+            Ok(_) => support::profile_args(&argv)
+                .sweep_spec()
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default(),
+        };
+        assert!(e.contains(says), "{flags}: {e}");
+    }
+    let dir = support::artifact_dir("resume-alone");
+    let e = ringperf::app::profile(
+        &support::profile_args(&["--sim", "--resume", "--artifact-dir", dir.to_str().unwrap()]),
+        Arc::new(AtomicBool::new(false)),
+        false,
+    )
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("--resume continues a sweep"), "{e}");
+}
