@@ -72,6 +72,11 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
             }
             Ok(())
         }
+        Command::Report { dir } => {
+            let page = report::html::write(&dir).map_err(Fatal::from)?;
+            eprintln!("ringperf: wrote {}", page.display());
+            Ok(())
+        }
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let mut cmd = Cli::command();
@@ -629,6 +634,7 @@ pub fn profile(
     if let Some(why) = nothing_measured(&plan, &m.report) {
         return Err(Fatal(why));
     }
+    write_report(&plan.output.artifact_dir, print)?;
     Ok(ProfileResult {
         gates: m.gates,
         artifact_dir: plan.output.artifact_dir.clone(),
@@ -781,16 +787,27 @@ pub fn sweep(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result<S
     if print && (points.len() > 1 || runs > 1) {
         let _ = std::io::stdout().write_all(report::sweep::render(&out.rows).as_bytes());
     }
+    if out.rows.is_empty() {
+        return Err(Fatal(format!(
+            "nothing was measured: {}",
+            out.failed.first().map_or("stopped before the first run", String::as_str)
+        )));
+    }
+    write_report(&root, print)?;
     if print {
         eprintln!("ringperf: artifacts in {}", root.display());
     }
-    if out.rows.is_empty() && out.ran > 0 {
-        return Err(Fatal(format!(
-            "nothing was measured: {}",
-            out.failed.first().map_or("", String::as_str)
-        )));
-    }
     Ok(out)
+}
+
+/// Writes `report.html` and `plots/` for what `dir` holds.
+fn write_report(dir: &std::path::Path, print: bool) -> Result<(), Fatal> {
+    let page = report::html::write(dir)
+        .map_err(|e| Fatal(format!("writing the HTML report in {}: {e}", dir.display())))?;
+    if print {
+        eprintln!("ringperf: report: {}", page.display());
+    }
+    Ok(())
 }
 
 /// Writes `aggregate/` of a point run several times.

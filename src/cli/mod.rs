@@ -93,6 +93,12 @@ pub enum Command {
     /// Check this host for a planned run: open files, ports, io_uring, CPU governor, busy
     /// CPUs and what keeps them busy, NVML, the clock source. Exits 2 on a blocker.
     Doctor(DoctorArgs),
+    /// Rebuild report.html and plots/ from the artifacts of an earlier run, sweep or repeated
+    /// runs (the folder given to --artifact-dir).
+    Report {
+        /// The artifact folder.
+        dir: PathBuf,
+    },
     /// Print a shell completion script (e.g. `ringperf completions bash >
     /// /etc/bash_completion.d/ringperf`).
     Completions {

@@ -10,7 +10,9 @@ pub(crate) mod export;
 pub mod gates;
 mod goodput;
 mod health;
+pub mod html;
 mod metrics;
+pub mod plot;
 pub mod sweep;
 
 pub use goodput::Goodput;

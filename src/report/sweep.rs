@@ -48,6 +48,11 @@ pub const FIGURES: &[(&str, &str)] = &[
         "client_added_delay_p99_us",
         "/client_health/client_added_delay/p99",
     ),
+    ("gpu_avg_power_w", "/gpu_telemetry/totals/avg_power_w"),
+    (
+        "joules_per_output_token",
+        "/gpu_telemetry/totals/joules_per_output_token",
+    ),
 ];
 
 /// One load point of a sweep, summarized over its runs.

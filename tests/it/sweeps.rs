@@ -63,6 +63,30 @@ fn a_concurrency_sweep_writes_a_folder_per_point_a_summary_and_finds_the_batch_k
     let ttft = |i: usize| r.rows[i].get("ttft_p50_ms").unwrap();
     assert!(ttft(3) > ttft(2) * 2.0, "{} vs {}", ttft(3), ttft(2));
 
+    // The report: one self-contained page, every chart inline, each point's page linked.
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert_self_contained(&html);
+    assert_eq!(html.matches("<svg").count(), 6, "5 across points and the TTFT by point");
+    assert!(html.contains("knee at concurrency 8"));
+    for c in [2, 4, 8, 32] {
+        assert!(html.contains(&format!("href=\"concurrency_{c}/report.html\"")));
+        let page = std::fs::read_to_string(dir.join(format!("concurrency_{c}/report.html"))).unwrap();
+        assert_self_contained(&page);
+        assert_eq!(page.matches("<svg").count(), 6);
+    }
+    assert!(dir.join("plots/throughput_vs_load.svg").is_file());
+    // `ringperf report DIR` rebuilds the same page from the artifacts alone.
+    std::fs::remove_file(dir.join("report.html")).unwrap();
+    std::fs::remove_dir_all(dir.join("plots")).unwrap();
+    let cli = <ringperf::cli::Cli as clap::Parser>::try_parse_from([
+        "ringperf",
+        "report",
+        dir.to_str().unwrap(),
+    ])
+    .unwrap();
+    ringperf::app::run(cli, Arc::new(AtomicBool::new(false))).unwrap();
+    assert_eq!(std::fs::read_to_string(dir.join("report.html")).unwrap(), html);
+
     // Resume: a point whose folder is gone is run again; the others are kept.
     std::fs::remove_dir_all(dir.join("concurrency_4")).unwrap();
     let again = run_sweep(
@@ -80,6 +104,15 @@ fn a_concurrency_sweep_writes_a_folder_per_point_a_summary_and_finds_the_batch_k
         assert_eq!(a.is_some(), b.is_some());
         let (a, b) = (a.unwrap_or(0.0), b.unwrap_or(0.0));
         assert!((a - b).abs() <= 1e-12 * a.abs().max(1.0), "{a} vs {b}");
+    }
+}
+
+/// A page that loads nothing: no script, stylesheet, image, frame or font from anywhere, and
+/// links only to pages beside it.
+fn assert_self_contained(html: &str) {
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    for bad in ["<script", "<link", "<img", "<iframe", "src=", "url(", "@import", "href=\"http", "href=\"/"] {
+        assert!(!html.contains(bad), "{bad} in the page");
     }
 }
 
@@ -155,6 +188,12 @@ fn repeated_runs_write_each_run_and_an_aggregate_with_confidence_intervals() {
     assert!(std::fs::read_to_string(dir.join("aggregate/profile_export_ringperf_aggregate.csv"))
         .unwrap()
         .contains("\ntime_to_first_token_p50,ms,"));
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert_self_contained(&html);
+    assert!(html.contains("Over 3 runs (90% confidence)"));
+    for i in 1..=3 {
+        assert!(dir.join(format!("profile_runs/run_{i:04}/report.html")).is_file());
+    }
 }
 
 #[test]

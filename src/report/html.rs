@@ -1,0 +1,681 @@
+//! `report.html`: one self-contained page per run, per point run several times, and per sweep
+//! (inline SVG charts, inline CSS, no script, no network resource), built from the artifacts
+//! alone, so that `ringperf report DIR` rebuilds it for any earlier run. The charts are also
+//! written as SVG files in `plots/`.
+
+use std::fmt::Write as _;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::plot::{escape, Chart, Series};
+use super::sweep::{self, Row};
+use crate::plan::sweep::Axis;
+
+/// The page's file name.
+pub const REPORT_HTML: &str = "report.html";
+
+/// At most this many buckets in a chart over time.
+const TIME_BUCKETS: f64 = 120.0;
+
+/// What a report needs of one request's line in `profile_export.jsonl`.
+#[derive(Deserialize)]
+struct Line {
+    metadata: Meta,
+    metrics: Metrics,
+}
+
+#[derive(Deserialize)]
+struct Meta {
+    benchmark_phase: String,
+    outcome: String,
+    start_ns: Option<u64>,
+    end_ns: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct Metrics {
+    time_to_first_token: Option<Figure>,
+    inter_token_latency: Option<Figure>,
+    request_latency: Option<Figure>,
+    output_sequence_length: Option<Figure>,
+}
+
+#[derive(Deserialize)]
+struct Figure {
+    value: f64,
+}
+
+/// The measured, successful requests of a run: start and end (s from the first start) and
+/// their figures.
+#[derive(Default)]
+struct Requests {
+    start_s: Vec<f64>,
+    end_s: Vec<f64>,
+    ttft: Vec<f64>,
+    itl: Vec<f64>,
+    e2e: Vec<f64>,
+    osl: Vec<f64>,
+}
+
+fn read_requests(path: &Path) -> std::io::Result<Requests> {
+    let mut r = Requests::default();
+    let file = std::io::BufReader::new(std::fs::File::open(path)?);
+    let mut starts = Vec::new();
+    let mut lines = Vec::new();
+    for (n, line) in file.lines().enumerate() {
+        let line = line?;
+        let l: Line = serde_json::from_str(&line).map_err(|e| {
+            std::io::Error::other(format!("{} line {}: {e}", path.display(), n + 1))
+        })?;
+        if l.metadata.benchmark_phase != "profiling" || l.metadata.outcome != "ok" {
+            continue;
+        }
+        let (Some(s), Some(e)) = (l.metadata.start_ns, l.metadata.end_ns) else {
+            continue;
+        };
+        starts.push(s);
+        lines.push((s, e, l.metrics));
+    }
+    let t0 = starts.iter().copied().min().unwrap_or(0);
+    for (s, e, m) in lines {
+        r.start_s.push((s - t0) as f64 / 1e9);
+        r.end_s.push(e.saturating_sub(t0) as f64 / 1e9);
+        let v = |f: &Option<Figure>| f.as_ref().map_or(f64::NAN, |f| f.value);
+        r.ttft.push(v(&m.time_to_first_token));
+        r.itl.push(v(&m.inter_token_latency));
+        r.e2e.push(v(&m.request_latency));
+        r.osl.push(v(&m.output_sequence_length));
+    }
+    Ok(r)
+}
+
+/// The distribution of `values` as (value, percentile) points, 0.5 percentile apart.
+fn cdf(values: &[f64]) -> Vec<(f64, f64)> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return Vec::new();
+    }
+    v.sort_by(f64::total_cmp);
+    (0..=200)
+        .map(|i| {
+            let p = i as f64 / 2.0;
+            (crate::stats::linear_percentile(&v, p), p)
+        })
+        .collect()
+}
+
+/// `values` at times `t` (s), in buckets: each bucket's p50 and p99.
+fn over_time(t: &[f64], values: &[f64]) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
+    let span = t.iter().copied().fold(0.0, f64::max);
+    let width = (span / TIME_BUCKETS).max(1.0);
+    let n = (span / width) as usize + 1;
+    let mut buckets: Vec<Vec<f64>> = vec![Vec::new(); n];
+    for (ti, v) in t.iter().zip(values) {
+        if v.is_finite() {
+            buckets[((ti / width) as usize).min(n - 1)].push(*v);
+        }
+    }
+    let (mut p50, mut p99) = (Vec::new(), Vec::new());
+    for (i, b) in buckets.iter_mut().enumerate() {
+        if b.is_empty() {
+            continue;
+        }
+        b.sort_by(f64::total_cmp);
+        let mid = (i as f64 + 0.5) * width;
+        p50.push((mid, crate::stats::linear_percentile(b, 50.0)));
+        p99.push((mid, crate::stats::linear_percentile(b, 99.0)));
+    }
+    (p50, p99)
+}
+
+/// Output tokens (or requests, when `osl` is empty) per second over time, by end time.
+fn rate_over_time(end: &[f64], osl: &[f64]) -> Vec<(f64, f64)> {
+    let span = end.iter().copied().fold(0.0, f64::max);
+    let width = (span / TIME_BUCKETS).max(1.0);
+    let n = (span / width) as usize + 1;
+    let mut sums = vec![0.0; n];
+    for (e, o) in end.iter().zip(osl) {
+        sums[((e / width) as usize).min(n - 1)] += if o.is_finite() { *o } else { 1.0 };
+    }
+    sums.iter()
+        .enumerate()
+        .map(|(i, s)| ((i as f64 + 0.5) * width, s / width))
+        .collect()
+}
+
+fn line(name: &str, points: Vec<(f64, f64)>) -> Series {
+    Series {
+        name: name.into(),
+        points,
+        line: true,
+    }
+}
+
+/// The charts of one run.
+fn run_charts(r: &Requests) -> Vec<(&'static str, Chart)> {
+    let dist = |title: &str, values: &[f64]| Chart {
+        title: title.into(),
+        x_label: "ms".into(),
+        y_label: "percentile".into(),
+        series: vec![line("requests", cdf(values))],
+        ..Chart::default()
+    };
+    let time = |title: &str, values: &[f64]| {
+        let (p50, p99) = over_time(&r.start_s, values);
+        Chart {
+            title: title.into(),
+            x_label: "request start (s into the run)".into(),
+            y_label: "ms".into(),
+            series: vec![line("p50", p50), line("p99", p99)],
+            ..Chart::default()
+        }
+    };
+    vec![
+        ("ttft_cdf", dist("Time to first token: distribution", &r.ttft)),
+        ("itl_cdf", dist("Inter-token latency: distribution", &r.itl)),
+        ("e2e_cdf", dist("Request latency: distribution", &r.e2e)),
+        ("ttft_over_time", time("Time to first token over time", &r.ttft)),
+        ("itl_over_time", time("Inter-token latency over time", &r.itl)),
+        (
+            "throughput_over_time",
+            Chart {
+                title: "Output throughput over time".into(),
+                x_label: "s into the run".into(),
+                y_label: "output tokens/s".into(),
+                series: vec![line("completed", rate_over_time(&r.end_s, &r.osl))],
+                ..Chart::default()
+            },
+        ),
+    ]
+}
+
+const STYLE: &str = "body{font-family:sans-serif;margin:24px;max-width:1500px;color:#222}\
+table{border-collapse:collapse;margin:8px 0 16px}th,td{border:1px solid #ccc;padding:3px 8px;\
+text-align:right}th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}\
+.limited{background:#fde2e2}.charts{display:flex;flex-wrap:wrap;gap:8px}\
+.charts svg{width:calc(50% - 8px);min-width:480px;height:auto}\
+.note{color:#555}.warn{color:#9a3412}code{background:#f3f3f3;padding:0 3px}";
+
+fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title>\
+         <style>{STYLE}</style></head><body><h1>{t}</h1>\n{body}\n</body></html>\n",
+        t = escape(title)
+    )
+}
+
+fn num(v: Option<f64>) -> String {
+    match v {
+        Some(x) if x.is_finite() => {
+            if x.fract() == 0.0 && x.abs() < 1e15 {
+                format!("{x:.0}")
+            } else if x.abs() >= 100.0 {
+                format!("{x:.1}")
+            } else {
+                format!("{x:.3}")
+            }
+        }
+        _ => "–".into(),
+    }
+}
+
+/// Writes the charts as `plots/NAME.svg` under `dir` and returns them inline.
+fn charts_html(dir: &Path, charts: &[(&str, Chart)]) -> std::io::Result<String> {
+    let plots = dir.join("plots");
+    std::fs::create_dir_all(&plots)?;
+    let mut out = String::from("<div class=\"charts\">");
+    for (name, c) in charts {
+        std::fs::write(plots.join(format!("{name}.svg")), c.svg())?;
+        out.push_str(&c.inline_svg());
+    }
+    out.push_str("</div>");
+    Ok(out)
+}
+
+/// What was run, from a run's JSON: model, URL, endpoint, dates.
+fn about(doc: &Value) -> String {
+    let s = |p: &str| doc.pointer(p).and_then(Value::as_str).unwrap_or("?");
+    format!(
+        "<p class=\"note\">model <b>{}</b> at <code>{}</code> ({} endpoint{}); {} to {}</p>",
+        escape(s("/input_config/target/model")),
+        escape(s("/input_config/resolved/url")),
+        escape(s("/input_config/target/kind")),
+        if doc.pointer("/input_config/resolved/streaming") == Some(&Value::Bool(true)) {
+            ", streaming"
+        } else {
+            ""
+        },
+        escape(s("/start_time")),
+        escape(s("/end_time")),
+    )
+}
+
+/// The headline table of one run's JSON.
+fn headline(doc: &Value) -> String {
+    let mut t = String::from(
+        "<table><tr><th>metric</th><th>avg</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>",
+    );
+    for (tag, name) in [
+        ("time_to_first_token", "Time to first token (ms)"),
+        ("time_to_second_token", "Time to second token (ms)"),
+        ("inter_token_latency", "Inter-token latency (ms)"),
+        ("request_latency", "Request latency (ms)"),
+        ("output_sequence_length", "Output sequence length (tokens)"),
+        ("input_sequence_length", "Input sequence length (tokens)"),
+    ] {
+        if let Some(m) = doc.get(tag) {
+            let f = |s: &str| num(m.get(s).and_then(Value::as_f64));
+            let _ = write!(
+                t,
+                "<tr><td>{name}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                f("avg"),
+                f("p50"),
+                f("p90"),
+                f("p99"),
+                f("max")
+            );
+        }
+    }
+    for (tag, name) in [
+        ("output_token_throughput", "Output token throughput (tokens/s)"),
+        ("total_token_throughput", "Total token throughput (tokens/s)"),
+        ("request_throughput", "Request throughput (requests/s)"),
+        ("goodput", "Goodput (requests/s)"),
+        ("request_count", "Requests"),
+        ("error_request_count", "Failed requests"),
+    ] {
+        if let Some(v) = doc.pointer(&format!("/{tag}/avg")).and_then(Value::as_f64) {
+            let _ = write!(
+                t,
+                "<tr><td>{name}</td><td>{}</td><td colspan=\"4\"></td></tr>",
+                num(Some(v))
+            );
+        }
+    }
+    t.push_str("</table>");
+    t
+}
+
+/// The client's verdict and the run's warnings.
+fn health(doc: &Value) -> String {
+    let mut out = String::new();
+    let limited = doc.pointer("/client_health/limited") == Some(&Value::Bool(true));
+    if let Some(v) = doc.pointer("/client_health/verdict").and_then(Value::as_str) {
+        let _ = write!(
+            out,
+            "<p class=\"{}\"><b>Client:</b> {}</p>",
+            if limited { "warn" } else { "note" },
+            escape(v)
+        );
+    }
+    if let Some(Value::Array(w)) = doc.pointer("/client_health/warnings") {
+        for w in w.iter().filter_map(Value::as_str) {
+            let _ = write!(out, "<p class=\"warn\">Warning: {}</p>", escape(w));
+        }
+    }
+    if let Some(Value::Array(errors)) = doc.get("error_summary") {
+        for e in errors {
+            let _ = write!(
+                out,
+                "<p class=\"warn\">Errors: {} × {} ({})</p>",
+                e.get("count").and_then(Value::as_u64).unwrap_or(0),
+                escape(e.get("kind").and_then(Value::as_str).unwrap_or("")),
+                escape(e.get("message").and_then(Value::as_str).unwrap_or(""))
+            );
+        }
+    }
+    out
+}
+
+fn read_json(path: &Path) -> std::io::Result<Value> {
+    serde_json::from_slice(&std::fs::read(path)?)
+        .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))
+}
+
+/// Writes `report.html` (and `plots/`) of the run in `dir`; returns the page's path.
+pub fn write_run(dir: &Path) -> std::io::Result<PathBuf> {
+    let doc = read_json(&dir.join(sweep::PROFILE_JSON))?;
+    let reqs = read_requests(&dir.join("profile_export.jsonl"))?;
+    let mut body = about(&doc);
+    body.push_str(&health(&doc));
+    body.push_str(&headline(&doc));
+    body.push_str(&charts_html(dir, &run_charts(&reqs))?);
+    let path = dir.join(REPORT_HTML);
+    std::fs::write(&path, page("ringperf run report", &body))?;
+    Ok(path)
+}
+
+/// Writes `report.html` of a point run several times (each run gets its own page too).
+pub fn write_repeats(dir: &Path) -> std::io::Result<PathBuf> {
+    let runs = sweep::read_runs(dir)?;
+    let agg = read_json(&dir.join("aggregate").join(sweep::AGGREGATE_JSON))?;
+    let mut body = String::new();
+    if let Some((_, first)) = runs.first() {
+        body.push_str(&about(first));
+    }
+    let _ = write!(
+        body,
+        "<h2>Over {} runs ({}% confidence)</h2><table><tr><th>figure</th><th>mean</th><th>std</th>\
+         <th>cv</th><th>ci low</th><th>ci high</th><th>unit</th></tr>",
+        runs.len(),
+        agg.pointer("/metadata/confidence_level")
+            .and_then(Value::as_f64)
+            .unwrap_or(0.95)
+            * 100.0
+    );
+    for key in [
+        "time_to_first_token_avg",
+        "time_to_first_token_p50",
+        "time_to_first_token_p99",
+        "inter_token_latency_avg",
+        "inter_token_latency_p99",
+        "request_latency_p50",
+        "request_latency_p99",
+        "output_token_throughput_avg",
+        "request_throughput_avg",
+    ] {
+        if let Some(m) = agg.pointer(&format!("/metrics/{key}")) {
+            let f = |s: &str| num(m.get(s).and_then(Value::as_f64));
+            let _ = write!(
+                body,
+                "<tr><td>{key}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                f("mean"),
+                f("std"),
+                f("cv"),
+                f("ci_low"),
+                f("ci_high"),
+                escape(m.get("unit").and_then(Value::as_str).unwrap_or(""))
+            );
+        }
+    }
+    body.push_str("</table><h2>Runs</h2><ul>");
+    let mut ttft = Vec::new();
+    for (label, _) in &runs {
+        let run_dir = dir.join("profile_runs").join(label);
+        write_run(&run_dir)?;
+        let _ = write!(
+            body,
+            "<li><a href=\"profile_runs/{l}/report.html\">{l}</a></li>",
+            l = escape(label)
+        );
+        let r = read_requests(&run_dir.join("profile_export.jsonl"))?;
+        ttft.push(line(label, cdf(&r.ttft)));
+    }
+    body.push_str("</ul>");
+    let chart = Chart {
+        title: "Time to first token by run: distribution".into(),
+        x_label: "ms".into(),
+        y_label: "percentile".into(),
+        series: ttft,
+        ..Chart::default()
+    };
+    body.push_str(&charts_html(dir, &[("ttft_cdf_by_run", chart)])?);
+    let path = dir.join(REPORT_HTML);
+    std::fs::write(&path, page("ringperf report: repeated runs", &body))?;
+    Ok(path)
+}
+
+/// The charts across a sweep's points.
+fn sweep_charts(axis: Axis, rows: &[Row], knee: Option<&sweep::Knee>) -> Vec<(&'static str, Chart)> {
+    let load = |r: &Row| r.point.value;
+    let pts = |x: &dyn Fn(&Row) -> Option<f64>, y: &str| -> Vec<(f64, f64)> {
+        rows.iter()
+            .filter_map(|r| Some((x(r)?, r.get(y)?)))
+            .collect()
+    };
+    let by_load = |y: &str| pts(&|r| Some(load(r)), y);
+    let by_tput = |y: &str| pts(&|r| r.get("output_token_throughput"), y);
+    let (x_label, log_x) = match axis {
+        Axis::Concurrency => (
+            "concurrency (requests in flight)",
+            rows.iter().map(load).fold(0.0, f64::max) >= 4.0 * rows.iter().map(load).fold(f64::MAX, f64::min),
+        ),
+        Axis::RequestRate => ("request rate asked (requests/s)", false),
+    };
+    let mark_load = knee.map(|k| (k.at.value, "knee".to_string()));
+    let mark_tput = knee.and_then(|k| {
+        let r = rows.iter().find(|r| r.point == k.at)?;
+        Some((r.get("output_token_throughput")?, "knee".to_string()))
+    });
+    let vs_load = |title: &str, y_label: &str, series: Vec<Series>| Chart {
+        title: title.into(),
+        x_label: x_label.into(),
+        y_label: y_label.into(),
+        series,
+        log_x,
+        mark: mark_load.clone(),
+    };
+    let mut charts = vec![
+        (
+            "throughput_vs_load",
+            if rows.iter().any(|r| r.get("output_token_throughput") > Some(0.0)) {
+                vs_load(
+                    "Output token throughput",
+                    "output tokens/s",
+                    vec![line("output tokens/s", by_load("output_token_throughput"))],
+                )
+            } else {
+                vs_load(
+                    "Request throughput",
+                    "requests/s",
+                    vec![line("requests/s", by_load("request_throughput"))],
+                )
+            },
+        ),
+        (
+            "ttft_vs_throughput",
+            Chart {
+                title: "Time to first token against throughput".into(),
+                x_label: "output tokens/s".into(),
+                y_label: "ms".into(),
+                series: vec![
+                    line("TTFT p50", by_tput("ttft_p50_ms")),
+                    line("TTFT p99", by_tput("ttft_p99_ms")),
+                ],
+                log_x: false,
+                mark: mark_tput,
+            },
+        ),
+        (
+            "itl_vs_load",
+            vs_load(
+                "Inter-token latency",
+                "ms",
+                vec![
+                    line("ITL p50", by_load("itl_p50_ms")),
+                    line("ITL p99", by_load("itl_p99_ms")),
+                ],
+            ),
+        ),
+        (
+            "latency_vs_load",
+            vs_load(
+                "Request latency",
+                "ms",
+                vec![
+                    line("p50", by_load("request_latency_p50_ms")),
+                    line("p99", by_load("request_latency_p99_ms")),
+                ],
+            ),
+        ),
+        (
+            "pareto",
+            Chart {
+                title: "Tokens/s per user against tokens/s".into(),
+                x_label: "output tokens/s (all users)".into(),
+                y_label: "output tokens/s per user (p50)".into(),
+                series: vec![line("points, by load", by_tput("output_token_throughput_per_user_p50"))],
+                ..Chart::default()
+            },
+        ),
+    ];
+    if rows.iter().any(|r| r.get("joules_per_output_token").is_some()) {
+        charts.push((
+            "energy_vs_load",
+            vs_load(
+                "GPU energy per output token",
+                "J/token",
+                vec![line("J per output token", by_load("joules_per_output_token"))],
+            ),
+        ));
+        charts.push((
+            "power_vs_load",
+            vs_load(
+                "GPU power",
+                "W",
+                vec![line("average power", by_load("gpu_avg_power_w"))],
+            ),
+        ));
+    }
+    charts
+}
+
+/// Writes `report.html` of a sweep (and each point's own page); returns its path.
+pub fn write_sweep(root: &Path) -> std::io::Result<PathBuf> {
+    let rows = sweep::read_sweep(root)?;
+    let Some(axis) = rows.first().map(|r| r.point.axis) else {
+        return Err(std::io::Error::other(format!(
+            "{}: no completed point of a sweep here",
+            root.display()
+        )));
+    };
+    let knee = sweep::knee(&rows);
+    let mut body = String::new();
+    let mut ttft = Vec::new();
+    let mut first_doc = None;
+    let mut table = format!(
+        "<table><tr><th>{}</th><th>runs</th><th>req/s</th><th>out tok/s</th><th>in flight</th>\
+         <th>TTFT p50</th><th>TTFT p99</th><th>ITL p50</th><th>ITL p99</th><th>e2e p99</th>\
+         <th>goodput</th><th>errors</th><th>client</th></tr>",
+        axis.name()
+    );
+    for r in &rows {
+        let name = r.point.name();
+        let dir = root.join(&name);
+        let (page, run_dir) = if dir.join("profile_runs").is_dir() {
+            let run = sweep::read_runs(&dir)?
+                .first()
+                .map(|(l, _)| dir.join("profile_runs").join(l))
+                .unwrap_or_else(|| dir.clone());
+            (write_repeats(&dir)?, run)
+        } else {
+            (write_run(&dir)?, dir.clone())
+        };
+        if first_doc.is_none() {
+            first_doc = Some(read_json(&run_dir.join(sweep::PROFILE_JSON))?);
+        }
+        let reqs = read_requests(&run_dir.join("profile_export.jsonl"))?;
+        ttft.push(line(&r.point.value.to_string(), cdf(&reqs.ttft)));
+        let rel = page
+            .strip_prefix(root)
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let _ = write!(
+            table,
+            "<tr{}><td><a href=\"{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            if r.client_limited { " class=\"limited\"" } else { "" },
+            escape(&rel),
+            r.point.value,
+            r.runs,
+            num(r.get("request_throughput")),
+            num(r.get("output_token_throughput")),
+            num(r.get("in_flight_mean")),
+            num(r.get("ttft_p50_ms")),
+            num(r.get("ttft_p99_ms")),
+            num(r.get("itl_p50_ms")),
+            num(r.get("itl_p99_ms")),
+            num(r.get("request_latency_p99_ms")),
+            num(r.get("goodput")),
+            r.get("error_request_count").map_or("–".into(), |e| format!("{e:.0}")),
+            if r.client_limited {
+                format!("LIMITED: {}", escape(&r.verdict))
+            } else if r.cancelled {
+                "cancelled".into()
+            } else {
+                "had headroom".into()
+            },
+        );
+    }
+    table.push_str("</table>");
+    if let Some(d) = &first_doc {
+        body.push_str(&about(d));
+    }
+    body.push_str("<h2>Points</h2>");
+    body.push_str(&table);
+    body.push_str("<p class=\"note\">Latencies in ms; a row is the mean of its runs. ");
+    match &knee {
+        Some(k) => {
+            let _ = write!(body, "<b>{}</b>.", escape(&k.describe()));
+        }
+        None => body.push_str("No knee: every step up in load still raised throughput."),
+    }
+    body.push_str("</p><h2>Charts</h2>");
+    let mut charts = sweep_charts(axis, &rows, knee.as_ref());
+    charts.push((
+        "ttft_cdf_by_point",
+        Chart {
+            title: format!("Time to first token by {}: distribution", axis.name()),
+            x_label: "ms".into(),
+            y_label: "percentile".into(),
+            series: ttft,
+            ..Chart::default()
+        },
+    ));
+    body.push_str(&charts_html(root, &charts)?);
+    let path = root.join(REPORT_HTML);
+    std::fs::write(&path, page("ringperf sweep report", &body))?;
+    Ok(path)
+}
+
+/// Writes the report that fits what `dir` holds: a sweep's, repeated runs', or one run's.
+pub fn write(dir: &Path) -> std::io::Result<PathBuf> {
+    if dir.join(sweep::SUMMARY_JSON).is_file() {
+        write_sweep(dir)
+    } else if dir.join("aggregate").join(sweep::AGGREGATE_JSON).is_file() {
+        write_repeats(dir)
+    } else if dir.join(sweep::PROFILE_JSON).is_file() {
+        write_run(dir)
+    } else {
+        Err(std::io::Error::other(format!(
+            "{}: no ringperf artifacts here (no {}, {} or {})",
+            dir.display(),
+            sweep::SUMMARY_JSON,
+            sweep::AGGREGATE_JSON,
+            sweep::PROFILE_JSON
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_distribution_has_201_points_from_min_to_max() {
+        let v: Vec<f64> = (1..=1000).map(f64::from).collect();
+        let c = cdf(&v);
+        assert_eq!(c.len(), 201);
+        assert_eq!(c[0], (1.0, 0.0));
+        assert_eq!(c[200], (1000.0, 100.0));
+        assert_eq!(c[100], (500.5, 50.0));
+        assert!(cdf(&[f64::NAN]).is_empty());
+    }
+
+    #[test]
+    fn figures_over_time_go_into_buckets_of_at_least_a_second() {
+        let t = [0.1, 0.2, 0.9, 1.5, 2.5];
+        let v = [1.0, 3.0, 2.0, 10.0, f64::NAN];
+        let (p50, p99) = over_time(&t, &v);
+        assert_eq!(p50, [(0.5, 2.0), (1.5, 10.0)]);
+        assert_eq!(p99[0].1, 2.98);
+        // 3 requests of 10 tokens end in the first second: 30 tokens/s.
+        assert_eq!(
+            rate_over_time(&[0.1, 0.5, 0.9, 1.2], &[10.0, 10.0, 10.0, f64::NAN]),
+            [(0.5, 30.0), (1.5, 1.0)]
+        );
+    }
+}

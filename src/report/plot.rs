@@ -1,0 +1,325 @@
+//! Charts as SVG text: lines and points on linear or base-2 logarithmic axes, a legend, and a
+//! marked x (the knee). Small and self-contained, so that a report inlines them with no script,
+//! font or network resource; every figure a chart draws is in the artifacts beside it.
+
+use std::fmt::Write;
+
+/// One line (or set of points) of a chart.
+#[derive(Debug, Clone)]
+pub struct Series {
+    /// Legend text.
+    pub name: String,
+    /// (x, y) in data units; non-finite values are skipped.
+    pub points: Vec<(f64, f64)>,
+    /// Join the points with a line (else points only).
+    pub line: bool,
+}
+
+/// A chart.
+#[derive(Debug, Clone, Default)]
+pub struct Chart {
+    /// Title, above the plot.
+    pub title: String,
+    /// X axis label.
+    pub x_label: String,
+    /// Y axis label.
+    pub y_label: String,
+    /// The data.
+    pub series: Vec<Series>,
+    /// A base-2 logarithmic x axis (for concurrency sweeps).
+    pub log_x: bool,
+    /// A vertical mark at this x, with its label.
+    pub mark: Option<(f64, String)>,
+}
+
+const W: f64 = 720.0;
+const H: f64 = 380.0;
+const LEFT: f64 = 78.0;
+const RIGHT: f64 = 24.0;
+const TOP: f64 = 40.0;
+const BOTTOM: f64 = 56.0;
+/// Colour-blind-safe (Okabe–Ito).
+const COLOURS: &[&str] = &[
+    "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442",
+];
+
+/// `s` with the five XML special characters escaped.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Round tick positions (1, 2 or 5 × 10^k apart) covering `lo..hi`.
+fn nice_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let span = (hi - lo).max(f64::MIN_POSITIVE);
+    let raw = span / 5.0;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * mag)
+        .find(|s| span / s <= 6.0)
+        .unwrap_or(10.0 * mag);
+    let first = (lo / step).ceil() * step;
+    (0..=12)
+        .map(|i| first + i as f64 * step)
+        .take_while(|t| *t <= hi + step * 1e-9)
+        .collect()
+}
+
+/// A tick's text: no more digits than it needs.
+fn tick_text(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 1e6 {
+        format!("{:.1}M", v / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.0}k", v / 1e3)
+    } else if a >= 100.0 || v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        let t = format!("{v:.3}");
+        t.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+impl Chart {
+    /// The chart as an SVG element to put inside HTML (which needs no namespace).
+    pub fn inline_svg(&self) -> String {
+        self.svg().replacen(r#" xmlns="http://www.w3.org/2000/svg""#, "", 1)
+    }
+
+    /// The chart as a standalone SVG document's element.
+    pub fn svg(&self) -> String {
+        let pts: Vec<(f64, f64)> = self
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().copied())
+            .filter(|(x, y)| x.is_finite() && y.is_finite() && (!self.log_x || *x > 0.0))
+            .collect();
+        let mut out = String::new();
+        let _ = write!(
+            out,
+            r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" font-family="sans-serif" font-size="12"><title>{t}</title><rect width="{W}" height="{H}" fill="white"/><text x="{cx}" y="22" text-anchor="middle" font-size="15" font-weight="bold">{t}</text>"##,
+            t = escape(&self.title),
+            cx = W / 2.0
+        );
+        let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
+        if pts.is_empty() {
+            let _ = write!(
+                out,
+                r##"<text x="{}" y="{}" text-anchor="middle" fill="#666">no data</text></svg>"##,
+                W / 2.0,
+                H / 2.0
+            );
+            return out;
+        }
+        let fx = |x: f64| if self.log_x { x.log2() } else { x };
+        let (mut x0, mut x1) = pts.iter().fold((f64::MAX, f64::MIN), |(a, b), p| {
+            (a.min(fx(p.0)), b.max(fx(p.0)))
+        });
+        let mut y1 = pts.iter().fold(f64::MIN, |a, p| a.max(p.1));
+        let mut y0 = pts.iter().fold(f64::MAX, |a, p| a.min(p.1)).min(0.0);
+        if x1 - x0 < 1e-12 {
+            (x0, x1) = (x0 - 1.0, x1 + 1.0);
+        }
+        if y1 - y0 < 1e-12 {
+            y1 = y0 + 1.0;
+        }
+        y1 += (y1 - y0) * 0.05;
+        if !self.log_x {
+            let pad = (x1 - x0) * 0.02;
+            (x0, x1) = (x0 - pad, x1 + pad);
+        } else {
+            (x0, x1) = (x0 - 0.2, x1 + 0.2);
+        }
+        y0 = y0.min(0.0);
+        let px = |x: f64| LEFT + (fx(x) - x0) / (x1 - x0) * pw;
+        let py = |y: f64| TOP + ph - (y - y0) / (y1 - y0) * ph;
+        // Grid and ticks.
+        let yt = nice_ticks(y0, y1);
+        for t in &yt {
+            let y = py(*t);
+            let _ = write!(
+                out,
+                r##"<line x1="{LEFT}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+                LEFT + pw,
+                LEFT - 6.0,
+                y + 4.0,
+                tick_text(*t)
+            );
+        }
+        let xt: Vec<f64> = if self.log_x {
+            let (a, b) = (x0.ceil() as i32, x1.floor() as i32);
+            let every = ((b - a) / 10 + 1).max(1);
+            (a..=b)
+                .filter(|e| (e - a) % every == 0)
+                .map(|e| 2f64.powi(e))
+                .collect()
+        } else {
+            nice_ticks(x0, x1)
+        };
+        for t in &xt {
+            let x = px(*t);
+            let _ = write!(
+                out,
+                r##"<line x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{}" stroke="#f0f0f0"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
+                TOP + ph,
+                TOP + ph + 16.0,
+                tick_text(*t)
+            );
+        }
+        let _ = write!(
+            out,
+            r##"<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" fill="none" stroke="#333"/><text x="{}" y="{}" text-anchor="middle">{}</text><text transform="translate(16 {}) rotate(-90)" text-anchor="middle">{}</text>"##,
+            LEFT + pw / 2.0,
+            H - 14.0,
+            escape(&self.x_label),
+            TOP + ph / 2.0,
+            escape(&self.y_label)
+        );
+        if let Some((x, label)) = &self.mark {
+            if x.is_finite() && (!self.log_x || *x > 0.0) {
+                let x = px(*x);
+                let _ = write!(
+                    out,
+                    r##"<line x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{}" stroke="#B00020" stroke-dasharray="5 4" stroke-width="1.5"/><text x="{:.1}" y="{}" fill="#B00020">{}</text>"##,
+                    TOP + ph,
+                    x + 4.0,
+                    TOP + ph - 8.0,
+                    escape(label)
+                );
+            }
+        }
+        for (i, s) in self.series.iter().enumerate() {
+            let colour = COLOURS[i % COLOURS.len()];
+            let ok: Vec<(f64, f64)> = s
+                .points
+                .iter()
+                .copied()
+                .filter(|(x, y)| x.is_finite() && y.is_finite() && (!self.log_x || *x > 0.0))
+                .collect();
+            if s.line && ok.len() > 1 {
+                let path: Vec<String> = ok
+                    .iter()
+                    .map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y)))
+                    .collect();
+                let _ = write!(
+                    out,
+                    r##"<polyline fill="none" stroke="{colour}" stroke-width="2" points="{}"/>"##,
+                    path.join(" ")
+                );
+            }
+            if !s.line || ok.len() <= 40 {
+                for (x, y) in &ok {
+                    let _ = write!(
+                        out,
+                        r##"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{colour}"/>"##,
+                        px(*x),
+                        py(*y)
+                    );
+                }
+            }
+            // Legend, top right inside the plot.
+            let ly = TOP + 14.0 + i as f64 * 16.0;
+            let lx = LEFT + pw - 170.0;
+            let _ = write!(
+                out,
+                r##"<rect x="{lx}" y="{:.1}" width="12" height="4" fill="{colour}"/><text x="{}" y="{ly:.1}">{}</text>"##,
+                ly - 5.0,
+                lx + 16.0,
+                escape(&s.name)
+            );
+        }
+        out.push_str("</svg>");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chart(log_x: bool) -> Chart {
+        Chart {
+            title: "TTFT <p99> & p50".into(),
+            x_label: "concurrency".into(),
+            y_label: "ms".into(),
+            series: vec![
+                Series {
+                    name: "p50".into(),
+                    points: vec![(1.0, 10.0), (4.0, 12.0), (16.0, 30.0), (64.0, f64::NAN)],
+                    line: true,
+                },
+                Series {
+                    name: "p99".into(),
+                    points: vec![(1.0, 11.0), (4.0, 15.0), (16.0, 80.0)],
+                    line: false,
+                },
+            ],
+            log_x,
+            mark: Some((4.0, "knee".into())),
+        }
+    }
+
+    #[test]
+    fn a_chart_is_one_svg_element_with_its_text_escaped_and_every_point_drawn() {
+        let svg = chart(true).svg();
+        assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+        assert!(svg.ends_with("</svg>"));
+        assert_eq!(svg.matches("<svg").count(), 1);
+        assert!(chart(true).inline_svg().starts_with("<svg viewBox="));
+        assert!(svg.contains("TTFT &lt;p99&gt; &amp; p50"));
+        assert!(!svg.contains("<p99>"));
+        // 3 finite p50 points joined and marked, 3 p99 points: 6 circles, one line.
+        assert_eq!(svg.matches("<circle").count(), 6);
+        assert_eq!(svg.matches("<polyline").count(), 1);
+        assert!(svg.contains(">knee</text>"));
+        assert!(!svg.contains("NaN") && !svg.contains("inf"));
+        // The base-2 axis ticks at the powers of two between the points.
+        for t in [">1</text>", ">2</text>", ">4</text>", ">8</text>", ">16</text>"] {
+            assert!(svg.contains(t), "{t}");
+        }
+        // Points go left to right as x grows, and up as y grows.
+        let xs: Vec<f64> = svg
+            .match_indices("<circle cx=\"")
+            .map(|(i, m)| {
+                let rest = &svg[i + m.len()..];
+                rest[..rest.find('"').unwrap()].parse().unwrap()
+            })
+            .collect();
+        assert!(xs[0] < xs[1] && xs[1] < xs[2], "{xs:?}");
+    }
+
+    #[test]
+    fn empty_and_flat_data_still_draw() {
+        let mut c = chart(false);
+        c.series.iter_mut().for_each(|s| s.points.clear());
+        assert!(c.svg().contains("no data"));
+        c.series[0].points = vec![(5.0, 7.0)];
+        let svg = c.svg();
+        assert_eq!(svg.matches("<circle").count(), 1);
+        assert!(!svg.contains("NaN"));
+    }
+
+    #[test]
+    fn ticks_are_round() {
+        assert_eq!(nice_ticks(0.0, 10.0), [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
+        let t: Vec<String> = nice_ticks(0.0, 1.0).into_iter().map(tick_text).collect();
+        assert_eq!(t, ["0", "0.2", "0.4", "0.6", "0.8", "1"]);
+        assert_eq!(nice_ticks(13.0, 97.0), [20.0, 40.0, 60.0, 80.0]);
+        assert_eq!(tick_text(25_000.0), "25k");
+        assert_eq!(tick_text(2.5), "2.5");
+        assert_eq!(tick_text(0.05), "0.05");
+    }
+}
