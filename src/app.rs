@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::cli::{Cli, Command, ProfileArgs, SimArgs};
 use crate::clock::unix_time_secs;
-use crate::plan::sweep::{Point, SweepSpec};
+use crate::plan::sweep::{Point, Search, SweepSpec};
 use crate::plan::{Load, Plan, Spec};
 use crate::report::{self, export, Report};
 
@@ -414,7 +414,10 @@ fn prepare(args: &ProfileArgs) -> Result<Prepared, Fatal> {
         choose_model(&mut spec.target, preflight, args.target.ready_check_timeout)?
     };
     eprintln!("ringperf: preparing {}", preparing(&spec.workload));
-    sweep.points[0].apply(&mut spec.load);
+    // Without a list the flags stand as given; a sweep's plan starts at its first point.
+    if sweep.is_sweep {
+        sweep.points[0].apply(&mut spec.load);
+    }
     let plan = Plan::build(spec).map_err(Fatal::from)?;
     eprintln!("ringperf: tokenizer: {}", plan.workload.tokenizer.source);
     let root = if sweep.is_sweep {
@@ -462,18 +465,28 @@ impl Prepared {
         if !self.sweep.is_sweep {
             return Ok(vec![(self.sweep.points[0], self.plan.clone())]);
         }
-        self.sweep
-            .points
+        let mut points: Vec<Point> = self.sweep.points.clone();
+        if let Some(s) = &self.sweep.search {
+            // A search's highest load is planned and checked up front too.
+            points.push(Point {
+                axis: s.axis,
+                value: s.hi,
+            });
+        }
+        points
             .iter()
-            .map(|p| {
-                let mut plan = self.plan.clone();
-                p.apply(&mut plan.spec.load);
-                plan.load = Load::build(&plan.spec.load, plan.spec.workload.random_seed, None)
-                    .map_err(|e| Fatal(format!("{}: {e}", p.label())))?;
-                plan.output.artifact_dir = root.join(p.name());
-                Ok((*p, plan))
-            })
+            .map(|p| Ok((*p, self.point_plan(p, root)?)))
             .collect()
+    }
+
+    /// The plan of one point of a sweep: the first point's, with its load, in its folder.
+    fn point_plan(&self, p: &Point, root: &std::path::Path) -> Result<Plan, Fatal> {
+        let mut plan = self.plan.clone();
+        p.apply(&mut plan.spec.load);
+        plan.load = Load::build(&plan.spec.load, plan.spec.workload.random_seed, None)
+            .map_err(|e| Fatal(format!("{}: {e}", p.label())))?;
+        plan.output.artifact_dir = root.join(p.name());
+        Ok(plan)
     }
 }
 
@@ -621,15 +634,7 @@ pub fn profile(
     crate::sys::interrupt_gracefully();
     let plan = p.plan.clone();
     let title = load_title(&plan);
-    let m = measure(
-        plan.clone(),
-        &p,
-        args,
-        stop,
-        &title,
-        Some(p.started),
-        print,
-    )?;
+    let m = measure(plan.clone(), &p, args, stop, &title, Some(p.started), print)?;
     drop(p);
     if let Some(why) = nothing_measured(&plan, &m.report) {
         return Err(Fatal(why));
@@ -657,6 +662,8 @@ pub struct SweepResult {
     pub gates_crossed: bool,
     /// Runs that measured nothing, with why.
     pub failed: Vec<String>,
+    /// Where a `--search` ended.
+    pub search: Option<Search>,
 }
 
 /// The completed JSON document in `dir`, if an earlier run left one (for `--resume`).
@@ -676,11 +683,12 @@ fn pause(ns: u64, stop: &AtomicBool) {
     }
 }
 
-/// Runs every point of a sweep, each `--num-profile-runs` times: the simulator and the
-/// prompts are prepared once, each run writes its usual artifacts in its own folder, repeated
-/// runs get `aggregate/` with confidence intervals, and a sweep gets `sweep_summary.csv`,
-/// `sweep_summary.json` and the console summary, rewritten after every point so that what
-/// was measured survives a crash or Ctrl-C.
+/// Runs every point of a sweep, each `--num-profile-runs` times (or, with `--search`, the
+/// points the search chooses): the simulator and the prompts are prepared once, each run
+/// writes its usual artifacts in its own folder, repeated runs get `aggregate/` with
+/// confidence intervals, and a sweep gets `sweep_summary.csv`, `sweep_summary.json`,
+/// `report.html` and the console summary. The summary is rewritten after every point, so
+/// that what was measured survives a crash or Ctrl-C.
 pub fn sweep(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result<SweepResult, Fatal> {
     let p = prepare(args)?;
     let axis = p.sweep.points[0].axis;
@@ -689,22 +697,155 @@ pub fn sweep(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result<S
     } else {
         p.plan.output.artifact_dir.clone()
     };
-    let points = p.points(&root)?;
-    let runs = p.sweep.repeats.runs;
     crate::sys::interrupt_gracefully();
-    let mut out = SweepResult {
-        rows: Vec::new(),
-        artifact_dir: root.clone(),
-        ran: 0,
-        kept: 0,
-        gates_crossed: false,
-        failed: Vec::new(),
+    let mut s = Sweeper {
+        p: &p,
+        args,
+        stop: stop.clone(),
+        root: root.clone(),
+        startup: Some(p.started),
+        print,
+        out: SweepResult {
+            rows: Vec::new(),
+            artifact_dir: root.clone(),
+            ran: 0,
+            kept: 0,
+            gates_crossed: false,
+            failed: Vec::new(),
+            search: None,
+        },
     };
-    let mut startup = Some(p.started);
-    'points: for (i, (point, plan)) in points.iter().enumerate() {
-        if i > 0 && !stop.load(Ordering::Relaxed) {
-            pause(p.sweep.pause_ns, &stop);
+    match &p.sweep.search {
+        None => {
+            let points = p.points(&root)?;
+            for (i, (point, plan)) in points.iter().enumerate() {
+                if i > 0 {
+                    pause(p.sweep.pause_ns, &stop);
+                }
+                s.point(
+                    *point,
+                    plan,
+                    &format!("point {} of {}", i + 1, points.len()),
+                )?;
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+            }
         }
+        Some(spec) => {
+            let mut search = Search::new(spec.clone());
+            while let Some(value) = search.next() {
+                if s.out.ran + s.out.kept > 0 {
+                    pause(p.sweep.pause_ns, &stop);
+                }
+                let point = Point { axis, value };
+                let plan = p.point_plan(&point, &root)?;
+                let row = s.point(
+                    point,
+                    &plan,
+                    &format!("search probe {}", s.out.rows.len() + 1),
+                )?;
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let good = row
+                    .as_ref()
+                    .and_then(|r| r.get("goodput_fraction"))
+                    .unwrap_or(0.0);
+                let passed = good >= spec.attainment;
+                eprintln!(
+                    "ringperf: search: {}: {:.1}% of requests met every objective ({} {:.1}%)",
+                    point.label(),
+                    good * 100.0,
+                    if passed {
+                        "pass, at least"
+                    } else {
+                        "miss, under"
+                    },
+                    spec.attainment * 100.0
+                );
+                search.record(value, passed);
+                s.out.search = Some(search.clone());
+                s.summary()?;
+            }
+        }
+    }
+    if stop.load(Ordering::Relaxed) {
+        eprintln!("ringperf: stopped; what was measured so far is written");
+    }
+    let mut out = s.out;
+    drop(p);
+    if print && (out.rows.len() > 1 || args.sweep.num_profile_runs > 1) {
+        let _ = std::io::stdout().write_all(report::sweep::render(&out.rows).as_bytes());
+    }
+    if let Some(text) = out.search.as_ref().map(search_text) {
+        if print {
+            println!("{text}");
+        }
+    }
+    if out.rows.is_empty() {
+        return Err(Fatal(format!(
+            "nothing was measured: {}",
+            out.failed
+                .first()
+                .map_or("stopped before the first run", String::as_str)
+        )));
+    }
+    write_report(&root, print)?;
+    if print {
+        eprintln!("ringperf: artifacts in {}", root.display());
+    }
+    out.artifact_dir = root;
+    Ok(out)
+}
+
+/// What a search found, in a sentence.
+pub fn search_text(s: &Search) -> String {
+    let what = match s.spec.axis {
+        crate::plan::sweep::Axis::Concurrency => "concurrency",
+        crate::plan::sweep::Axis::RequestRate => "request rate",
+    };
+    let share = format!("{:.0}%", s.spec.attainment * 100.0);
+    match (s.passed, s.failed) {
+        (Some(p), Some(f)) => format!(
+            "search: the highest {what} with at least {share} of requests within every objective \
+             is {p} ({f} missed)"
+        ),
+        (Some(p), None) => format!(
+            "search: every {what} probed up to {p}, the top of --search-range, kept {share} of \
+             requests within every objective: the knee is higher"
+        ),
+        (None, Some(f)) => format!(
+            "search: even the lowest {what}, {f}, missed {share} of requests within every \
+             objective"
+        ),
+        (None, None) => "search: nothing was probed".into(),
+    }
+}
+
+/// Runs the points of a sweep or a search, and keeps what they measured.
+struct Sweeper<'a> {
+    p: &'a Prepared,
+    args: &'a ProfileArgs,
+    stop: Arc<AtomicBool>,
+    root: std::path::PathBuf,
+    startup: Option<(u64, &'static str)>,
+    print: bool,
+    out: SweepResult,
+}
+
+impl Sweeper<'_> {
+    /// Runs one point `--num-profile-runs` times into its folder (keeping runs an earlier
+    /// sweep completed, with `--resume`), writes its aggregate and the sweep summary. Returns
+    /// its row, or `None` when no run of it measured anything.
+    fn point(
+        &mut self,
+        point: Point,
+        plan: &Plan,
+        which: &str,
+    ) -> Result<Option<report::sweep::Row>, Fatal> {
+        let (p, stop) = (self.p, self.stop.clone());
+        let runs = p.sweep.repeats.runs;
         let point_dir = plan.output.artifact_dir.clone();
         let (mut labels, mut docs, mut failed) = (Vec::new(), Vec::new(), Vec::new());
         for run in 1..=runs {
@@ -719,12 +860,12 @@ pub fn sweep(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result<S
             let dir = plan.output.artifact_dir.clone();
             if let Some(doc) = p.sweep.resume.then(|| completed_run(&dir)).flatten() {
                 eprintln!("ringperf: resume: kept {}", dir.display());
-                out.kept += 1;
+                self.out.kept += 1;
                 labels.push(label);
                 docs.push(doc);
                 continue;
             }
-            if run > 1 && p.sweep.repeats.cooldown_ns > 0 {
+            if run > 1 {
                 pause(p.sweep.repeats.cooldown_ns, &stop);
             }
             // The server is warm after a point's first run (AIPerf's default too).
@@ -736,7 +877,7 @@ pub fn sweep(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result<S
             }
             let mut title = load_title(&plan);
             if p.sweep.is_sweep {
-                title.push_str(&format!(" (point {} of {})", i + 1, points.len()));
+                title.push_str(&format!(" ({which})"));
             }
             if runs > 1 {
                 title.push_str(&format!(" run {run} of {runs}"));
@@ -744,19 +885,19 @@ pub fn sweep(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result<S
             eprintln!("ringperf: {title}");
             let m = measure(
                 plan.clone(),
-                &p,
-                args,
+                p,
+                self.args,
                 stop.clone(),
                 &title,
-                startup.take(),
-                print,
+                self.startup.take(),
+                self.print,
             )?;
-            out.ran += 1;
-            out.gates_crossed |= m.gates.iter().any(|g| g.failure.is_some());
+            self.out.ran += 1;
+            self.out.gates_crossed |= m.gates.iter().any(|g| g.failure.is_some());
             match nothing_measured(&plan, &m.report) {
                 Some(why) => {
                     eprintln!("ringperf: {}: {why}", dir.display());
-                    out.failed.push(format!("{}: {why}", dir.display()));
+                    self.out.failed.push(format!("{}: {why}", dir.display()));
                     failed.push((label, why));
                 }
                 None => {
@@ -769,35 +910,50 @@ pub fn sweep(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result<S
             }
         }
         if runs > 1 && !docs.is_empty() {
-            write_aggregate(&point_dir, &labels, &docs, p.sweep.repeats.confidence, &failed)?;
+            write_aggregate(
+                &point_dir,
+                &labels,
+                &docs,
+                p.sweep.repeats.confidence,
+                &failed,
+            )?;
         }
-        if !docs.is_empty() {
-            out.rows.push(report::sweep::Row::of(*point, &docs));
+        let row = (!docs.is_empty()).then(|| report::sweep::Row::of(point, &docs));
+        if let Some(r) = &row {
+            // In load order, as `ringperf report` reads them back (a search probes out of order).
+            let at = self
+                .out
+                .rows
+                .partition_point(|x| x.point.value < r.point.value);
+            self.out.rows.insert(at, r.clone());
         }
         if p.sweep.is_sweep {
-            report::sweep::write_summary(&root, axis, &out.rows)
-                .map_err(|e| Fatal(format!("writing the sweep summary to {}: {e}", root.display())))?;
+            self.summary()?;
         }
-        if stop.load(Ordering::Relaxed) {
-            eprintln!("ringperf: stopped; the points measured so far are written");
-            break 'points;
-        }
+        Ok(row)
     }
-    drop(p);
-    if print && (points.len() > 1 || runs > 1) {
-        let _ = std::io::stdout().write_all(report::sweep::render(&out.rows).as_bytes());
+
+    /// Writes the sweep summary as it stands.
+    fn summary(&self) -> Result<(), Fatal> {
+        let axis = self.p.sweep.points[0].axis;
+        let search = self.out.search.as_ref().map(|s| {
+            serde_json::json!({
+                "axis": s.spec.axis.name(),
+                "slo_attainment": s.spec.attainment,
+                "range": [s.spec.lo, s.spec.hi],
+                "tolerance": s.spec.tolerance,
+                "highest_passed": s.passed,
+                "lowest_missed": s.failed,
+                "text": search_text(s),
+            })
+        });
+        report::sweep::write_summary(&self.root, axis, &self.out.rows, search).map_err(|e| {
+            Fatal(format!(
+                "writing the sweep summary to {}: {e}",
+                self.root.display()
+            ))
+        })
     }
-    if out.rows.is_empty() {
-        return Err(Fatal(format!(
-            "nothing was measured: {}",
-            out.failed.first().map_or("stopped before the first run", String::as_str)
-        )));
-    }
-    write_report(&root, print)?;
-    if print {
-        eprintln!("ringperf: artifacts in {}", root.display());
-    }
-    Ok(out)
 }
 
 /// Writes `report.html` and `plots/` for what `dir` holds.

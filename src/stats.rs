@@ -410,7 +410,10 @@ mod tests {
             (1000.0, 0.95, 1.962_339_1),
         ] {
             let got = t_critical(df, conf);
-            assert!((got - want).abs() < 1e-5, "df {df} conf {conf}: {got} != {want}");
+            assert!(
+                (got - want).abs() < 1e-5,
+                "df {df} conf {conf}: {got} != {want}"
+            );
         }
         assert!(t_critical(0.0, 0.95).is_nan());
         assert!(t_critical(3.0, 1.0).is_nan());

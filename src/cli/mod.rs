@@ -309,6 +309,30 @@ pub struct SweepArgs {
     /// --artifact-dir completed; run only the rest.
     #[arg(long)]
     pub resume: bool,
+    /// Find the highest load whose goodput (--goodput objectives) reaches --slo-attainment:
+    /// double from the lowest load of --search-range until one misses, then bisect. Each probe
+    /// is a whole run, in its own folder, as a sweep's points.
+    #[arg(long, value_enum, value_name = "GOAL")]
+    pub search: Option<SearchGoal>,
+    /// With --search: the share of requests that must meet every objective.
+    #[arg(long, default_value_t = 0.95)]
+    pub slo_attainment: f64,
+    /// With --search: the loads to search between (default 1..1024).
+    #[arg(long, value_name = "LO..HI")]
+    pub search_range: Option<String>,
+    /// With --search: stop when the highest load that passed and the lowest that missed are
+    /// this close, relative to the first (concurrency: or 1 apart).
+    #[arg(long, default_value_t = 0.05)]
+    pub search_tolerance: f64,
+}
+
+/// What `--search` looks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SearchGoal {
+    /// The most requests in flight (closed loop).
+    MaxConcurrency,
+    /// The highest open-loop request rate.
+    MaxRate,
 }
 
 /// Prompts, outputs and the tokenizer.
@@ -721,8 +745,7 @@ impl ProfileArgs {
         .collect();
         if lists.len() > 1 {
             return flag(
-                "--concurrency and --request-rate both have lists: a sweep varies one flag"
-                    .into(),
+                "--concurrency and --request-rate both have lists: a sweep varies one flag".into(),
             );
         }
         let points = match lists.first() {
@@ -755,8 +778,57 @@ impl ProfileArgs {
                 }],
             },
         };
+        let search = match a.search {
+            None => None,
+            Some(goal) => {
+                if !lists.is_empty() {
+                    return flag("--search chooses the loads itself: give no list".into());
+                }
+                if l.goodput.is_empty() {
+                    return flag(
+                        "--search looks for the highest load within the --goodput objectives \
+                         (e.g. --goodput ttft:500 itl:50): give them"
+                            .into(),
+                    );
+                }
+                let axis = match goal {
+                    SearchGoal::MaxConcurrency => Axis::Concurrency,
+                    SearchGoal::MaxRate => Axis::RequestRate,
+                };
+                let (lo, hi) = match &a.search_range {
+                    None => (1.0, 1024.0),
+                    Some(r) => {
+                        let bad = || {
+                            crate::plan::PlanError::Flag(format!(
+                                "--search-range {r:?}: give LO..HI, e.g. 1..512"
+                            ))
+                        };
+                        let (lo, hi) = r.split_once("..").ok_or_else(bad)?;
+                        (
+                            lo.trim().parse().map_err(|_| bad())?,
+                            hi.trim().parse().map_err(|_| bad())?,
+                        )
+                    }
+                };
+                Some(crate::plan::sweep::SearchSpec {
+                    axis,
+                    lo,
+                    hi,
+                    tolerance: a.search_tolerance,
+                    attainment: a.slo_attainment,
+                })
+            }
+        };
+        let points = match &search {
+            Some(s) => vec![Point {
+                axis: s.axis,
+                value: s.lo,
+            }],
+            None => points,
+        };
         let spec = SweepSpec {
-            is_sweep: !lists.is_empty(),
+            is_sweep: !lists.is_empty() || search.is_some(),
+            search,
             points,
             repeats: Repeats {
                 runs: a.num_profile_runs,

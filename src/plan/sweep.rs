@@ -85,6 +85,84 @@ pub struct Repeats {
     pub warmup_every_run: bool,
 }
 
+/// `--search`: the highest load whose goodput stays within the objectives.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchSpec {
+    /// The flag searched.
+    pub axis: Axis,
+    /// The lowest and highest load probed.
+    pub lo: f64,
+    /// See `lo`.
+    pub hi: f64,
+    /// Stop when the bracket is this narrow, relative to its lower end (concurrency: or 1).
+    pub tolerance: f64,
+    /// The share of requests that must meet every objective for a load to pass.
+    pub attainment: f64,
+}
+
+/// A search in progress: doubling from the lowest load until one fails, then bisecting
+/// between the highest that passed and the lowest that failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Search {
+    /// What is searched.
+    pub spec: SearchSpec,
+    /// The highest load that passed so far.
+    pub passed: Option<f64>,
+    /// The lowest load that failed so far.
+    pub failed: Option<f64>,
+}
+
+impl Search {
+    /// A search not yet started.
+    pub fn new(spec: SearchSpec) -> Search {
+        Search {
+            spec,
+            passed: None,
+            failed: None,
+        }
+    }
+
+    /// The next load to probe; `None` when the search is over.
+    pub fn next(&self) -> Option<f64> {
+        let s = &self.spec;
+        let whole = s.axis == Axis::Concurrency;
+        match (self.passed, self.failed) {
+            (None, None) => Some(s.lo),
+            // The lowest load missed: nothing below it is probed.
+            (None, Some(_)) => None,
+            (Some(p), None) => (p < s.hi).then(|| {
+                let up = (p * 2.0).min(s.hi);
+                if whole {
+                    up.round()
+                } else {
+                    round_sig(up)
+                }
+            }),
+            (Some(p), Some(f)) => {
+                let narrow = if whole {
+                    f - p <= (p * s.tolerance).floor().max(1.0)
+                } else {
+                    (f - p) / p <= s.tolerance
+                };
+                if narrow {
+                    return None;
+                }
+                let mid = (p + f) / 2.0;
+                Some(if whole { mid.floor() } else { round_sig(mid) })
+            }
+        }
+    }
+
+    /// Records a probe's outcome.
+    pub fn record(&mut self, value: f64, passed: bool) {
+        if passed {
+            self.passed = Some(self.passed.map_or(value, |p| p.max(value)));
+        } else {
+            self.failed = Some(self.failed.map_or(value, |f| f.min(value)));
+        }
+    }
+}
+
 /// What the flags say about sweeping and repeating.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepSpec {
@@ -98,6 +176,8 @@ pub struct SweepSpec {
     pub pause_ns: u64,
     /// Keep points whose artifacts are complete from an earlier run of the same sweep.
     pub resume: bool,
+    /// Search for the highest load within the objectives instead of running `points`.
+    pub search: Option<SearchSpec>,
 }
 
 impl SweepSpec {
@@ -115,6 +195,26 @@ impl SweepSpec {
                 "--num-profile-runs {}: must be from 1 to {MAX_RUNS}",
                 self.repeats.runs
             ));
+        }
+        if let Some(s) = &self.search {
+            if !(s.lo > 0.0 && s.lo < s.hi && s.hi.is_finite()) {
+                return flag(format!(
+                    "--search-range {}..{}: from a positive load up to a higher, finite one",
+                    s.lo, s.hi
+                ));
+            }
+            if !(s.attainment > 0.0 && s.attainment <= 1.0) {
+                return flag(format!(
+                    "--slo-attainment {}: a share of requests, above 0 and at most 1",
+                    s.attainment
+                ));
+            }
+            if !(s.tolerance > 0.0 && s.tolerance < 1.0) {
+                return flag(format!(
+                    "--search-tolerance {}: between 0 and 1, e.g. 0.05",
+                    s.tolerance
+                ));
+            }
         }
         if !(self.repeats.confidence > 0.0 && self.repeats.confidence < 1.0) {
             return flag(format!(
@@ -189,7 +289,7 @@ pub fn parse_points(s: &str, whole: bool) -> Result<Vec<f64>, String> {
                 "{item:?}: a range by factor needs A > 0 and a factor above 1"
             ));
         }
-        if !times && !(by > 0.0 && (b - a) / by < 1e6) {
+        if !(times || by > 0.0 && (b - a) / by < 1e6) {
             return Err(format!("{item:?}: the step must be positive"));
         }
         let mut v = a;
@@ -224,7 +324,10 @@ mod tests {
             [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0]
         );
         assert_eq!(parse_points("1..8", true).unwrap(), [1.0, 2.0, 4.0, 8.0]);
-        assert_eq!(parse_points("1..100x4", true).unwrap(), [1.0, 4.0, 16.0, 64.0]);
+        assert_eq!(
+            parse_points("1..100x4", true).unwrap(),
+            [1.0, 4.0, 16.0, 64.0]
+        );
         assert_eq!(
             parse_points("10..50+10", false).unwrap(),
             [10.0, 20.0, 30.0, 40.0, 50.0]
@@ -264,6 +367,55 @@ mod tests {
             let e = parse_points(s, whole).unwrap_err();
             assert!(e.contains(says), "{s}: {e}");
         }
+    }
+
+    fn search(axis: Axis, knee: f64) -> (Vec<f64>, Search) {
+        let mut s = Search::new(SearchSpec {
+            axis,
+            lo: 1.0,
+            hi: 1024.0,
+            tolerance: 0.05,
+            attainment: 0.95,
+        });
+        let mut probed = Vec::new();
+        while let Some(v) = s.next() {
+            assert!(probed.len() < 40, "{probed:?}");
+            probed.push(v);
+            s.record(v, v <= knee);
+        }
+        (probed, s)
+    }
+
+    #[test]
+    fn a_search_doubles_then_bisects_to_the_knee() {
+        let (probed, s) = search(Axis::Concurrency, 77.0);
+        assert_eq!(
+            probed,
+            [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 96.0, 80.0, 72.0, 76.0, 78.0]
+        );
+        // 76 passed, 78 missed: 2 apart, within 5% of 76.
+        assert_eq!((s.passed, s.failed), (Some(76.0), Some(78.0)));
+        let (_, s) = search(Axis::Concurrency, 9.0);
+        assert_eq!((s.passed, s.failed), (Some(9.0), Some(10.0)));
+        // Within 5% of a large load is enough.
+        let (probed, s) = search(Axis::Concurrency, 700.0);
+        let (p, f) = (s.passed.unwrap(), s.failed.unwrap());
+        assert!(
+            p <= 700.0 && f > 700.0 && f - p <= (p * 0.05).floor(),
+            "{p} {f}"
+        );
+        assert!(probed.len() < 20);
+        // Every load passes: up to the top of the range, and no further.
+        let (probed, s) = search(Axis::Concurrency, 5000.0);
+        assert_eq!(probed.last(), Some(&1024.0));
+        assert_eq!((s.passed, s.failed), (Some(1024.0), None));
+        // The lowest load misses: one probe.
+        let (probed, s) = search(Axis::Concurrency, 0.5);
+        assert_eq!((probed, s.passed), (vec![1.0], None));
+        // A rate brackets within 5% too.
+        let (_, s) = search(Axis::RequestRate, 37.3);
+        let (p, f) = (s.passed.unwrap(), s.failed.unwrap());
+        assert!(p <= 37.3 && f > 37.3 && (f - p) / p <= 0.05, "{p} {f}");
     }
 
     #[test]

@@ -108,7 +108,10 @@ fn cdf(values: &[f64]) -> Vec<(f64, f64)> {
 }
 
 /// `values` at times `t` (s), in buckets: each bucket's p50 and p99.
-fn over_time(t: &[f64], values: &[f64]) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
+/// Points of a chart line.
+type Points = Vec<(f64, f64)>;
+
+fn over_time(t: &[f64], values: &[f64]) -> (Points, Points) {
     let span = t.iter().copied().fold(0.0, f64::max);
     let width = (span / TIME_BUCKETS).max(1.0);
     let n = (span / width) as usize + 1;
@@ -174,11 +177,20 @@ fn run_charts(r: &Requests) -> Vec<(&'static str, Chart)> {
         }
     };
     vec![
-        ("ttft_cdf", dist("Time to first token: distribution", &r.ttft)),
+        (
+            "ttft_cdf",
+            dist("Time to first token: distribution", &r.ttft),
+        ),
         ("itl_cdf", dist("Inter-token latency: distribution", &r.itl)),
         ("e2e_cdf", dist("Request latency: distribution", &r.e2e)),
-        ("ttft_over_time", time("Time to first token over time", &r.ttft)),
-        ("itl_over_time", time("Inter-token latency over time", &r.itl)),
+        (
+            "ttft_over_time",
+            time("Time to first token over time", &r.ttft),
+        ),
+        (
+            "itl_over_time",
+            time("Inter-token latency over time", &r.itl),
+        ),
         (
             "throughput_over_time",
             Chart {
@@ -280,8 +292,14 @@ fn headline(doc: &Value) -> String {
         }
     }
     for (tag, name) in [
-        ("output_token_throughput", "Output token throughput (tokens/s)"),
-        ("total_token_throughput", "Total token throughput (tokens/s)"),
+        (
+            "output_token_throughput",
+            "Output token throughput (tokens/s)",
+        ),
+        (
+            "total_token_throughput",
+            "Total token throughput (tokens/s)",
+        ),
         ("request_throughput", "Request throughput (requests/s)"),
         ("goodput", "Goodput (requests/s)"),
         ("request_count", "Requests"),
@@ -303,7 +321,10 @@ fn headline(doc: &Value) -> String {
 fn health(doc: &Value) -> String {
     let mut out = String::new();
     let limited = doc.pointer("/client_health/limited") == Some(&Value::Bool(true));
-    if let Some(v) = doc.pointer("/client_health/verdict").and_then(Value::as_str) {
+    if let Some(v) = doc
+        .pointer("/client_health/verdict")
+        .and_then(Value::as_str)
+    {
         let _ = write!(
             out,
             "<p class=\"{}\"><b>Client:</b> {}</p>",
@@ -419,7 +440,11 @@ pub fn write_repeats(dir: &Path) -> std::io::Result<PathBuf> {
 }
 
 /// The charts across a sweep's points.
-fn sweep_charts(axis: Axis, rows: &[Row], knee: Option<&sweep::Knee>) -> Vec<(&'static str, Chart)> {
+fn sweep_charts(
+    axis: Axis,
+    rows: &[Row],
+    knee: Option<&sweep::Knee>,
+) -> Vec<(&'static str, Chart)> {
     let load = |r: &Row| r.point.value;
     let pts = |x: &dyn Fn(&Row) -> Option<f64>, y: &str| -> Vec<(f64, f64)> {
         rows.iter()
@@ -431,7 +456,8 @@ fn sweep_charts(axis: Axis, rows: &[Row], knee: Option<&sweep::Knee>) -> Vec<(&'
     let (x_label, log_x) = match axis {
         Axis::Concurrency => (
             "concurrency (requests in flight)",
-            rows.iter().map(load).fold(0.0, f64::max) >= 4.0 * rows.iter().map(load).fold(f64::MAX, f64::min),
+            rows.iter().map(load).fold(0.0, f64::max)
+                >= 4.0 * rows.iter().map(load).fold(f64::MAX, f64::min),
         ),
         Axis::RequestRate => ("request rate asked (requests/s)", false),
     };
@@ -451,7 +477,10 @@ fn sweep_charts(axis: Axis, rows: &[Row], knee: Option<&sweep::Knee>) -> Vec<(&'
     let mut charts = vec![
         (
             "throughput_vs_load",
-            if rows.iter().any(|r| r.get("output_token_throughput") > Some(0.0)) {
+            if rows
+                .iter()
+                .any(|r| r.get("output_token_throughput") > Some(0.0))
+            {
                 vs_load(
                     "Output token throughput",
                     "output tokens/s",
@@ -507,18 +536,27 @@ fn sweep_charts(axis: Axis, rows: &[Row], knee: Option<&sweep::Knee>) -> Vec<(&'
                 title: "Tokens/s per user against tokens/s".into(),
                 x_label: "output tokens/s (all users)".into(),
                 y_label: "output tokens/s per user (p50)".into(),
-                series: vec![line("points, by load", by_tput("output_token_throughput_per_user_p50"))],
+                series: vec![line(
+                    "points, by load",
+                    by_tput("output_token_throughput_per_user_p50"),
+                )],
                 ..Chart::default()
             },
         ),
     ];
-    if rows.iter().any(|r| r.get("joules_per_output_token").is_some()) {
+    if rows
+        .iter()
+        .any(|r| r.get("joules_per_output_token").is_some())
+    {
         charts.push((
             "energy_vs_load",
             vs_load(
                 "GPU energy per output token",
                 "J/token",
-                vec![line("J per output token", by_load("joules_per_output_token"))],
+                vec![line(
+                    "J per output token",
+                    by_load("joules_per_output_token"),
+                )],
             ),
         ));
         charts.push((
@@ -603,6 +641,13 @@ pub fn write_sweep(root: &Path) -> std::io::Result<PathBuf> {
     table.push_str("</table>");
     if let Some(d) = &first_doc {
         body.push_str(&about(d));
+    }
+    let summary = read_json(&root.join(sweep::SUMMARY_JSON)).ok();
+    if let Some(t) = summary
+        .as_ref()
+        .and_then(|s| s.pointer("/search/text")?.as_str())
+    {
+        let _ = write!(body, "<p><b>{}</b></p>", escape(t));
     }
     body.push_str("<h2>Points</h2>");
     body.push_str(&table);

@@ -96,7 +96,8 @@ fn tick_text(v: f64) -> String {
 impl Chart {
     /// The chart as an SVG element to put inside HTML (which needs no namespace).
     pub fn inline_svg(&self) -> String {
-        self.svg().replacen(r#" xmlns="http://www.w3.org/2000/svg""#, "", 1)
+        self.svg()
+            .replacen(r#" xmlns="http://www.w3.org/2000/svg""#, "", 1)
     }
 
     /// The chart as a standalone SVG document's element.
@@ -287,7 +288,13 @@ mod tests {
         assert!(svg.contains(">knee</text>"));
         assert!(!svg.contains("NaN") && !svg.contains("inf"));
         // The base-2 axis ticks at the powers of two between the points.
-        for t in [">1</text>", ">2</text>", ">4</text>", ">8</text>", ">16</text>"] {
+        for t in [
+            ">1</text>",
+            ">2</text>",
+            ">4</text>",
+            ">8</text>",
+            ">16</text>",
+        ] {
             assert!(svg.contains(t), "{t}");
         }
         // Points go left to right as x grows, and up as y grows.

@@ -184,11 +184,12 @@ impl Knee {
     }
 }
 
-/// The `sweep_summary.json` document.
-pub fn summary_json(axis: Axis, rows: &[Row]) -> Value {
+/// The `sweep_summary.json` document; `search` is where a `--search` ended.
+pub fn summary_json(axis: Axis, rows: &[Row], search: Option<Value>) -> Value {
     json!({
         "schema_version": 1,
         "axis": axis.name(),
+        "search": search,
         "points": rows.iter().map(Row::to_json).collect::<Vec<_>>(),
         "knee": knee(rows).map(|k| json!({
             "at": k.at.value,
@@ -212,7 +213,11 @@ pub fn summary_csv(axis: Axis, rows: &[Row]) -> Result<Vec<u8>, csv::Error> {
             r.point.value.to_string(),
             r.runs.to_string(),
         ];
-        line.extend(r.figures.iter().map(|f| f.map_or(String::new(), |v| v.to_string())));
+        line.extend(
+            r.figures
+                .iter()
+                .map(|f| f.map_or(String::new(), |v| v.to_string())),
+        );
         line.extend([
             r.client_limited.to_string(),
             r.verdict.clone(),
@@ -224,10 +229,15 @@ pub fn summary_csv(axis: Axis, rows: &[Row]) -> Result<Vec<u8>, csv::Error> {
 }
 
 /// Writes `sweep_summary.csv` and `sweep_summary.json` into `dir`.
-pub fn write_summary(dir: &Path, axis: Axis, rows: &[Row]) -> std::io::Result<()> {
+pub fn write_summary(
+    dir: &Path,
+    axis: Axis,
+    rows: &[Row],
+    search: Option<Value>,
+) -> std::io::Result<()> {
     let csv = summary_csv(axis, rows).map_err(std::io::Error::other)?;
     std::fs::write(dir.join(SUMMARY_CSV), csv)?;
-    let mut j = serde_json::to_vec_pretty(&summary_json(axis, rows))?;
+    let mut j = serde_json::to_vec_pretty(&summary_json(axis, rows, search))?;
     j.push(b'\n');
     std::fs::write(dir.join(SUMMARY_JSON), j)
 }
@@ -273,7 +283,13 @@ pub fn render(rows: &[Row]) -> String {
         ]);
     }
     let widths: Vec<usize> = (0..head.len())
-        .map(|c| lines.iter().map(|l| l[c].chars().count()).max().unwrap_or(0))
+        .map(|c| {
+            lines
+                .iter()
+                .map(|l| l[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     for (i, l) in lines.iter().enumerate() {
         for (c, v) in l.iter().enumerate() {
@@ -317,10 +333,7 @@ fn over_runs(values: &[f64], confidence: f64) -> Map<String, Value> {
         let se = std / n.sqrt();
         let t = crate::stats::t_critical(n - 1.0, confidence);
         m.insert("std".into(), json!(std));
-        m.insert(
-            "cv".into(),
-            json!((mean != 0.0).then(|| std / mean.abs())),
-        );
+        m.insert("cv".into(), json!((mean != 0.0).then(|| std / mean.abs())));
         m.insert("se".into(), json!(se));
         m.insert("ci_low".into(), json!(mean - t * se));
         m.insert("ci_high".into(), json!(mean + t * se));
@@ -449,7 +462,11 @@ pub fn point_of_dir(name: &str) -> Option<Point> {
     [Axis::Concurrency, Axis::RequestRate]
         .into_iter()
         .find_map(|axis| {
-            let v: f64 = name.strip_prefix(axis.name())?.strip_prefix('_')?.parse().ok()?;
+            let v: f64 = name
+                .strip_prefix(axis.name())?
+                .strip_prefix('_')?
+                .parse()
+                .ok()?;
             Some(Point { axis, value: v })
         })
 }
@@ -509,11 +526,19 @@ mod tests {
         assert_eq!(r.get("itl_p99_ms"), None);
         assert!(r.client_limited);
         assert_eq!(r.verdict, "limited");
-        let csv = String::from_utf8(summary_csv(Axis::Concurrency, &[r.clone()]).unwrap()).unwrap();
+        let csv =
+            String::from_utf8(summary_csv(Axis::Concurrency, std::slice::from_ref(&r)).unwrap())
+                .unwrap();
         let mut lines = csv.lines();
-        assert!(lines.next().unwrap().starts_with("point,concurrency,runs,request_throughput,"));
-        assert!(lines.next().unwrap().starts_with("concurrency_8,8,2,2,200,"));
-        let j = summary_json(Axis::Concurrency, &[r]);
+        assert!(lines
+            .next()
+            .unwrap()
+            .starts_with("point,concurrency,runs,request_throughput,"));
+        assert!(lines
+            .next()
+            .unwrap()
+            .starts_with("concurrency_8,8,2,2,200,"));
+        let j = summary_json(Axis::Concurrency, &[r], None);
         assert_eq!(j["points"][0]["concurrency"], json!(8.0));
         assert_eq!(j["points"][0]["itl_p99_ms"], Value::Null);
     }
@@ -521,10 +546,16 @@ mod tests {
     #[test]
     fn the_knee_is_where_a_load_step_stops_paying() {
         // Scales linearly to 32, then flattens: 64 gets +10% for twice the load.
-        let rows: Vec<Row> = [(8.0, 80.0), (16.0, 160.0), (32.0, 310.0), (64.0, 341.0), (4.0, 40.0)]
-            .into_iter()
-            .map(|(c, t)| Row::of(point(c), &[doc(t, 1.0, false)]))
-            .collect();
+        let rows: Vec<Row> = [
+            (8.0, 80.0),
+            (16.0, 160.0),
+            (32.0, 310.0),
+            (64.0, 341.0),
+            (4.0, 40.0),
+        ]
+        .into_iter()
+        .map(|(c, t)| Row::of(point(c), &[doc(t, 1.0, false)]))
+        .collect();
         let k = knee(&rows).unwrap();
         assert_eq!((k.at.value, k.next.value), (32.0, 64.0));
         assert!((k.efficiency - 0.1).abs() < 1e-9, "{}", k.efficiency);
@@ -560,8 +591,16 @@ mod tests {
         assert!(csv.starts_with("Metric,unit,mean,std,min,max,cv,se,ci_low,ci_high,t_critical\n"));
         assert!(csv.contains("\ntime_to_first_token_p99,ms,151.2,"));
         // One run: no spread to speak of.
-        let one = aggregate(&labels[..1], &docs[..1], 0.95, &[("run_0002".into(), "down".into())]);
-        assert_eq!(one["metrics"]["time_to_first_token_p99"]["std"], Value::Null);
+        let one = aggregate(
+            &labels[..1],
+            &docs[..1],
+            0.95,
+            &[("run_0002".into(), "down".into())],
+        );
+        assert_eq!(
+            one["metrics"]["time_to_first_token_p99"]["std"],
+            Value::Null
+        );
         assert_eq!(one["metadata"]["num_profile_runs"], json!(2));
     }
 

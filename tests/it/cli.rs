@@ -104,7 +104,11 @@ fn bad_input_is_one_clear_line_and_exit_2() {
         ),
         (
             vec!["--request-rate", "-5"],
-            "--request-rate -5.0: must be from 0.001",
+            "'--request-rate <PER_SECOND>': \"-5\" is not a non-negative number",
+        ),
+        (
+            vec!["--request-rate", "0.0001"],
+            "--request-rate 0.0001: must be from 0.001",
         ),
         // More than any Linux allows (fs.nr_open is at most 2^30 / 1,048,576 by default).
         (
@@ -401,8 +405,8 @@ fn secrets_never_reach_artifacts_or_output() {
     );
     let mut all =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    for f in std::fs::read_dir(&dir).unwrap() {
-        all.push_str(&std::fs::read_to_string(f.unwrap().path()).unwrap());
+    for f in support::files_under(&dir) {
+        all.push_str(&std::fs::read_to_string(f).unwrap());
     }
     assert!(!all.contains("sk-very-secret") && !all.contains("hunter2"));
     // Without an NVIDIA driver the run says so in one line and completes; with one, it

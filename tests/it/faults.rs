@@ -333,8 +333,8 @@ fn a_server_that_echoes_the_key_does_not_get_it_into_the_artifacts() {
         res.report.errors[0].message
     );
     let mut all = res.console.clone();
-    for f in std::fs::read_dir(&dir).unwrap() {
-        all.push_str(&std::fs::read_to_string(f.unwrap().path()).unwrap());
+    for f in support::files_under(&dir) {
+        all.push_str(&std::fs::read_to_string(f).unwrap());
     }
     assert!(
         !all.contains("sk-echoed-secret-42"),

@@ -123,13 +123,9 @@ fn run(model: &str, endpoint: &str, cache: &Path, extra_env: &[(&str, &str)]) ->
     text.push_str(&String::from_utf8_lossy(&out.stderr));
     // The token reaches no output and no artifact.
     assert!(!text.contains(TOKEN), "{text}");
-    for f in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-        let body = std::fs::read(f.path()).unwrap();
-        assert!(
-            !String::from_utf8_lossy(&body).contains(TOKEN),
-            "{:?}",
-            f.path()
-        );
+    for f in support::files_under(&dir) {
+        let body = std::fs::read(&f).unwrap();
+        assert!(!String::from_utf8_lossy(&body).contains(TOKEN), "{f:?}",);
     }
     (out.status.code().unwrap_or(-1), text)
 }

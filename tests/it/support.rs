@@ -33,6 +33,20 @@ pub fn artifact_dir(name: &str) -> std::path::PathBuf {
     d
 }
 
+/// Every file under `dir`, at any depth (artifacts include `plots/`).
+pub fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
 /// Runs `ringperf profile FLAGS --artifact-dir DIR` in this process (flags split on spaces).
 pub fn profile(
     flags: &str,

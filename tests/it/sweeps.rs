@@ -46,7 +46,12 @@ fn a_concurrency_sweep_writes_a_folder_per_point_a_summary_and_finds_the_batch_k
     let points: Vec<&str> = rows.iter().map(|r| &r[0]).collect();
     assert_eq!(
         points,
-        ["concurrency_2", "concurrency_4", "concurrency_8", "concurrency_32"]
+        [
+            "concurrency_2",
+            "concurrency_4",
+            "concurrency_8",
+            "concurrency_32"
+        ]
     );
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("sweep_summary.json")).unwrap()).unwrap();
@@ -66,11 +71,16 @@ fn a_concurrency_sweep_writes_a_folder_per_point_a_summary_and_finds_the_batch_k
     // The report: one self-contained page, every chart inline, each point's page linked.
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert_self_contained(&html);
-    assert_eq!(html.matches("<svg").count(), 6, "5 across points and the TTFT by point");
+    assert_eq!(
+        html.matches("<svg").count(),
+        6,
+        "5 across points and the TTFT by point"
+    );
     assert!(html.contains("knee at concurrency 8"));
     for c in [2, 4, 8, 32] {
         assert!(html.contains(&format!("href=\"concurrency_{c}/report.html\"")));
-        let page = std::fs::read_to_string(dir.join(format!("concurrency_{c}/report.html"))).unwrap();
+        let page =
+            std::fs::read_to_string(dir.join(format!("concurrency_{c}/report.html"))).unwrap();
         assert_self_contained(&page);
         assert_eq!(page.matches("<svg").count(), 6);
     }
@@ -85,7 +95,10 @@ fn a_concurrency_sweep_writes_a_folder_per_point_a_summary_and_finds_the_batch_k
     ])
     .unwrap();
     ringperf::app::run(cli, Arc::new(AtomicBool::new(false))).unwrap();
-    assert_eq!(std::fs::read_to_string(dir.join("report.html")).unwrap(), html);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("report.html")).unwrap(),
+        html
+    );
 
     // Resume: a point whose folder is gone is run again; the others are kept.
     std::fs::remove_dir_all(dir.join("concurrency_4")).unwrap();
@@ -111,7 +124,17 @@ fn a_concurrency_sweep_writes_a_folder_per_point_a_summary_and_finds_the_batch_k
 /// links only to pages beside it.
 fn assert_self_contained(html: &str) {
     assert!(html.starts_with("<!DOCTYPE html>"));
-    for bad in ["<script", "<link", "<img", "<iframe", "src=", "url(", "@import", "href=\"http", "href=\"/"] {
+    for bad in [
+        "<script",
+        "<link",
+        "<img",
+        "<iframe",
+        "src=",
+        "url(",
+        "@import",
+        "href=\"http",
+        "href=\"/",
+    ] {
         assert!(!html.contains(bad), "{bad} in the page");
     }
 }
@@ -123,7 +146,10 @@ fn ctrl_c_mid_sweep_keeps_the_points_measured() {
     let stop = Arc::new(AtomicBool::new(false));
     // Press "Ctrl-C" once the first point's results are on disk.
     let watcher = {
-        let (stop, first) = (stop.clone(), dir.join("concurrency_1/profile_export_ringperf.json"));
+        let (stop, first) = (
+            stop.clone(),
+            dir.join("concurrency_1/profile_export_ringperf.json"),
+        );
         std::thread::spawn(move || {
             let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
             while !first.exists() && std::time::Instant::now() < until {
@@ -140,7 +166,11 @@ fn ctrl_c_mid_sweep_keeps_the_points_measured() {
         stop,
     );
     watcher.join().unwrap();
-    assert!(!r.rows.is_empty() && r.rows.len() < 4, "{} rows", r.rows.len());
+    assert!(
+        !r.rows.is_empty() && r.rows.len() < 4,
+        "{} rows",
+        r.rows.len()
+    );
     let rows = csv_rows(&dir.join("sweep_summary.csv"));
     assert_eq!(rows.len(), r.rows.len());
     assert_eq!(&rows[0][0], "concurrency_1");
@@ -183,16 +213,23 @@ fn repeated_runs_write_each_run_and_an_aggregate_with_confidence_intervals() {
     assert!((m["mean"].as_f64().unwrap() - mean).abs() < 1e-9);
     // t(0.95, 2 df) = 2.919986.
     assert!((m["t_critical"].as_f64().unwrap() - 2.919_986).abs() < 1e-5);
-    let (lo, hi) = (m["ci_low"].as_f64().unwrap(), m["ci_high"].as_f64().unwrap());
+    let (lo, hi) = (
+        m["ci_low"].as_f64().unwrap(),
+        m["ci_high"].as_f64().unwrap(),
+    );
     assert!(lo <= mean && mean <= hi && hi - lo < 5.0, "{lo}..{hi}");
-    assert!(std::fs::read_to_string(dir.join("aggregate/profile_export_ringperf_aggregate.csv"))
-        .unwrap()
-        .contains("\ntime_to_first_token_p50,ms,"));
+    assert!(
+        std::fs::read_to_string(dir.join("aggregate/profile_export_ringperf_aggregate.csv"))
+            .unwrap()
+            .contains("\ntime_to_first_token_p50,ms,")
+    );
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert_self_contained(&html);
     assert!(html.contains("Over 3 runs (90% confidence)"));
     for i in 1..=3 {
-        assert!(dir.join(format!("profile_runs/run_{i:04}/report.html")).is_file());
+        assert!(dir
+            .join(format!("profile_runs/run_{i:04}/report.html"))
+            .is_file());
     }
 }
 
@@ -207,11 +244,33 @@ fn sweep_flags_that_cannot_work_are_refused_before_anything_runs() {
         ("--request-rate 5,inf", "positive, finite"),
         ("--concurrency 1..4096+1", "more than 256"),
         ("--concurrency 4 --num-profile-runs 0", "from 1 to 100"),
-        ("--concurrency 4 --num-profile-runs 2 --confidence-level 95", "between 0 and 1"),
+        (
+            "--concurrency 4 --num-profile-runs 2 --confidence-level 95",
+            "between 0 and 1",
+        ),
+        ("--search max-concurrency", "give them"),
+        (
+            "--search max-rate --goodput ttft:5 --request-rate 1,2",
+            "give no list",
+        ),
+        (
+            "--search max-concurrency --goodput ttft:5 --search-range 9..3",
+            "from a positive load",
+        ),
+        (
+            "--search max-concurrency --goodput ttft:5 --search-range x",
+            "give LO..HI",
+        ),
+        (
+            "--search max-concurrency --goodput ttft:5 --slo-attainment 2",
+            "at most 1",
+        ),
     ] {
         let argv: Vec<&str> = flags.split_whitespace().collect();
         let e = match <ringperf::cli::Cli as clap::Parser>::try_parse_from(
-            ["ringperf", "profile"].into_iter().chain(argv.iter().copied()),
+            ["ringperf", "profile"]
+                .into_iter()
+                .chain(argv.iter().copied()),
         ) {
             Err(e) => e.to_string(),
             Ok(_) => support::profile_args(&argv)
@@ -231,4 +290,42 @@ fn sweep_flags_that_cannot_work_are_refused_before_anything_runs() {
     .err()
     .unwrap();
     assert!(e.to_string().contains("--resume continues a sweep"), "{e}");
+}
+
+#[test]
+fn a_search_finds_the_highest_concurrency_within_the_slo_past_the_simulators_batch() {
+    let _alone = support::alone();
+    let dir = support::artifact_dir("search");
+    // 64 streams generate at once; past that, requests wait in the simulator's queue for a
+    // place, and their TTFT grows with the queue.
+    let r = run_sweep(
+        "--ttft 5ms --itl 2ms --max-batch 64",
+        "--streaming --output-tokens-mean 16 --request-count 200 --search max-concurrency \
+         --search-range 16..256 --goodput ttft:20 --slo-attainment 0.95",
+        &dir,
+        Arc::new(AtomicBool::new(false)),
+    );
+    let s = r.search.expect("a search result");
+    let (best, missed) = (s.passed.unwrap(), s.failed.unwrap());
+    assert!((32.0..128.0).contains(&best), "best {best}");
+    assert!(missed > best && missed - best <= (best * 0.05).floor().max(1.0));
+    // Every probe is a point of the summary, in load order, and the verdict agrees with it.
+    let loads: Vec<f64> = r.rows.iter().map(|r| r.point.value).collect();
+    assert!(loads.windows(2).all(|w| w[0] < w[1]), "{loads:?}");
+    assert_eq!(&loads[..3], [16.0, 32.0, 64.0]);
+    for row in &r.rows {
+        let good = row.get("goodput_fraction").unwrap();
+        assert_eq!(
+            good >= 0.95,
+            row.point.value <= best,
+            "{} {good}",
+            row.point.value
+        );
+    }
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("sweep_summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["search"]["highest_passed"], best);
+    assert_eq!(summary["search"]["lowest_missed"], missed);
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains(&format!("is {best} ({missed} missed)")));
 }
