@@ -371,6 +371,8 @@ struct Prepared {
     plan: Plan,
     /// The load points and repeats.
     sweep: SweepSpec,
+    /// The load flags as given, before a sweep's first point was set in `plan`.
+    load: crate::plan::LoadSpec,
     sim: Option<crate::sim::SimHandle>,
     reserved: Vec<usize>,
     warnings: Vec<String>,
@@ -415,6 +417,7 @@ fn prepare(args: &ProfileArgs) -> Result<Prepared, Fatal> {
     };
     eprintln!("ringperf: preparing {}", preparing(&spec.workload));
     // Without a list the flags stand as given; a sweep's plan starts at its first point.
+    let load = spec.load.clone();
     if sweep.is_sweep {
         sweep.points[0].apply(&mut spec.load);
     }
@@ -428,6 +431,7 @@ fn prepare(args: &ProfileArgs) -> Result<Prepared, Fatal> {
     check_artifact_dir(&root)?;
     let prepared = Prepared {
         warnings: Vec::new(),
+        load,
         plan,
         sweep,
         sim,
@@ -466,11 +470,18 @@ impl Prepared {
             return Ok(vec![(self.sweep.points[0], self.plan.clone())]);
         }
         let mut points: Vec<Point> = self.sweep.points.clone();
+        // A search's highest load, and an automatic sweep's saturated run, are planned and
+        // checked up front too.
         if let Some(s) = &self.sweep.search {
-            // A search's highest load is planned and checked up front too.
             points.push(Point {
                 axis: s.axis,
                 value: s.hi,
+            });
+        }
+        if let Some(a) = &self.sweep.auto {
+            points.push(Point {
+                axis: crate::plan::sweep::Axis::Concurrency,
+                value: a.saturation as f64,
             });
         }
         points
@@ -482,7 +493,12 @@ impl Prepared {
     /// The plan of one point of a sweep: the first point's, with its load, in its folder.
     fn point_plan(&self, p: &Point, root: &std::path::Path) -> Result<Plan, Fatal> {
         let mut plan = self.plan.clone();
+        plan.spec.load = self.load.clone();
         p.apply(&mut plan.spec.load);
+        if self.sweep.auto.is_some() && p.axis == crate::plan::sweep::Axis::RequestRate {
+            // --concurrency is the saturated run's; the rates between run uncapped.
+            plan.spec.load.concurrency = None;
+        }
         plan.load = Load::build(&plan.spec.load, plan.spec.workload.random_seed, None)
             .map_err(|e| Fatal(format!("{}: {e}", p.label())))?;
         plan.output.artifact_dir = root.join(p.name());
@@ -664,6 +680,8 @@ pub struct SweepResult {
     pub failed: Vec<String>,
     /// Where a `--search` ended.
     pub search: Option<Search>,
+    /// What an automatic sweep measured and decided (`{"auto": {...}}`).
+    pub auto: Option<serde_json::Value>,
 }
 
 /// The completed JSON document in `dir`, if an earlier run left one (for `--resume`).
@@ -713,9 +731,11 @@ pub fn sweep(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result<S
             gates_crossed: false,
             failed: Vec::new(),
             search: None,
+            auto: None,
         },
     };
     match &p.sweep.search {
+        None if p.sweep.auto.is_some() => auto_sweep(&mut s)?,
         None => {
             let points = p.points(&root)?;
             for (i, (point, plan)) in points.iter().enumerate() {
@@ -778,10 +798,12 @@ pub fn sweep(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result<S
     if print && (out.rows.len() > 1 || args.sweep.num_profile_runs > 1) {
         let _ = std::io::stdout().write_all(report::sweep::render(&out.rows).as_bytes());
     }
-    if let Some(text) = out.search.as_ref().map(search_text) {
-        if print {
-            println!("{text}");
-        }
+    let said = out.search.as_ref().map(search_text).or_else(|| {
+        let a = out.auto.as_ref()?;
+        Some(a.pointer("/auto/text")?.as_str()?.to_string())
+    });
+    if let (Some(text), true) = (said, print) {
+        println!("{text}");
     }
     if out.rows.is_empty() {
         return Err(Fatal(format!(
@@ -797,6 +819,95 @@ pub fn sweep(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result<S
     }
     out.artifact_dir = root;
     Ok(out)
+}
+
+/// `--sweep auto`: the serial run, the saturated run, then the rates between them, until the
+/// server is over-saturated.
+fn auto_sweep(s: &mut Sweeper) -> Result<(), Fatal> {
+    use crate::plan::sweep::Axis;
+    let (p, stop) = (s.p, s.stop.clone());
+    let spec = p.sweep.auto.clone().expect("an automatic sweep");
+    let root = s.root.clone();
+    let probe = |s: &mut Sweeper, point: Point, which: &str| {
+        if s.out.ran + s.out.kept > 0 {
+            pause(p.sweep.pause_ns, &stop);
+        }
+        let plan = p.point_plan(&point, &root)?;
+        s.point(point, &plan, which)
+    };
+    let one = Point {
+        axis: Axis::Concurrency,
+        value: 1.0,
+    };
+    let serial = probe(s, one, "serial: the lowest load")?;
+    let saturated = match &serial {
+        Some(_) if !stop.load(Ordering::Relaxed) => probe(
+            s,
+            Point {
+                axis: Axis::Concurrency,
+                value: spec.saturation as f64,
+            },
+            "saturated: the highest load",
+        )?,
+        _ => None,
+    };
+    let (Some(serial), Some(saturated)) = (serial, saturated) else {
+        return Ok(());
+    };
+    let tput = |r: &report::sweep::Row| r.get("request_throughput").unwrap_or(0.0);
+    let (low, high) = (tput(&serial), tput(&saturated));
+    let rates = crate::plan::sweep::auto_rates(low, high, spec.points - 2);
+    let mut stopped = None;
+    if high <= low * 1.05 {
+        stopped = Some(format!(
+            "no rates between: {} requests in flight reached {high:.3} requests/s, no more than \
+             one at a time ({low:.3}/s); the server does not serve requests in parallel",
+            spec.saturation
+        ));
+    }
+    let mut done = Vec::new();
+    for (i, rate) in rates.iter().enumerate() {
+        if stopped.is_some() || stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let point = Point {
+            axis: Axis::RequestRate,
+            value: *rate,
+        };
+        let which = format!("rate {} of {} between", i + 1, rates.len());
+        let Some(row) = probe(s, point, &which)? else {
+            continue;
+        };
+        done.push(*rate);
+        stopped = report::sweep::over_saturated(&serial, &row);
+    }
+    let text = format!(
+        "automatic sweep: serial {low:.3} requests/s, saturated ({} in flight) {high:.3} \
+         requests/s; rates run: {}{}",
+        spec.saturation,
+        if done.is_empty() {
+            "none".to_string()
+        } else {
+            done.iter()
+                .map(|r| r.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+        stopped
+            .as_deref()
+            .map_or(String::new(), |w| format!("; {w}"))
+    );
+    eprintln!("ringperf: {text}");
+    s.out.auto = Some(serde_json::json!({"auto": {
+        "serial_request_throughput": low,
+        "saturated_request_throughput": high,
+        "saturation_concurrency": spec.saturation,
+        "rates_planned": rates,
+        "rates_run": done,
+        "stopped": stopped,
+        "text": text,
+    }}));
+    s.summary()
 }
 
 /// What a search found, in a sentence.
@@ -921,11 +1032,8 @@ impl Sweeper<'_> {
         let row = (!docs.is_empty()).then(|| report::sweep::Row::of(point, &docs));
         if let Some(r) = &row {
             // In load order, as `ringperf report` reads them back (a search probes out of order).
-            let at = self
-                .out
-                .rows
-                .partition_point(|x| x.point.value < r.point.value);
-            self.out.rows.insert(at, r.clone());
+            self.out.rows.push(r.clone());
+            report::sweep::sort(&mut self.out.rows);
         }
         if p.sweep.is_sweep {
             self.summary()?;
@@ -935,9 +1043,8 @@ impl Sweeper<'_> {
 
     /// Writes the sweep summary as it stands.
     fn summary(&self) -> Result<(), Fatal> {
-        let axis = self.p.sweep.points[0].axis;
         let search = self.out.search.as_ref().map(|s| {
-            serde_json::json!({
+            serde_json::json!({"search": {
                 "axis": s.spec.axis.name(),
                 "slo_attainment": s.spec.attainment,
                 "range": [s.spec.lo, s.spec.hi],
@@ -945,9 +1052,10 @@ impl Sweeper<'_> {
                 "highest_passed": s.passed,
                 "lowest_missed": s.failed,
                 "text": search_text(s),
-            })
+            }})
         });
-        report::sweep::write_summary(&self.root, axis, &self.out.rows, search).map_err(|e| {
+        let extra = search.or_else(|| self.out.auto.clone());
+        report::sweep::write_summary(&self.root, &self.out.rows, extra).map_err(|e| {
             Fatal(format!(
                 "writing the sweep summary to {}: {e}",
                 self.root.display()

@@ -309,6 +309,15 @@ pub struct SweepArgs {
     /// --artifact-dir completed; run only the rest.
     #[arg(long)]
     pub resume: bool,
+    /// `auto`: find the server's capacity and sweep up to it: a serial run (concurrency 1), a
+    /// saturated one (--concurrency, default 256, in flight), then --sweep-points − 2
+    /// open-loop rates (--arrival) evenly spaced between the two throughputs; stops early when
+    /// the server is over-saturated (it falls behind the rate while TTFT grows), and says so.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub sweep: Option<SweepMode>,
+    /// With --sweep auto: points in all, the serial and the saturated run included.
+    #[arg(long, default_value_t = 10)]
+    pub sweep_points: usize,
     /// Find the highest load whose goodput (--goodput objectives) reaches --slo-attainment:
     /// double from the lowest load of --search-range until one misses, then bisect. Each probe
     /// is a whole run, in its own folder, as a sweep's points.
@@ -324,6 +333,13 @@ pub struct SweepArgs {
     /// this close, relative to the first (concurrency: or 1 apart).
     #[arg(long, default_value_t = 0.05)]
     pub search_tolerance: f64,
+}
+
+/// How `--sweep` chooses its points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SweepMode {
+    /// From the server's measured capacity (as GuideLLM's sweep).
+    Auto,
 }
 
 /// What `--search` looks for.
@@ -819,16 +835,37 @@ impl ProfileArgs {
                 })
             }
         };
-        let points = match &search {
-            Some(s) => vec![Point {
+        let auto = match a.sweep {
+            None => None,
+            Some(SweepMode::Auto) => {
+                if !lists.is_empty() || search.is_some() || l.request_rate.is_some() {
+                    return flag(
+                        "--sweep auto chooses the loads itself: give no --request-rate, list or \
+                         --search"
+                            .into(),
+                    );
+                }
+                Some(crate::plan::sweep::AutoSpec {
+                    points: a.sweep_points,
+                    saturation: l.concurrency.as_ref().map_or(256, |c| c.first() as u64),
+                })
+            }
+        };
+        let points = match (&search, &auto) {
+            (Some(s), _) => vec![Point {
                 axis: s.axis,
                 value: s.lo,
             }],
-            None => points,
+            (None, Some(_)) => vec![Point {
+                axis: Axis::Concurrency,
+                value: 1.0,
+            }],
+            (None, None) => points,
         };
         let spec = SweepSpec {
-            is_sweep: !lists.is_empty() || search.is_some(),
+            is_sweep: !lists.is_empty() || search.is_some() || auto.is_some(),
             search,
+            auto,
             points,
             repeats: Repeats {
                 runs: a.num_profile_runs,

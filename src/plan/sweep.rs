@@ -178,6 +178,31 @@ pub struct SweepSpec {
     pub resume: bool,
     /// Search for the highest load within the objectives instead of running `points`.
     pub search: Option<SearchSpec>,
+    /// Choose the points from the server's capacity instead (`--sweep auto`).
+    pub auto: Option<AutoSpec>,
+}
+
+/// `--sweep auto`: a serial run, a saturated one, then open-loop rates spaced between the two
+/// throughputs they reached, stopping early once the server is over-saturated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AutoSpec {
+    /// Points in all, the serial and the saturated run included.
+    pub points: usize,
+    /// Requests in flight in the saturated run.
+    pub saturation: u64,
+}
+
+/// The open-loop rates an automatic sweep runs between the serial throughput `low` and the
+/// saturated throughput `high` (requests/s): `n` evenly spaced, both ends excluded, to 3
+/// significant digits.
+pub fn auto_rates(low: f64, high: f64, n: usize) -> Vec<f64> {
+    (1..=n)
+        .map(|i| {
+            let r = low + (high - low) * i as f64 / (n + 1) as f64;
+            let scale = 10f64.powi(2 - r.log10().floor() as i32);
+            (r * scale).round() / scale
+        })
+        .collect()
 }
 
 impl SweepSpec {
@@ -195,6 +220,16 @@ impl SweepSpec {
                 "--num-profile-runs {}: must be from 1 to {MAX_RUNS}",
                 self.repeats.runs
             ));
+        }
+        if let Some(a) = &self.auto {
+            if !(3..=MAX_POINTS).contains(&a.points) || a.saturation < 2 {
+                return flag(format!(
+                    "--sweep auto: --sweep-points {} must be from 3 to {MAX_POINTS} (the serial \
+                     run, the saturated run and a rate between), and the saturated run's \
+                     --concurrency at least 2",
+                    a.points
+                ));
+            }
         }
         if let Some(s) = &self.search {
             if !(s.lo > 0.0 && s.lo < s.hi && s.hi.is_finite()) {
@@ -416,6 +451,13 @@ mod tests {
         let (_, s) = search(Axis::RequestRate, 37.3);
         let (p, f) = (s.passed.unwrap(), s.failed.unwrap());
         assert!(p <= 37.3 && f > 37.3 && (f - p) / p <= 0.05, "{p} {f}");
+    }
+
+    #[test]
+    fn automatic_rates_are_spaced_evenly_between_the_two_throughputs() {
+        assert_eq!(auto_rates(2.0, 12.0, 4), [4.0, 6.0, 8.0, 10.0]);
+        assert_eq!(auto_rates(1.234, 100.0, 1), [50.6]);
+        assert_eq!(auto_rates(0.31, 0.97, 2), [0.53, 0.75]);
     }
 
     #[test]

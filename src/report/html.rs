@@ -445,7 +445,16 @@ fn sweep_charts(
     rows: &[Row],
     knee: Option<&sweep::Knee>,
 ) -> Vec<(&'static str, Chart)> {
-    let load = |r: &Row| r.point.value;
+    // A sweep of one flag is drawn against it; an automatic sweep's mixed points against the
+    // request rate they achieved.
+    let mixed = rows.iter().any(|r| r.point.axis != axis);
+    let load = |r: &Row| {
+        if mixed {
+            r.get("request_throughput").unwrap_or(f64::NAN)
+        } else {
+            r.point.value
+        }
+    };
     let pts = |x: &dyn Fn(&Row) -> Option<f64>, y: &str| -> Vec<(f64, f64)> {
         rows.iter()
             .filter_map(|r| Some((x(r)?, r.get(y)?)))
@@ -454,6 +463,7 @@ fn sweep_charts(
     let by_load = |y: &str| pts(&|r| Some(load(r)), y);
     let by_tput = |y: &str| pts(&|r| r.get("output_token_throughput"), y);
     let (x_label, log_x) = match axis {
+        _ if mixed => ("requests/s achieved", false),
         Axis::Concurrency => (
             "concurrency (requests in flight)",
             rows.iter().map(load).fold(0.0, f64::max)
@@ -461,7 +471,10 @@ fn sweep_charts(
         ),
         Axis::RequestRate => ("request rate asked (requests/s)", false),
     };
-    let mark_load = knee.map(|k| (k.at.value, "knee".to_string()));
+    let mark_load = knee.and_then(|k| {
+        let r = rows.iter().find(|r| r.point == k.at)?;
+        Some((load(r), "knee".to_string()))
+    });
     let mark_tput = knee.and_then(|k| {
         let r = rows.iter().find(|r| r.point == k.at)?;
         Some((r.get("output_token_throughput")?, "knee".to_string()))
@@ -584,11 +597,10 @@ pub fn write_sweep(root: &Path) -> std::io::Result<PathBuf> {
     let mut body = String::new();
     let mut ttft = Vec::new();
     let mut first_doc = None;
-    let mut table = format!(
-        "<table><tr><th>{}</th><th>runs</th><th>req/s</th><th>out tok/s</th><th>in flight</th>\
+    let mut table = String::from(
+        "<table><tr><th>load</th><th>runs</th><th>req/s</th><th>out tok/s</th><th>in flight</th>\
          <th>TTFT p50</th><th>TTFT p99</th><th>ITL p50</th><th>ITL p99</th><th>e2e p99</th>\
          <th>goodput</th><th>errors</th><th>client</th></tr>",
-        axis.name()
     );
     for r in &rows {
         let name = r.point.name();
@@ -606,7 +618,7 @@ pub fn write_sweep(root: &Path) -> std::io::Result<PathBuf> {
             first_doc = Some(read_json(&run_dir.join(sweep::PROFILE_JSON))?);
         }
         let reqs = read_requests(&run_dir.join("profile_export.jsonl"))?;
-        ttft.push(line(&r.point.value.to_string(), cdf(&reqs.ttft)));
+        ttft.push(line(&r.point.label(), cdf(&reqs.ttft)));
         let rel = page
             .strip_prefix(root)
             .map(|p| p.to_string_lossy().into_owned())
@@ -617,7 +629,7 @@ pub fn write_sweep(root: &Path) -> std::io::Result<PathBuf> {
              <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             if r.client_limited { " class=\"limited\"" } else { "" },
             escape(&rel),
-            r.point.value,
+            escape(&r.point.label()),
             r.runs,
             num(r.get("request_throughput")),
             num(r.get("output_token_throughput")),
@@ -643,11 +655,10 @@ pub fn write_sweep(root: &Path) -> std::io::Result<PathBuf> {
         body.push_str(&about(d));
     }
     let summary = read_json(&root.join(sweep::SUMMARY_JSON)).ok();
-    if let Some(t) = summary
-        .as_ref()
-        .and_then(|s| s.pointer("/search/text")?.as_str())
-    {
-        let _ = write!(body, "<p><b>{}</b></p>", escape(t));
+    for at in ["/search/text", "/auto/text"] {
+        if let Some(t) = summary.as_ref().and_then(|s| s.pointer(at)?.as_str()) {
+            let _ = write!(body, "<p><b>{}</b></p>", escape(t));
+        }
     }
     body.push_str("<h2>Points</h2>");
     body.push_str(&table);
@@ -663,7 +674,7 @@ pub fn write_sweep(root: &Path) -> std::io::Result<PathBuf> {
     charts.push((
         "ttft_cdf_by_point",
         Chart {
-            title: format!("Time to first token by {}: distribution", axis.name()),
+            title: "Time to first token by point: distribution".into(),
             x_label: "ms".into(),
             y_label: "percentile".into(),
             series: ttft,

@@ -119,10 +119,21 @@ impl Row {
             .or_else(|| self.get("request_throughput"))
     }
 
+    /// The asked concurrency and request rate (one of them is this row's point).
+    fn asked(&self) -> [Option<f64>; 2] {
+        let v = Some(self.point.value);
+        match self.point.axis {
+            Axis::Concurrency => [v, None],
+            Axis::RequestRate => [None, v],
+        }
+    }
+
     fn to_json(&self) -> Value {
         let mut m = Map::new();
         m.insert("point".into(), json!(self.point.name()));
-        m.insert(self.point.axis.name().into(), json!(self.point.value));
+        let [c, r] = self.asked();
+        m.insert("concurrency".into(), json!(c));
+        m.insert("request_rate".into(), json!(r));
         m.insert("runs".into(), json!(self.runs));
         for ((name, _), v) in FIGURES.iter().zip(&self.figures) {
             m.insert((*name).into(), json!(v));
@@ -149,11 +160,30 @@ pub struct Knee {
 /// Below this share of the proportional gain, a step up in load did not scale.
 pub const KNEE_EFFICIENCY: f64 = 0.5;
 
+/// The axis most rows share (concurrency on a tie).
+pub fn main_axis(rows: &[Row]) -> Option<Axis> {
+    let rates = rows
+        .iter()
+        .filter(|r| r.point.axis == Axis::RequestRate)
+        .count();
+    (!rows.is_empty()).then_some(if rates * 2 > rows.len() {
+        Axis::RequestRate
+    } else {
+        Axis::Concurrency
+    })
+}
+
 /// The knee: going up the load, the first step whose throughput gain is under
 /// [`KNEE_EFFICIENCY`] of what the load step would give if the server scaled (throughput
 /// ratio − 1 over load ratio − 1). `None` when every step scaled, or fewer than 2 points.
+/// An automatic sweep mixes axes (a serial and a saturated closed loop, rates between): the
+/// knee is judged along the axis most of its points share.
 pub fn knee(rows: &[Row]) -> Option<Knee> {
-    let mut sorted: Vec<&Row> = rows.iter().filter(|r| r.throughput().is_some()).collect();
+    let along = main_axis(rows)?;
+    let mut sorted: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.point.axis == along && r.throughput().is_some())
+        .collect();
     sorted.sort_by(|a, b| a.point.value.total_cmp(&b.point.value));
     sorted.windows(2).find_map(|w| {
         let (a, b) = (w[0], w[1]);
@@ -184,12 +214,43 @@ impl Knee {
     }
 }
 
-/// The `sweep_summary.json` document; `search` is where a `--search` ended.
-pub fn summary_json(axis: Axis, rows: &[Row], search: Option<Value>) -> Value {
-    json!({
+/// Whether an open-loop point is past what the server can take, judged against the serial
+/// run: it fell behind the asked rate (achieved under 90% of it: throughput went flat) while
+/// requests queued (TTFT p50, or request latency without TTFT, over twice the serial run's).
+/// Says which signals decided, with their figures.
+pub fn over_saturated(serial: &Row, row: &Row) -> Option<String> {
+    let asked = row.point.value;
+    let achieved = row.get("request_throughput")?;
+    let (name, base, now) = match (serial.get("ttft_p50_ms"), row.get("ttft_p50_ms")) {
+        (Some(a), Some(b)) => ("TTFT p50", a, b),
+        _ => (
+            "request latency p50",
+            serial.get("request_latency_p50_ms")?,
+            row.get("request_latency_p50_ms")?,
+        ),
+    };
+    (row.point.axis == Axis::RequestRate && achieved < 0.9 * asked && now > 2.0 * base).then(|| {
+        format!(
+            "stopped at {}: the server kept up with {achieved:.3} of {asked} requests/s asked \
+             (throughput flat) while {name} grew from {base:.1} ms to {now:.1} ms (requests \
+             queue): it is over-saturated",
+            row.point.label()
+        )
+    })
+}
+
+/// The `sweep_summary.json` document; `extra` (an object) adds how the points were chosen:
+/// where a `--search` or an automatic sweep ended.
+pub fn summary_json(rows: &[Row], extra: Option<Value>) -> Value {
+    let mut axes: Vec<&str> = rows.iter().map(|r| r.point.axis.name()).collect();
+    axes.dedup();
+    let mut doc = json!({
         "schema_version": 1,
-        "axis": axis.name(),
-        "search": search,
+        "axis": match axes.as_slice() {
+            [one] => *one,
+            [] => "none",
+            _ => "mixed",
+        },
         "points": rows.iter().map(Row::to_json).collect::<Vec<_>>(),
         "knee": knee(rows).map(|k| json!({
             "at": k.at.value,
@@ -197,22 +258,27 @@ pub fn summary_json(axis: Axis, rows: &[Row], search: Option<Value>) -> Value {
             "efficiency": k.efficiency,
             "text": k.describe(),
         })),
-    })
+    });
+    if let (Some(Value::Object(extra)), Value::Object(d)) = (extra, &mut doc) {
+        d.extend(extra);
+    }
+    doc
 }
 
 /// The `sweep_summary.csv` text.
-pub fn summary_csv(axis: Axis, rows: &[Row]) -> Result<Vec<u8>, csv::Error> {
+pub fn summary_csv(rows: &[Row]) -> Result<Vec<u8>, csv::Error> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    let mut head = vec!["point", axis.name(), "runs"];
+    let mut head = vec!["point", "concurrency", "request_rate", "runs"];
     head.extend(FIGURES.iter().map(|(n, _)| *n));
     head.extend(["client_limited", "verdict", "was_cancelled"]);
     w.write_record(&head)?;
     for r in rows {
-        let mut line = vec![
-            r.point.name(),
-            r.point.value.to_string(),
-            r.runs.to_string(),
-        ];
+        let mut line = vec![r.point.name()];
+        line.extend(
+            r.asked()
+                .map(|v| v.map_or(String::new(), |v| v.to_string())),
+        );
+        line.push(r.runs.to_string());
         line.extend(
             r.figures
                 .iter()
@@ -229,15 +295,10 @@ pub fn summary_csv(axis: Axis, rows: &[Row]) -> Result<Vec<u8>, csv::Error> {
 }
 
 /// Writes `sweep_summary.csv` and `sweep_summary.json` into `dir`.
-pub fn write_summary(
-    dir: &Path,
-    axis: Axis,
-    rows: &[Row],
-    search: Option<Value>,
-) -> std::io::Result<()> {
-    let csv = summary_csv(axis, rows).map_err(std::io::Error::other)?;
+pub fn write_summary(dir: &Path, rows: &[Row], extra: Option<Value>) -> std::io::Result<()> {
+    let csv = summary_csv(rows).map_err(std::io::Error::other)?;
     std::fs::write(dir.join(SUMMARY_CSV), csv)?;
-    let mut j = serde_json::to_vec_pretty(&summary_json(axis, rows, search))?;
+    let mut j = serde_json::to_vec_pretty(&summary_json(rows, extra))?;
     j.push(b'\n');
     std::fs::write(dir.join(SUMMARY_JSON), j)
 }
@@ -485,8 +546,22 @@ pub fn read_sweep(dir: &Path) -> std::io::Result<Vec<Row>> {
             rows.push(Row::of(point, &docs));
         }
     }
-    rows.sort_by(|a, b| a.point.value.total_cmp(&b.point.value));
+    sort(&mut rows);
     Ok(rows)
+}
+
+/// Puts rows in load order: by the swept flag's value, or, when an automatic sweep mixes
+/// closed-loop and open-loop points, by the request rate each achieved.
+pub fn sort(rows: &mut [Row]) {
+    let mixed = rows.windows(2).any(|w| w[0].point.axis != w[1].point.axis);
+    let key = |r: &Row| {
+        if mixed {
+            r.get("request_throughput").unwrap_or(0.0)
+        } else {
+            r.point.value
+        }
+    };
+    rows.sort_by(|a, b| key(a).total_cmp(&key(b)));
 }
 
 #[cfg(test)]
@@ -526,19 +601,20 @@ mod tests {
         assert_eq!(r.get("itl_p99_ms"), None);
         assert!(r.client_limited);
         assert_eq!(r.verdict, "limited");
-        let csv =
-            String::from_utf8(summary_csv(Axis::Concurrency, std::slice::from_ref(&r)).unwrap())
-                .unwrap();
+        let csv = String::from_utf8(summary_csv(std::slice::from_ref(&r)).unwrap()).unwrap();
         let mut lines = csv.lines();
         assert!(lines
             .next()
             .unwrap()
-            .starts_with("point,concurrency,runs,request_throughput,"));
+            .starts_with("point,concurrency,request_rate,runs,request_throughput,"));
         assert!(lines
             .next()
             .unwrap()
-            .starts_with("concurrency_8,8,2,2,200,"));
-        let j = summary_json(Axis::Concurrency, &[r], None);
+            .starts_with("concurrency_8,8,,2,2,200,"));
+        let j = summary_json(&[r], Some(json!({"search": {"text": "x"}})));
+        assert_eq!(j["search"]["text"], "x");
+        assert_eq!(j["axis"], "concurrency");
+        assert_eq!(j["points"][0]["request_rate"], Value::Null);
         assert_eq!(j["points"][0]["concurrency"], json!(8.0));
         assert_eq!(j["points"][0]["itl_p99_ms"], Value::Null);
     }
@@ -563,6 +639,26 @@ mod tests {
         // Every step scales: no knee.
         assert_eq!(knee(&rows[..3]), None);
         assert_eq!(knee(&rows[..1]), None);
+    }
+
+    #[test]
+    fn over_saturation_needs_both_a_flat_throughput_and_a_growing_queue() {
+        let serial = Row::of(point(1.0), &[doc(100.0, 10.0, false)]);
+        let at = |rate: f64, achieved: f64, ttft: f64| {
+            let mut d = doc(achieved * 100.0, ttft * 2.0, false);
+            d["time_to_first_token"]["p50"] = json!(ttft);
+            let p = Point {
+                axis: Axis::RequestRate,
+                value: rate,
+            };
+            over_saturated(&serial, &Row::of(p, &[d]))
+        };
+        // The serial run's TTFT p50 is 5 ms.
+        let why = at(50.0, 30.0, 40.0).expect("over-saturated");
+        assert!(why.contains("30.000 of 50 requests/s") && why.contains("from 5.0 ms to 40.0 ms"));
+        assert_eq!(at(50.0, 46.0, 40.0), None, "kept up");
+        assert_eq!(at(50.0, 30.0, 9.0), None, "no queue");
+        assert_eq!(over_saturated(&serial, &serial), None, "closed loop");
     }
 
     #[test]

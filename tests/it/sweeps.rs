@@ -329,3 +329,67 @@ fn a_search_finds_the_highest_concurrency_within_the_slo_past_the_simulators_bat
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains(&format!("is {best} ({missed} missed)")));
 }
+
+#[test]
+fn an_automatic_sweep_runs_serial_saturated_and_rates_between() {
+    let _alone = support::alone();
+    let dir = support::artifact_dir("auto-sweep");
+    let r = run_sweep(
+        "--ttft 5ms --itl 2ms --max-batch 16",
+        "--streaming --output-tokens-mean 16 --request-count 120 --sweep auto --sweep-points 5 \
+         --concurrency 32 --arrival constant",
+        &dir,
+        Arc::new(AtomicBool::new(false)),
+    );
+    let auto = r.auto.expect("the automatic sweep's findings");
+    let a = &auto["auto"];
+    let (low, high) = (
+        a["serial_request_throughput"].as_f64().unwrap(),
+        a["saturated_request_throughput"].as_f64().unwrap(),
+    );
+    // 16 streams at a time against 1: far more throughput when saturated.
+    assert!(high > 4.0 * low, "{low} {high}");
+    let rates: Vec<f64> = a["rates_run"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(rates.len(), 3, "{auto}");
+    assert!(rates.windows(2).all(|w| w[0] < w[1]));
+    assert!(rates.iter().all(|x| *x > low && *x < high), "{rates:?}");
+    for name in ["concurrency_1", "concurrency_32"]
+        .into_iter()
+        .map(String::from)
+        .chain(rates.iter().map(|x| format!("request_rate_{x}")))
+    {
+        assert!(
+            dir.join(&name)
+                .join("profile_export_ringperf.json")
+                .is_file(),
+            "{name}"
+        );
+    }
+    // The rates between run uncapped, each near its asked rate.
+    for row in r
+        .rows
+        .iter()
+        .filter(|r| r.point.value != 1.0 && r.point.value != 32.0)
+    {
+        let achieved = row.get("request_throughput").unwrap();
+        assert!(
+            achieved > 0.7 * row.point.value,
+            "{achieved} of {}",
+            row.point.value
+        );
+    }
+    // In the order of the rate each reached: serial first, saturated last.
+    assert_eq!(r.rows.first().unwrap().point.value, 1.0);
+    assert_eq!(r.rows.last().unwrap().point.value, 32.0);
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("sweep_summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["axis"], "mixed");
+    assert_eq!(summary["points"].as_array().unwrap().len(), 5);
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("automatic sweep: serial"));
+}
