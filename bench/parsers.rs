@@ -1,4 +1,5 @@
-//! Protocol layers in nanoseconds per event, over the real vLLM chat capture.
+//! Protocol layers in nanoseconds per event, over the real vLLM chat capture, and what the
+//! live line costs (per finished request on a shard, and per redraw on the main thread).
 //!
 //!     cargo bench --bench parsers
 //!
@@ -95,4 +96,46 @@ fn main() {
         std::hint::black_box(rec.osl);
     });
     println!("{:<40} {t:>8.1} ns/event", "whole response (head → record)");
+
+    // The live line: two counters per finished request on the shard, and once a second a
+    // merge of every shard's buckets into p50/p99 on the main thread.
+    let live = ringperf::stats::LiveBuckets::default();
+    let mut v = 1u64;
+    let per_request = median_ns_per(1, || {
+        v = v.wrapping_mul(6364136223846793005).wrapping_add(1);
+        live.record(std::hint::black_box(v >> 40));
+        live.record(std::hint::black_box(v >> 44));
+    });
+    println!(
+        "{:<40} {per_request:>8.1} ns/request",
+        "live line: record TTFT and ITL"
+    );
+    let shards: Vec<ringperf::stats::LiveBuckets> = (0..16).map(|_| Default::default()).collect();
+    let t = std::time::Instant::now();
+    let lines = 200;
+    for _ in 0..lines {
+        let mut all = vec![0u64; 256];
+        for s in &shards {
+            for (a, c) in all.iter_mut().zip(s.snapshot()) {
+                *a += c;
+            }
+        }
+        for p in [50.0, 99.0] {
+            std::hint::black_box(ringperf::stats::LiveBuckets::quantile(&all, p));
+        }
+    }
+    // Two histograms (TTFT and ITL) per line.
+    let per_line = 2.0 * t.elapsed().as_nanos() as f64 / lines as f64;
+    println!(
+        "{:<40} {:>8.1} µs/line",
+        "live line: merge 16 shards",
+        per_line / 1e3
+    );
+    // At 100,000 requests/s and a line a second: the share of one CPU.
+    let share = (100_000.0 * per_request + per_line) / 1e9;
+    println!(
+        "{:<40} {:>8.3} % of one CPU",
+        "live line at 100k requests/s",
+        share * 100.0
+    );
 }

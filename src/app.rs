@@ -528,6 +528,8 @@ fn measure(
 ) -> Result<Measured, Fatal> {
     let placement = crate::engine::place(&plan, &p.reserved).map_err(Fatal::from)?;
     eprintln!("ringperf: shards: {}", placement.reason);
+    let mut plan = plan;
+    plan.output.title = title.to_string();
     let plan = Arc::new(plan);
     let spare = placement.spare_cpu(&crate::cpus::usable_cpus());
     let telemetry_cfg = args.telemetry.config();

@@ -363,6 +363,70 @@ fn incomplete_beta(a: f64, b: f64, x: f64) -> f64 {
     front * f / a
 }
 
+/// A histogram that one thread fills and another reads while it runs: counts in buckets 1/8
+/// of an octave wide (±4.4%) from 1 to 2^32 units, each an atomic counter. For live figures
+/// off the hot path (the progress line), never for results.
+pub struct LiveBuckets {
+    counts: Box<[std::sync::atomic::AtomicU64]>,
+}
+
+/// Buckets per octave in [`LiveBuckets`].
+const LIVE_PER_OCTAVE: f64 = 8.0;
+/// Buckets in [`LiveBuckets`]: 32 octaves.
+const LIVE_BUCKETS: usize = 256;
+
+impl Default for LiveBuckets {
+    fn default() -> LiveBuckets {
+        LiveBuckets {
+            counts: (0..LIVE_BUCKETS)
+                .map(|_| std::sync::atomic::AtomicU64::new(0))
+                .collect(),
+        }
+    }
+}
+
+impl std::fmt::Debug for LiveBuckets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "LiveBuckets({} values)",
+            self.snapshot().iter().sum::<u64>()
+        )
+    }
+}
+
+impl LiveBuckets {
+    /// Counts `v` (values below 1 count as 1).
+    pub fn record(&self, v: u64) {
+        let i = ((v.max(1) as f64).log2() * LIVE_PER_OCTAVE) as usize;
+        self.counts[i.min(LIVE_BUCKETS - 1)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The counts as they stand.
+    pub fn snapshot(&self) -> Vec<u64> {
+        self.counts
+            .iter()
+            .map(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+            .collect()
+    }
+
+    /// The `p`-th percentile (0–100) of summed snapshots: the middle of the bucket it falls
+    /// in; `None` when empty.
+    pub fn quantile(counts: &[u64], p: f64) -> Option<f64> {
+        let n: u64 = counts.iter().sum();
+        if n == 0 {
+            return None;
+        }
+        let rank = ((p / 100.0).clamp(0.0, 1.0) * n as f64).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        let i = counts.iter().position(|c| {
+            seen += c;
+            seen >= rank
+        })?;
+        Some(2f64.powf((i as f64 + 0.5) / LIVE_PER_OCTAVE))
+    }
+}
+
 /// Statistics of one distribution, in the unit it was scaled to.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
@@ -395,6 +459,24 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn live_buckets_read_within_their_width() {
+        let b = LiveBuckets::default();
+        for v in 1..=10_000u64 {
+            b.record(v * 100);
+        }
+        b.record(0);
+        b.record(u64::MAX);
+        let c = b.snapshot();
+        assert_eq!(c.iter().sum::<u64>(), 10_002);
+        let near = |got: f64, want: f64| (got / want - 1.0).abs() < 0.045;
+        let p50 = LiveBuckets::quantile(&c, 50.0).unwrap();
+        let p99 = LiveBuckets::quantile(&c, 99.0).unwrap();
+        assert!(near(p50, 500_000.0), "{p50}");
+        assert!(near(p99, 990_000.0), "{p99}");
+        assert_eq!(LiveBuckets::quantile(&vec![0; 256], 50.0), None);
+    }
 
     #[test]
     fn student_t_critical_values_match_the_tables() {

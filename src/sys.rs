@@ -224,6 +224,19 @@ pub fn is_tty(fd: RawFd) -> bool {
     unsafe { libc::isatty(fd) == 1 }
 }
 
+/// The width of the terminal on `fd` in columns, when it is one.
+pub fn terminal_columns(fd: RawFd) -> Option<usize> {
+    let mut ws = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ fills a winsize we own.
+    let r = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) };
+    (r == 0 && ws.ws_col > 0).then_some(ws.ws_col as usize)
+}
+
 /// True when a socket has bytes to read or its peer has closed it, without waiting or
 /// consuming anything (`MSG_PEEK | MSG_DONTWAIT`).
 pub fn input_pending(fd: RawFd) -> bool {

@@ -34,7 +34,7 @@ use starvation::{ShardWatch, Watch};
 /// How long the host is watched before the run to find its quiet CPUs.
 const HOST_SAMPLE: Duration = Duration::from_millis(100);
 /// How often the progress line is redrawn.
-const PROGRESS_EVERY_NS: u64 = 100_000_000;
+const PROGRESS_EVERY_NS: u64 = 1_000_000_000;
 
 /// Why a run could not start.
 #[derive(Debug, thiserror::Error)]
@@ -220,12 +220,7 @@ pub fn run(
         }
         if show && now - drawn >= PROGRESS_EVERY_NS {
             drawn = now;
-            print_progress(
-                &progress,
-                plan.load.request_count,
-                started,
-                plan.load.duration_ns,
-            );
+            print_progress(&progress, &plan, started);
         }
     }
     if show {
@@ -260,19 +255,25 @@ pub fn run(
     })
 }
 
-fn print_progress(
-    progress: &[Arc<Progress>],
-    total: Option<u64>,
-    started: u64,
-    duration: Option<u64>,
-) {
+/// The live line: what runs, how far it is, and TTFT and ITL so far (from per-shard
+/// counters that the shards bump once per finished request; read here, off the hot path).
+fn print_progress(progress: &[Arc<Progress>], plan: &Plan, started: u64) {
+    let line = progress_line(progress, plan, now_ns().saturating_sub(started));
+    // A line longer than the terminal wraps, and the next redraw would clear only its end.
+    let width = crate::sys::terminal_columns(libc::STDERR_FILENO).unwrap_or(200);
+    let line: String = line.chars().take(width.saturating_sub(1)).collect();
+    eprint!("\r\x1b[2K{line}");
+}
+
+/// The text of the live line after `elapsed_ns`, from the shards' counters.
+pub fn progress_line(progress: &[Arc<Progress>], plan: &Plan, elapsed_ns: u64) -> String {
     let sum = |f: fn(&Progress) -> u64| progress.iter().map(|p| f(p)).sum::<u64>();
     let done = sum(|p| p.done.load(Ordering::Relaxed));
     let errors = sum(|p| p.errors.load(Ordering::Relaxed));
     let in_flight = sum(|p| p.in_flight.load(Ordering::Relaxed));
-    let secs = (now_ns() - started) as f64 / 1e9;
+    let secs = elapsed_ns as f64 / 1e9;
     let rate = done as f64 / secs.max(1e-9);
-    let (of, eta) = match (total, duration) {
+    let (of, eta) = match (plan.load.request_count, plan.load.duration_ns) {
         (Some(t), _) => (
             format!("/{t}"),
             if rate > 0.0 {
@@ -287,9 +288,35 @@ fn print_progress(
         ),
         _ => (String::new(), "?".into()),
     };
-    eprint!(
-        "\r\x1b[2K[ringperf] done {done}{of}  in flight {in_flight}  errors {errors}  {rate:.1} req/s  ETA {eta}"
-    );
+    let merged = |f: fn(&Progress) -> &crate::stats::LiveBuckets| {
+        let mut all = vec![0u64; 256];
+        for p in progress {
+            for (a, c) in all.iter_mut().zip(f(p).snapshot()) {
+                *a += c;
+            }
+        }
+        let q = |p| crate::stats::LiveBuckets::quantile(&all, p);
+        match (q(50.0), q(99.0)) {
+            (Some(a), Some(b)) => format!("p50 {:.1} p99 {:.1} ms", a / 1e3, b / 1e3),
+            _ => "-".into(),
+        }
+    };
+    let asked = match plan.load.rate {
+        Some(r) => format!("{r}/s asked"),
+        None if plan.load.concurrency != u64::MAX => format!("{} asked", plan.load.concurrency),
+        None => String::new(),
+    };
+    format!(
+        "[ringperf] {}done {done}{of}  in flight {in_flight} ({asked})  errors {errors}  \
+         {rate:.1} req/s  TTFT {}  ITL {}  ETA {eta}",
+        if plan.output.title.is_empty() {
+            String::new()
+        } else {
+            format!("{} | ", plan.output.title)
+        },
+        merged(|p| &p.ttft_us),
+        merged(|p| &p.itl_us),
+    )
 }
 
 /// The shard's own scheduler times (its waiting for a CPU), where the kernel keeps them.

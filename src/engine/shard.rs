@@ -47,6 +47,10 @@ pub struct Progress {
     pub in_flight: AtomicU64,
     /// The shard thread's kernel id, once it runs (0 before), for the starvation watch.
     pub tid: AtomicI32,
+    /// Measured requests' TTFT so far (µs), for the live line.
+    pub ttft_us: crate::stats::LiveBuckets,
+    /// Measured requests' ITL so far (µs), for the live line.
+    pub itl_us: crate::stats::LiveBuckets,
 }
 
 /// A connection with its buffers, reused across requests.
@@ -259,6 +263,15 @@ impl Shard {
             self.progress.done.fetch_add(1, Ordering::Relaxed);
             if rec.outcome != Outcome::Ok {
                 self.progress.errors.fetch_add(1, Ordering::Relaxed);
+            } else if let Some(first) = rec.first_content_ns {
+                // Two counters per request, off the per-event path.
+                let p = &self.progress;
+                p.ttft_us.record(first.saturating_sub(rec.start_ns) / 1000);
+                let tokens = rec.osl.or(rec.tokenizer_osl).unwrap_or(0);
+                if let (Some(last), true) = (rec.last_content_ns, tokens >= 2) {
+                    p.itl_us
+                        .record(last.saturating_sub(first) / 1000 / (tokens - 1));
+                }
             }
         }
         self.records.borrow_mut().push(rec);

@@ -24,6 +24,8 @@ pub struct Output {
     pub artifact_dir: PathBuf,
     /// Draw the live progress line.
     pub progress: bool,
+    /// What the live line calls this run (a sweep's point and run).
+    pub title: String,
 }
 
 impl Output {
@@ -37,6 +39,7 @@ impl Output {
         Output {
             artifact_dir,
             progress: s.progress,
+            title: String::new(),
         }
     }
 }

@@ -212,3 +212,39 @@ fn saturation_shows_queueing_in_ttft() {
     );
     assert!(ttft.percentile(1.0) >= 20_000_000);
 }
+
+#[test]
+fn the_live_line_says_the_load_progress_and_ttft_and_itl_so_far() {
+    let _shared = support::shared();
+    use std::sync::{atomic::Ordering, Arc};
+    let mut plan = support::profile_args(&["--concurrency", "8", "--request-count", "100"])
+        .plan()
+        .unwrap();
+    plan.output.title = "concurrency 8 (point 2 of 3)".into();
+    let shards: Vec<Arc<ringperf::engine::Progress>> =
+        (0..2).map(|_| Arc::new(Default::default())).collect();
+    for (i, p) in shards.iter().enumerate() {
+        p.done.store(25, Ordering::Relaxed);
+        p.in_flight.store(4, Ordering::Relaxed);
+        p.errors.store(i as u64, Ordering::Relaxed);
+        // TTFT 20 ms on one shard, 40 ms on the other; ITL 5 ms.
+        for _ in 0..25 {
+            p.ttft_us.record(20_000 * (i as u64 + 1));
+            p.itl_us.record(5_000);
+        }
+    }
+    let line = ringperf::engine::progress_line(&shards, &plan, 10_000_000_000);
+    for want in [
+        "concurrency 8 (point 2 of 3) | ",
+        "done 50/100",
+        "in flight 8 (8 asked)",
+        "errors 1",
+        "5.0 req/s",
+        "TTFT p50 20.",
+        "p99 40.",
+        "ITL p50 5.",
+        "ETA 10s",
+    ] {
+        assert!(line.contains(want), "{want:?} not in {line:?}");
+    }
+}
