@@ -421,7 +421,12 @@ fn prepare(args: &ProfileArgs) -> Result<Prepared, Fatal> {
     if sweep.is_sweep {
         sweep.points[0].apply(&mut spec.load);
     }
-    let plan = Plan::build(spec).map_err(Fatal::from)?;
+    let mut plan = Plan::build(spec).map_err(Fatal::from)?;
+    if let Some((caps, step)) = &sweep.staircase {
+        plan.load
+            .staircase(caps.clone(), *step)
+            .map_err(Fatal::from)?;
+    }
     eprintln!("ringperf: tokenizer: {}", plan.workload.tokenizer.source);
     let root = if sweep.is_sweep {
         sweep_dir(&plan, sweep.points[0].axis)
@@ -593,6 +598,19 @@ fn measure(
         &times,
     )
     .map_err(|e| Fatal(format!("writing artifacts to {}: {e}", dir.display())))?;
+    if let Some(steps) = &plan.load.steps {
+        let measured =
+            report::staircase::steps(&report.records, report.tx_ns, steps, &plan.load.slos);
+        let (json, text) =
+            report::staircase::describe(&measured, steps.step_ns, args.sweep.slo_attainment);
+        if print {
+            let _ = std::io::stdout().write_all(format!("Staircase:\n{text}").as_bytes());
+        }
+        let mut j = serde_json::to_vec_pretty(&json).map_err(Fatal::from)?;
+        j.push(b'\n');
+        std::fs::write(dir.join(report::staircase::STAIRCASE_JSON), j)
+            .map_err(|e| Fatal(format!("writing {}: {e}", dir.display())))?;
+    }
     let gates = judge_gates(&plan, &report, &doc, dir)?;
     if print {
         eprintln!("ringperf: artifacts in {}", dir.display());

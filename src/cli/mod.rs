@@ -309,6 +309,12 @@ pub struct SweepArgs {
     /// --artifact-dir completed; run only the rest.
     #[arg(long)]
     pub resume: bool,
+    /// One run instead of a run per point: raise the concurrency through the --concurrency
+    /// list (e.g. 8..256), this long per step; each step's first quarter is dropped as the
+    /// transient, its steady throughput gets a batch-means confidence interval, and the run
+    /// stops at the knee (staircase.json, and the table on the console).
+    #[arg(long, value_parser = parse_duration_ns, value_name = "STEP")]
+    pub staircase: Option<u64>,
     /// `auto`: find the server's capacity and sweep up to it: a serial run (concurrency 1), a
     /// saturated one (--concurrency, default 256, in flight), then --sweep-points − 2
     /// open-loop rates (--arrival) evenly spaced between the two throughputs; stops early when
@@ -851,6 +857,23 @@ impl ProfileArgs {
                 })
             }
         };
+        let staircase = match (a.staircase, lists.first()) {
+            (None, _) => None,
+            (Some(step), Some((Axis::Concurrency, p))) if search.is_none() && auto.is_none() => {
+                Some((p.0.iter().map(|v| *v as u64).collect(), step))
+            }
+            (Some(_), _) => {
+                return flag(
+                    "--staircase steps through a --concurrency list (e.g. --concurrency 8..256), \
+                     without --search or --sweep"
+                        .into(),
+                )
+            }
+        };
+        let (lists, points) = match &staircase {
+            Some(_) => (Vec::new(), points[..1].to_vec()),
+            None => (lists, points),
+        };
         let points = match (&search, &auto) {
             (Some(s), _) => vec![Point {
                 axis: s.axis,
@@ -866,6 +889,7 @@ impl ProfileArgs {
             is_sweep: !lists.is_empty() || search.is_some() || auto.is_some(),
             search,
             auto,
+            staircase,
             points,
             repeats: Repeats {
                 runs: a.num_profile_runs,

@@ -16,6 +16,19 @@ pub(super) struct Ramp {
     pub tag: bool,
 }
 
+/// A staircase of this shard's cap: `caps[k]` from `start_ns + k × step_ns`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Stairs {
+    /// When the first step starts.
+    pub start_ns: u64,
+    /// How long a step lasts.
+    pub step_ns: u64,
+    /// This shard's cap in each step (the first `len`).
+    pub caps: [usize; crate::plan::load::MAX_STEPS],
+    /// Steps.
+    pub len: usize,
+}
+
 /// What bounds a phase's dispatching.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Limits {
@@ -23,6 +36,8 @@ pub(super) struct Limits {
     pub cap: usize,
     /// Closed-loop ramp of `cap`.
     pub ramp: Option<Ramp>,
+    /// Closed-loop staircase of `cap`.
+    pub stairs: Option<Stairs>,
     /// Stop dispatching at this time.
     pub dispatch_deadline: Option<u64>,
     /// Cut what is in flight at this time.
@@ -44,6 +59,7 @@ impl Limits {
         Limits {
             cap,
             ramp: None,
+            stairs: None,
             dispatch_deadline: None,
             hard_deadline: None,
         }
@@ -60,6 +76,7 @@ impl Limits {
                 len_ns: load.ramp_ns,
                 tag: !load.include_ramp,
             }),
+            stairs: None,
             dispatch_deadline: dispatch,
             hard_deadline: dispatch.map(|d| d + load.grace_ns),
         }
@@ -71,6 +88,7 @@ impl Limits {
         Limits {
             cap,
             ramp: None,
+            stairs: None,
             dispatch_deadline: None,
             hard_deadline: load
                 .duration_ns
@@ -78,8 +96,30 @@ impl Limits {
         }
     }
 
+    /// A closed loop's staircase, for shard `index` of `n` (each step's cap split as
+    /// concurrency is).
+    pub(super) fn with_stairs(mut self, load: &Load, index: usize, n: usize) -> Limits {
+        if let (Some(s), Some(r)) = (&load.steps, &self.dispatch_deadline) {
+            let mut caps = [0; crate::plan::load::MAX_STEPS];
+            for (c, total) in caps.iter_mut().zip(&s.caps) {
+                *c = super::schedule::share(*total, n, index) as usize;
+            }
+            self.stairs = Some(Stairs {
+                start_ns: r - s.step_ns * s.caps.len() as u64,
+                step_ns: s.step_ns,
+                caps,
+                len: s.caps.len(),
+            });
+        }
+        self
+    }
+
     /// The cap at time `now`.
     pub(super) fn cap_at(&self, now: u64) -> usize {
+        if let Some(s) = &self.stairs {
+            let k = (now.saturating_sub(s.start_ns) / s.step_ns) as usize;
+            return s.caps[k.min(s.len - 1)];
+        }
         match self.ramp {
             Some(r) if now < r.start_ns + r.len_ns && self.cap > 1 => {
                 let f = now.saturating_sub(r.start_ns) as f64 / r.len_ns as f64;
@@ -96,6 +136,58 @@ impl Limits {
             stop_dispatch: hard || self.dispatch_deadline.is_some_and(|d| now >= d),
             cancel: hard,
         }
+    }
+}
+
+/// Watches a staircase run from the main thread and says when to stop: the first step whose
+/// throughput (completions per second after its first quarter) gained less than half of
+/// what its added concurrency would give a server that still scaled.
+pub(super) struct StairWatch {
+    start_ns: u64,
+    step_ns: u64,
+    caps: Vec<u64>,
+    /// The step now watched, and (time, completions) a quarter into it.
+    step: usize,
+    mark: Option<(u64, u64)>,
+    rates: Vec<f64>,
+}
+
+impl StairWatch {
+    pub(super) fn new(start_ns: u64, steps: &crate::plan::load::Steps) -> StairWatch {
+        StairWatch {
+            start_ns,
+            step_ns: steps.step_ns,
+            caps: steps.caps.clone(),
+            step: 0,
+            mark: None,
+            rates: Vec::new(),
+        }
+    }
+
+    /// Called now and then with the completions so far; true once the knee is passed.
+    pub(super) fn observe(&mut self, now: u64, done: u64) -> bool {
+        let into = now.saturating_sub(self.start_ns);
+        let step = (into / self.step_ns) as usize;
+        if step > self.step {
+            if let Some((t, d)) = self.mark.take() {
+                let rate =
+                    done.saturating_sub(d) as f64 * 1e9 / now.saturating_sub(t).max(1) as f64;
+                self.rates.push(rate);
+                let k = self.rates.len() - 1;
+                if k >= 1 && k < self.caps.len() {
+                    let load = self.caps[k] as f64 / self.caps[k - 1] as f64;
+                    let gain = rate / self.rates[k - 1].max(1e-9) - 1.0;
+                    if gain / (load - 1.0) < 0.5 {
+                        return true;
+                    }
+                }
+            }
+            self.step = step;
+        }
+        if self.mark.is_none() && into >= step as u64 * self.step_ns + self.step_ns / 4 {
+            self.mark = Some((now, done));
+        }
+        false
     }
 }
 
@@ -151,6 +243,47 @@ mod tests {
         };
         assert_eq!(l.due(t0 + 40 * S, false), cut, "the grace period is over");
         assert_eq!(l.due(t0, true), cut, "Ctrl-C cuts at once");
+    }
+
+    #[test]
+    fn a_staircase_steps_the_cap_and_splits_each_step() {
+        let mut l = load(Some(1), 0, 2);
+        l.staircase(vec![4, 8, 16], 10 * S).unwrap();
+        let t0 = 5 * S;
+        let shard = |i| Limits::closed_loop(&l, 0, t0).with_stairs(&l, i, 3);
+        // 4 = 2 + 1 + 1, 8 = 3 + 3 + 2, 16 = 6 + 5 + 5.
+        for (i, want) in [[2, 3, 6], [1, 3, 5], [1, 2, 5]].into_iter().enumerate() {
+            let s = shard(i);
+            let got = [s.cap_at(t0), s.cap_at(t0 + 10 * S), s.cap_at(t0 + 25 * S)];
+            assert_eq!(got, want, "shard {i}");
+            assert_eq!(s.cap_at(t0 + 100 * S), want[2], "the last step holds");
+        }
+        assert_eq!(shard(0).dispatch_deadline, Some(t0 + 30 * S));
+    }
+
+    #[test]
+    fn the_stair_watch_stops_after_the_first_step_that_did_not_pay() {
+        let steps = crate::plan::load::Steps {
+            step_ns: 4 * S,
+            caps: vec![8, 16, 32, 64],
+        };
+        // Completions per second by step: 100, 200, 230 (a 15% gain for twice the load).
+        let rate = [100.0, 200.0, 230.0, 240.0];
+        let mut w = StairWatch::new(0, &steps);
+        let mut done = 0.0;
+        let mut stopped = None;
+        for ms in (0..16_000).step_by(10) {
+            let now = ms as u64 * 1_000_000;
+            done += rate[(ms / 4000) as usize] / 100.0;
+            if w.observe(now, done as u64) {
+                stopped = Some(ms);
+                break;
+            }
+        }
+        // Judged as step 3 begins: step 2 (32) gained too little.
+        assert_eq!(stopped, Some(12_000));
+        assert_eq!(w.rates.len(), 3);
+        assert!((w.rates[1] - 200.0).abs() < 2.0, "{:?}", w.rates);
     }
 
     #[test]

@@ -198,6 +198,11 @@ pub fn run(
     let started = now_ns();
     let mut drawn = started;
     let mut warnings = Vec::new();
+    let mut stairs = plan
+        .load
+        .steps
+        .as_ref()
+        .map(|s| limits::StairWatch::new(started, s));
     while !handles.iter().all(|h| h.is_finished()) {
         std::thread::sleep(Duration::from_nanos(starvation::INTERVAL_NS));
         let now = now_ns();
@@ -217,6 +222,19 @@ pub fn run(
         }
         if let Some(p) = &probe {
             server_in_flight.push(p());
+        }
+        if let Some(w) = &mut stairs {
+            let done = progress
+                .iter()
+                .map(|p| p.done.load(Ordering::Relaxed))
+                .sum();
+            if w.observe(now, done) {
+                // The knee is passed: stop sending; what is in flight finishes.
+                progress
+                    .iter()
+                    .for_each(|p| p.finish.store(true, Ordering::Relaxed));
+                stairs = None;
+            }
         }
         if show && now - drawn >= PROGRESS_EVERY_NS {
             drawn = now;
@@ -382,7 +400,10 @@ fn shard_thread(
                 let end = l.request_count.map(|c| warmup + c);
                 let mut s = ClosedLoop::new(warmup, end, index, n, entries, Phase::Profiling);
                 shard
-                    .run_phase(&mut s, limits::Limits::closed_loop(l, conc, t0))
+                    .run_phase(
+                        &mut s,
+                        limits::Limits::closed_loop(l, conc, t0).with_stairs(l, index, n),
+                    )
                     .await;
                 (t0, cpu0, wait0)
             }

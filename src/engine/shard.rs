@@ -47,6 +47,8 @@ pub struct Progress {
     pub in_flight: AtomicU64,
     /// The shard thread's kernel id, once it runs (0 before), for the starvation watch.
     pub tid: AtomicI32,
+    /// Stop sending (the staircase found its knee); what is in flight finishes.
+    pub finish: std::sync::atomic::AtomicBool,
     /// Measured requests' TTFT so far (µs), for the live line.
     pub ttft_us: crate::stats::LiveBuckets,
     /// Measured requests' ITL so far (µs), for the live line.
@@ -160,7 +162,8 @@ impl Shard {
     pub(super) async fn run_phase(self: &Rc<Self>, schedule: &mut dyn Schedule, limits: Limits) {
         self.stop_dispatch.set(self.cancelled.get());
         self.limits.set(Some(limits));
-        self.ramping.set(limits.ramp.is_some());
+        self.ramping
+            .set(limits.ramp.is_some() || limits.stairs.is_some());
         self.freed.borrow_mut().clear();
         self.cap.set(limits.cap);
         let mut in_a_row = 0;
@@ -316,7 +319,8 @@ async fn watch(shard: std::rc::Weak<Shard>) {
             // Every tick: a connection that opened since the last one is cut too.
             shard.cancel_all();
         }
-        if due.stop_dispatch && !shard.stop_dispatch.get() {
+        let finish = shard.progress.finish.load(Ordering::Relaxed);
+        if (due.stop_dispatch || finish) && !shard.stop_dispatch.get() {
             shard.stop_dispatch.set(true);
             shard.wake();
         }

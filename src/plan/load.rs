@@ -65,6 +65,49 @@ pub struct Load {
     pub warmup: u64,
     /// The work to size shards for: requests in flight (open loop: a second's arrivals).
     pub streams: u64,
+    /// A staircase: the closed-loop cap steps through these, one step at a time.
+    pub steps: Option<Steps>,
+}
+
+/// The most steps in one staircase.
+pub const MAX_STEPS: usize = 16;
+
+/// A closed loop whose concurrency rises in steps inside one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Steps {
+    /// How long each step lasts (ns).
+    pub step_ns: u64,
+    /// Requests in flight in each step, across shards.
+    pub caps: Vec<u64>,
+}
+
+impl Load {
+    /// This closed loop as a staircase through `caps`, `step_ns` each: it runs by time (every
+    /// step in full, unless the knee stops it), and is sized for its highest step.
+    pub fn staircase(&mut self, caps: Vec<u64>, step_ns: u64) -> Result<(), PlanError> {
+        let flag = |m: String| Err(PlanError::Flag(m));
+        if self.offsets.is_some() || self.ramp_ns > 0 || self.warmup > 0 {
+            return flag(
+                "--staircase raises a closed loop's concurrency in steps: drop --request-rate, \
+                 --ramp-up and the warm-up (the first step warms the server)"
+                    .into(),
+            );
+        }
+        if !(2..=MAX_STEPS).contains(&caps.len()) || caps.windows(2).any(|w| w[0] >= w[1]) {
+            return flag(format!(
+                "--staircase: --concurrency needs 2 to {MAX_STEPS} rising steps, e.g. 8..256"
+            ));
+        }
+        if step_ns < 1_000_000_000 {
+            return flag("--staircase: each step lasts at least 1s".into());
+        }
+        self.concurrency = *caps.last().expect("steps");
+        self.streams = self.concurrency;
+        self.request_count = None;
+        self.duration_ns = Some(step_ns * caps.len() as u64);
+        self.steps = Some(Steps { step_ns, caps });
+        Ok(())
+    }
 }
 
 /// The most requests one run plans: each keeps a record (a few hundred bytes) until the
@@ -174,6 +217,7 @@ impl Load {
             grace_ns: s.grace_period_ns,
             warmup: s.warmup_request_count,
             streams,
+            steps: None,
         })
     }
 

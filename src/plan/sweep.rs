@@ -180,6 +180,8 @@ pub struct SweepSpec {
     pub search: Option<SearchSpec>,
     /// Choose the points from the server's capacity instead (`--sweep auto`).
     pub auto: Option<AutoSpec>,
+    /// One run through the --concurrency list, this long (ns) per step (`--staircase`).
+    pub staircase: Option<(Vec<u64>, u64)>,
 }
 
 /// `--sweep auto`: a serial run, a saturated one, then open-loop rates spaced between the two

@@ -356,6 +356,53 @@ fn read_json(path: &Path) -> std::io::Result<Value> {
         .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))
 }
 
+/// The steps of a staircase run, and where its knee is.
+fn staircase_html(st: &Value) -> String {
+    let mut t = String::from(
+        "<h2>Staircase</h2><table><tr><th>concurrency</th><th>req/s</th><th>95% CI</th>\
+         <th>out tok/s</th><th>TTFT p50</th><th>TTFT p99</th><th>ITL p99</th><th>goodput \
+         fraction</th></tr>",
+    );
+    for s in st
+        .get("steps")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let f = |k: &str| num(s.get(k).and_then(Value::as_f64));
+        let ci = |i: usize| {
+            num(s
+                .pointer(&format!("/request_throughput_ci95/{i}"))
+                .and_then(Value::as_f64))
+        };
+        let _ = write!(
+            t,
+            "<tr><td>{}</td><td>{}</td><td>{} to {}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td></tr>",
+            f("concurrency"),
+            f("request_throughput"),
+            ci(0),
+            ci(1),
+            f("output_token_throughput"),
+            f("ttft_p50_ms"),
+            f("ttft_p99_ms"),
+            f("itl_p99_ms"),
+            f("goodput_fraction")
+        );
+    }
+    t.push_str("</table>");
+    if let Some(k) = st.pointer("/knee/text").and_then(Value::as_str) {
+        let _ = write!(t, "<p><b>{}</b></p>", escape(k));
+    }
+    if let Some(c) = st.get("highest_within_slo").and_then(Value::as_f64) {
+        let _ = write!(
+            t,
+            "<p><b>The highest step within the objectives: concurrency {c}</b></p>"
+        );
+    }
+    t
+}
+
 /// Writes `report.html` (and `plots/`) of the run in `dir`; returns the page's path.
 pub fn write_run(dir: &Path) -> std::io::Result<PathBuf> {
     let doc = read_json(&dir.join(sweep::PROFILE_JSON))?;
@@ -363,6 +410,9 @@ pub fn write_run(dir: &Path) -> std::io::Result<PathBuf> {
     let mut body = about(&doc);
     body.push_str(&health(&doc));
     body.push_str(&headline(&doc));
+    if let Ok(st) = read_json(&dir.join(super::staircase::STAIRCASE_JSON)) {
+        body.push_str(&staircase_html(&st));
+    }
     body.push_str(&charts_html(dir, &run_charts(&reqs))?);
     let path = dir.join(REPORT_HTML);
     std::fs::write(&path, page("ringperf run report", &body))?;

@@ -13,6 +13,7 @@ mod health;
 pub mod html;
 mod metrics;
 pub mod plot;
+pub mod staircase;
 pub mod sweep;
 
 pub use goodput::Goodput;

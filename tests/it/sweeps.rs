@@ -328,6 +328,51 @@ fn a_search_finds_the_highest_concurrency_within_the_slo_past_the_simulators_bat
     assert_eq!(summary["search"]["lowest_missed"], missed);
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains(&format!("is {best} ({missed} missed)")));
+
+    // The staircase: one run, concurrency doubling every 2 s, finds the same knee within a
+    // step, and stops once a step stops paying instead of climbing to the top.
+    let dir = support::artifact_dir("staircase");
+    let started = std::time::Instant::now();
+    let mut argv = vec!["--sim=--ttft 5ms --itl 2ms --max-batch 64"];
+    argv.extend(
+        "--streaming --output-tokens-mean 16 --concurrency 16..1024 --staircase 2s \
+         --goodput ttft:20 --artifact-dir"
+            .split_whitespace(),
+    );
+    argv.push(dir.to_str().unwrap());
+    let res = ringperf::app::profile(
+        &support::profile_args(&argv),
+        Arc::new(AtomicBool::new(false)),
+        false,
+    )
+    .expect("the staircase runs");
+    let st: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("staircase.json")).unwrap()).unwrap();
+    let steps = st["steps"].as_array().unwrap();
+    let caps: Vec<f64> = steps
+        .iter()
+        .map(|s| s["concurrency"].as_f64().unwrap())
+        .collect();
+    assert_eq!(&caps[..3], [16.0, 32.0, 64.0], "{st}");
+    assert!(caps.len() < 7, "it climbed every step: {caps:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(13));
+    let within = st["highest_within_slo"].as_f64().unwrap();
+    assert!(
+        within <= best && best < 2.0 * within,
+        "staircase {within}, search {best}"
+    );
+    assert_eq!(st["knee"]["at"], 64.0, "{st}");
+    for s in steps {
+        let (lo, hi) = (
+            s["request_throughput_ci95"][0].as_f64().unwrap(),
+            s["request_throughput_ci95"][1].as_f64().unwrap(),
+        );
+        let mid = s["request_throughput"].as_f64().unwrap();
+        assert!(lo <= mid * 1.001 && mid <= hi * 1.001, "{s}");
+    }
+    assert_eq!(res.report.errors.len(), 0);
+    let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(page.contains("<h2>Staircase</h2>"));
 }
 
 #[test]

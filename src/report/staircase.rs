@@ -1,0 +1,166 @@
+//! A staircase run, step by step: each step's steady state (its first quarter dropped as the
+//! transient), its throughput with a batch-means confidence interval, its latencies and
+//! goodput, and the knee, judged as a sweep's is, so that one run answers what a sweep of
+//! runs would.
+
+use serde_json::{json, Value};
+
+use super::sweep::{self, Row};
+use crate::plan::load::Steps;
+use crate::plan::sweep::{Axis, Point};
+use crate::plan::Slo;
+use crate::record::Record;
+use crate::stats::{linear_percentile, t_critical};
+
+/// The file a staircase run writes beside its usual artifacts.
+pub const STAIRCASE_JSON: &str = "staircase.json";
+
+/// Batches a step's steady window is cut into for its confidence interval.
+const BATCHES: usize = 5;
+
+/// A step needs this many completions in its steady window to be judged.
+const MIN_COMPLETIONS: usize = 10;
+
+/// One step, measured.
+#[derive(Debug, Clone)]
+pub struct Step {
+    /// Its row, as a sweep's point (the knee and the report read it).
+    pub row: Row,
+    /// 95% confidence interval of its request throughput (batch means).
+    pub ci: (f64, f64),
+}
+
+fn pct(mut v: Vec<f64>, p: f64) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    (!v.is_empty()).then(|| linear_percentile(&v, p))
+}
+
+/// The steps that ran long enough to judge, from the run's records; `t0` is when the first
+/// step began.
+pub fn steps(records: &[Record], t0: u64, steps: &Steps, slos: &[Slo]) -> Vec<Step> {
+    let last_end = records.iter().map(|r| r.end_ns).max().unwrap_or(0);
+    let mut out = Vec::new();
+    for (k, cap) in steps.caps.iter().enumerate() {
+        let (from, to) = (
+            t0 + k as u64 * steps.step_ns + steps.step_ns / 4,
+            t0 + (k as u64 + 1) * steps.step_ns,
+        );
+        if to > last_end {
+            break;
+        }
+        let measured = records
+            .iter()
+            .filter(|r| r.phase == crate::record::Phase::Profiling);
+        let ended: Vec<&Record> = measured
+            .clone()
+            .filter(|r| r.is_measured_ok() && (from..to).contains(&r.end_ns))
+            .collect();
+        if ended.len() < MIN_COMPLETIONS {
+            break;
+        }
+        let started: Vec<&Record> = measured
+            .filter(|r| (from..to).contains(&r.start_ns))
+            .collect();
+        let ok: Vec<&&Record> = started.iter().filter(|r| r.is_measured_ok()).collect();
+        let secs = (to - from) as f64 / 1e9;
+        let tokens: u64 = ended.iter().filter_map(|r| r.osl).sum();
+        // Batch means: completions per second in each fifth of the window.
+        let width = (to - from) / BATCHES as u64;
+        let batch: Vec<f64> = (0..BATCHES as u64)
+            .map(|b| {
+                let (a, z) = (from + b * width, from + (b + 1) * width);
+                ended.iter().filter(|r| (a..z).contains(&r.end_ns)).count() as f64 * 1e9
+                    / width as f64
+            })
+            .collect();
+        let mean = batch.iter().sum::<f64>() / BATCHES as f64;
+        let sd =
+            (batch.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (BATCHES - 1) as f64).sqrt();
+        let half = t_critical((BATCHES - 1) as f64, 0.95) * sd / (BATCHES as f64).sqrt();
+        let ms = |f: fn(&Record) -> Option<f64>| ok.iter().filter_map(|r| f(r)).collect::<Vec<_>>();
+        let ttft = ms(|r| r.ttft().map(|t| t as f64 / 1e6));
+        let itl = ms(|r| r.itl().map(|t| t / 1e6));
+        let e2e = ms(|r| Some(r.latency() as f64 / 1e6));
+        let good = started
+            .iter()
+            .filter(|r| r.is_measured_ok() && slos.iter().all(|s| s.met(r)))
+            .count();
+        let doc = json!({
+            "request_throughput": {"avg": ended.len() as f64 / secs},
+            "output_token_throughput": {"avg": tokens as f64 / secs},
+            "time_to_first_token": {"p50": pct(ttft.clone(), 50.0), "p99": pct(ttft, 99.0)},
+            "inter_token_latency": {"p50": pct(itl.clone(), 50.0), "p99": pct(itl, 99.0)},
+            "request_latency": {"p50": pct(e2e.clone(), 50.0), "p99": pct(e2e, 99.0)},
+            "goodput_detail": (!slos.is_empty() && !started.is_empty())
+                .then(|| json!({"good_fraction": good as f64 / started.len() as f64})),
+            "request_count": {"avg": started.len()},
+            "error_request_count": {"avg": started.len() - ok.len()},
+        });
+        let point = Point {
+            axis: Axis::Concurrency,
+            value: *cap as f64,
+        };
+        out.push(Step {
+            row: Row::of(point, &[doc]),
+            ci: (mean - half, mean + half),
+        });
+    }
+    out
+}
+
+/// The `staircase.json` document, and the lines the console shows.
+pub fn describe(steps: &[Step], step_ns: u64, attainment: f64) -> (Value, String) {
+    let rows: Vec<Row> = steps.iter().map(|s| s.row.clone()).collect();
+    let knee = sweep::knee(&rows);
+    let within = rows
+        .iter()
+        .filter(|r| r.get("goodput_fraction").is_some_and(|g| g >= attainment))
+        .map(|r| r.point.value)
+        .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.max(v))));
+    let mut text = sweep::render(&rows);
+    for s in steps {
+        text.push_str(&format!(
+            "  {}: steady request throughput {:.2}/s, 95% CI {:.2} to {:.2} (batch means)\n",
+            s.row.point.label(),
+            s.row.get("request_throughput").unwrap_or(0.0),
+            s.ci.0,
+            s.ci.1
+        ));
+    }
+    let has_slos = rows.iter().any(|r| r.get("goodput_fraction").is_some());
+    if has_slos {
+        text.push_str(&match within {
+            Some(c) => format!(
+                "the highest step with at least {:.0}% of requests within every objective: \
+                 concurrency {c}\n",
+                attainment * 100.0
+            ),
+            None => format!(
+                "no step kept {:.0}% of requests within every objective\n",
+                attainment * 100.0
+            ),
+        });
+    }
+    let doc = json!({
+        "step_s": step_ns as f64 / 1e9,
+        "transient_dropped": "the first quarter of every step",
+        "steps": steps.iter().map(|s| json!({
+            "concurrency": s.row.point.value,
+            "request_throughput": s.row.get("request_throughput"),
+            "request_throughput_ci95": [s.ci.0, s.ci.1],
+            "output_token_throughput": s.row.get("output_token_throughput"),
+            "ttft_p50_ms": s.row.get("ttft_p50_ms"),
+            "ttft_p99_ms": s.row.get("ttft_p99_ms"),
+            "itl_p50_ms": s.row.get("itl_p50_ms"),
+            "itl_p99_ms": s.row.get("itl_p99_ms"),
+            "request_latency_p99_ms": s.row.get("request_latency_p99_ms"),
+            "goodput_fraction": s.row.get("goodput_fraction"),
+            "requests": s.row.get("request_count"),
+        })).collect::<Vec<_>>(),
+        "knee": knee.as_ref().map(|k| json!({"at": k.at.value, "next": k.next.value,
+            "efficiency": k.efficiency, "text": k.describe()})),
+        "highest_within_slo": within,
+        "slo_attainment": has_slos.then_some(attainment),
+    });
+    (doc, text)
+}
