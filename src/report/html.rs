@@ -647,11 +647,11 @@ pub fn write_sweep(root: &Path) -> std::io::Result<PathBuf> {
     let mut body = String::new();
     let mut ttft = Vec::new();
     let mut first_doc = None;
-    let mut table = String::from(
-        "<table><tr><th>load</th><th>runs</th><th>req/s</th><th>out tok/s</th><th>in flight</th>\
-         <th>TTFT p50</th><th>TTFT p99</th><th>ITL p50</th><th>ITL p99</th><th>e2e p99</th>\
-         <th>goodput</th><th>errors</th><th>client</th></tr>",
-    );
+    let mut table = String::from("<table><tr><th>load</th><th>runs</th>");
+    for (h, _) in sweep::TABLE {
+        let _ = write!(table, "<th>{h}</th>");
+    }
+    table.push_str("<th>errors</th><th>client</th></tr>");
     for r in &rows {
         let name = r.point.name();
         let dir = root.join(&name);
@@ -675,22 +675,24 @@ pub fn write_sweep(root: &Path) -> std::io::Result<PathBuf> {
             .unwrap_or_default();
         let _ = write!(
             table,
-            "<tr{}><td><a href=\"{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            if r.client_limited { " class=\"limited\"" } else { "" },
+            "<tr{}><td><a href=\"{}\">{}</a></td><td>{}</td>",
+            if r.client_limited {
+                " class=\"limited\""
+            } else {
+                ""
+            },
             escape(&rel),
             escape(&r.point.label()),
             r.runs,
-            num(r.get("request_throughput")),
-            num(r.get("output_token_throughput")),
-            num(r.get("in_flight_mean")),
-            num(r.get("ttft_p50_ms")),
-            num(r.get("ttft_p99_ms")),
-            num(r.get("itl_p50_ms")),
-            num(r.get("itl_p99_ms")),
-            num(r.get("request_latency_p99_ms")),
-            num(r.get("goodput")),
-            r.get("error_request_count").map_or("–".into(), |e| format!("{e:.0}")),
+        );
+        for (_, f) in sweep::TABLE {
+            let _ = write!(table, "<td>{}</td>", num(r.get(f)));
+        }
+        let _ = write!(
+            table,
+            "<td>{}</td><td>{}</td></tr>",
+            r.get("error_request_count")
+                .map_or("–".into(), |e| format!("{e:.0}")),
             if r.client_limited {
                 format!("LIMITED: {}", escape(&r.verdict))
             } else if r.cancelled {

@@ -303,45 +303,42 @@ pub fn write_summary(dir: &Path, rows: &[Row], extra: Option<Value>) -> std::io:
     std::fs::write(dir.join(SUMMARY_JSON), j)
 }
 
+/// The figures the summary tables show (console and report), with their headers.
+pub const TABLE: &[(&str, &str)] = &[
+    ("req/s", "request_throughput"),
+    ("out tok/s", "output_token_throughput"),
+    ("in flight", "in_flight_mean"),
+    ("TTFT p50", "ttft_p50_ms"),
+    ("TTFT p99", "ttft_p99_ms"),
+    ("ITL p50", "itl_p50_ms"),
+    ("ITL p99", "itl_p99_ms"),
+    ("e2e p99", "request_latency_p99_ms"),
+    ("goodput", "goodput"),
+];
+
 /// The summary as a console table.
 pub fn render(rows: &[Row]) -> String {
     let mut out = String::new();
     let cell = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
-    let head = [
-        "point",
-        "req/s",
-        "out tok/s",
-        "in flight",
-        "TTFT p50",
-        "TTFT p99",
-        "ITL p50",
-        "ITL p99",
-        "e2e p99",
-        "errors",
-        "client",
-    ];
+    let mut head = vec!["point"];
+    head.extend(TABLE.iter().map(|(h, _)| *h));
+    head.extend(["errors", "client"]);
     let mut lines: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
     for r in rows {
-        lines.push(vec![
-            r.point.label(),
-            cell(r.get("request_throughput")),
-            cell(r.get("output_token_throughput")),
-            cell(r.get("in_flight_mean")),
-            cell(r.get("ttft_p50_ms")),
-            cell(r.get("ttft_p99_ms")),
-            cell(r.get("itl_p50_ms")),
-            cell(r.get("itl_p99_ms")),
-            cell(r.get("request_latency_p99_ms")),
+        let mut line = vec![r.point.label()];
+        line.extend(TABLE.iter().map(|(_, f)| cell(r.get(f))));
+        line.push(
             r.get("error_request_count")
                 .map_or("-".into(), |e| format!("{e:.0}")),
-            if r.client_limited {
-                "LIMITED".into()
-            } else if r.cancelled {
-                "cancelled".into()
-            } else {
-                "ok".into()
-            },
-        ]);
+        );
+        line.push(if r.client_limited {
+            "LIMITED".into()
+        } else if r.cancelled {
+            "cancelled".into()
+        } else {
+            "ok".into()
+        });
+        lines.push(line);
     }
     let widths: Vec<usize> = (0..head.len())
         .map(|c| {
