@@ -523,7 +523,7 @@ struct Measured {
 /// artifacts into the plan's folder and judges the gates. `startup` (for the process's first
 /// run) is when start-up began. `title` names the load.
 fn measure(
-    plan: Plan,
+    mut plan: Plan,
     p: &Prepared,
     args: &ProfileArgs,
     stop: Arc<AtomicBool>,
@@ -533,7 +533,6 @@ fn measure(
 ) -> Result<Measured, Fatal> {
     let placement = crate::engine::place(&plan, &p.reserved).map_err(Fatal::from)?;
     eprintln!("ringperf: shards: {}", placement.reason);
-    let mut plan = plan;
     plan.output.title = title.to_string();
     let plan = Arc::new(plan);
     let spare = placement.spare_cpu(&crate::cpus::usable_cpus());
