@@ -27,9 +27,9 @@ fn csv_rows(path: &Path) -> Vec<csv::StringRecord> {
 fn a_concurrency_sweep_writes_a_folder_per_point_a_summary_and_finds_the_batch_knee() {
     let _alone = support::alone();
     let dir = support::artifact_dir("sweep-knee");
-    // The simulator serves 8 streams at a time; more wait in its queue, so throughput stops
-    // growing after 8.
-    let sim = "--ttft 5ms --itl 2ms --max-batch 8";
+    // The simulator serves 8 streams at a time, each as fast as alone (no ITL growth with the
+    // batch); more wait in its queue, so throughput stops growing after 8.
+    let sim = "--ttft 5ms --itl 2ms --max-batch 8 --itl-growth 0";
     let flags = "--streaming --output-tokens-mean 16 --request-count 48 --concurrency 2,4,8,32";
     let r = run_sweep(sim, flags, &dir, Arc::new(AtomicBool::new(false)));
     assert_eq!((r.ran, r.kept, r.rows.len()), (4, 0, 4));
@@ -299,7 +299,7 @@ fn a_search_finds_the_highest_concurrency_within_the_slo_past_the_simulators_bat
     // 64 streams generate at once; past that, requests wait in the simulator's queue for a
     // place, and their TTFT grows with the queue.
     let r = run_sweep(
-        "--ttft 5ms --itl 2ms --max-batch 64",
+        "--ttft 5ms --itl 2ms --max-batch 64 --itl-growth 0",
         "--streaming --output-tokens-mean 16 --request-count 200 --search max-concurrency \
          --search-range 16..256 --goodput ttft:20 --slo-attainment 0.95",
         &dir,
@@ -333,7 +333,7 @@ fn a_search_finds_the_highest_concurrency_within_the_slo_past_the_simulators_bat
     // step, and stops once a step stops paying instead of climbing to the top.
     let dir = support::artifact_dir("staircase");
     let started = std::time::Instant::now();
-    let mut argv = vec!["--sim=--ttft 5ms --itl 2ms --max-batch 64"];
+    let mut argv = vec!["--sim=--ttft 5ms --itl 2ms --max-batch 64 --itl-growth 0"];
     argv.extend(
         "--streaming --output-tokens-mean 16 --concurrency 16..1024 --staircase 2s \
          --goodput ttft:20 --artifact-dir"
