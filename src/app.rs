@@ -645,6 +645,17 @@ fn nothing_measured(plan: &Plan, report: &Report) -> Option<String> {
 
 /// The title of a run: its load.
 fn load_title(plan: &Plan) -> String {
+    if let Some(s) = &plan.load.steps {
+        return format!(
+            "staircase: concurrency {} for {} s each",
+            s.caps
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            s.step_ns as f64 / 1e9
+        );
+    }
     match (plan.load.rate, &plan.load.offsets) {
         (Some(r), _) => format!("request rate {r}/s"),
         (None, Some(_)) => "trace replay".to_string(),
@@ -660,12 +671,13 @@ pub fn profile(
     stop: Arc<AtomicBool>,
     print: bool,
 ) -> Result<ProfileResult, Fatal> {
-    let p = prepare(args)?;
-    if p.sweep.is_sweep || p.sweep.repeats.runs > 1 {
+    let s = args.sweep_spec().map_err(Fatal::from)?;
+    if s.is_sweep || s.repeats.runs > 1 {
         return Err(Fatal(
             "this command line asks for a sweep or repeated runs: run it with app::sweep".into(),
         ));
     }
+    let p = prepare(args)?;
     crate::sys::interrupt_gracefully();
     let plan = p.plan.clone();
     let title = load_title(&plan);
