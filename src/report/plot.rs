@@ -36,7 +36,7 @@ const W: f64 = 720.0;
 const H: f64 = 380.0;
 const LEFT: f64 = 78.0;
 const RIGHT: f64 = 24.0;
-const TOP: f64 = 40.0;
+const TOP: f64 = 52.0;
 const BOTTOM: f64 = 56.0;
 /// Colour-blind-safe (Okabe–Ito).
 const COLOURS: &[&str] = &[
@@ -202,6 +202,7 @@ impl Chart {
                 );
             }
         }
+        let mut legend_x = LEFT;
         for (i, s) in self.series.iter().enumerate() {
             let colour = COLOURS[i % COLOURS.len()];
             let ok: Vec<(f64, f64)> = s
@@ -231,9 +232,10 @@ impl Chart {
                     );
                 }
             }
-            // Legend, top right inside the plot.
-            let ly = TOP + 14.0 + i as f64 * 16.0;
-            let lx = LEFT + pw - 170.0;
+            // Legend, in a row above the plot, where no data can hide it.
+            let ly = TOP - 10.0;
+            let lx = legend_x;
+            legend_x += 28.0 + 6.5 * s.name.chars().count() as f64;
             let _ = write!(
                 out,
                 r##"<rect x="{lx}" y="{:.1}" width="12" height="4" fill="{colour}"/><text x="{}" y="{ly:.1}">{}</text>"##,
