@@ -341,6 +341,10 @@ fn on_event(
         failure.get_or_insert((Outcome::ServerError, cut(&e)));
     }
     if !p.content.is_empty() || !p.reasoning.is_empty() {
+        // A read's stamp can be older than the previous read's: the kernel stamps a read with
+        // its newest bytes, and a read that got no stamp takes the time it was made. Events
+        // never go back in time: an older stamp counts as the previous event's.
+        let t = rec.last_content_ns.map_or(t, |last| t.max(last));
         match rec.last_content_ns {
             None => {
                 rec.first_content_ns = Some(t);

@@ -895,7 +895,8 @@ impl ProfileArgs {
                 runs: a.num_profile_runs,
                 confidence: a.confidence_level,
                 cooldown_ns: a.run_cooldown,
-                warmup_every_run: a.warmup_every_run,
+                warmup_every_run: a.warmup_every_run
+                    || self.port.profile_run_disable_warmup_after_first == Some(false),
             },
             pause_ns: a.sweep_pause,
             resume: a.resume,

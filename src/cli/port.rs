@@ -91,6 +91,9 @@ pub struct PortArgs {
     /// AIPerf: start a trace at its first timestamp.
     #[arg(long, hide = true)]
     pub fixed_schedule_auto_offset: bool,
+    /// AIPerf: `false` sends the warm-up before every repeated run (--warmup-every-run).
+    #[arg(long, hide = true, value_name = "BOOL")]
+    pub profile_run_disable_warmup_after_first: Option<bool>,
 
     // vllm bench serve.
     /// vllm: the client backend (`openai`, `vllm`, `openai-chat`, `openai-embeddings`…).

@@ -401,3 +401,34 @@ fn what_ringperf_cannot_do_is_refused_with_the_way_to_get_it() {
         );
     }
 }
+
+#[test]
+fn aiperf_multi_run_flags_set_the_repeats() {
+    let _shared = support::shared();
+    let s = args(&[
+        "--num-profile-runs",
+        "5",
+        "--confidence-level",
+        "0.99",
+        "--profile-run-cooldown-seconds",
+        "10",
+        "--profile-run-disable-warmup-after-first",
+        "false",
+        "--concurrency",
+        "10",
+    ])
+    .sweep_spec()
+    .unwrap();
+    assert_eq!(s.repeats.runs, 5);
+    assert_eq!(s.repeats.confidence, 0.99);
+    assert_eq!(s.repeats.cooldown_ns, 10_000_000_000);
+    assert!(s.repeats.warmup_every_run);
+    assert!(!s.is_sweep);
+    // AIPerf's default: warm up before the first run only.
+    let s = args(&["--num-profile-runs", "2"]).sweep_spec().unwrap();
+    assert!(!s.repeats.warmup_every_run);
+    // A comma list on a load flag is a sweep, one point each.
+    let s = args(&["--concurrency", "8,16,32"]).sweep_spec().unwrap();
+    assert!(s.is_sweep);
+    assert_eq!(s.points.len(), 3);
+}

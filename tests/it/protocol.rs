@@ -142,6 +142,32 @@ fn streamed(name: &str, osl: u64, isl: Option<u64>, keep_alive: bool) {
 }
 
 #[test]
+fn a_read_stamped_before_the_previous_one_gives_a_zero_gap_not_a_wrap() {
+    let _shared = support::shared();
+    let raw = capture("vllm/chat-stream.http");
+    // Every byte its own read, stamped 1,000 ns earlier than the one before.
+    let mut ex = Exchange::default();
+    let mut scratch = Scratch::default();
+    let mut rec = Record::new(1, 0, Phase::Profiling, 0, 0);
+    let mut pending = Vec::new();
+    for (i, b) in raw.iter().enumerate() {
+        pending.push(*b);
+        let t = 10_000_000 - 1_000 * i as u64;
+        let used = ex.feed(&pending, t, &mut rec, &mut scratch);
+        pending.drain(..used);
+    }
+    assert_eq!(rec.outcome, ringperf::record::Outcome::Ok);
+    assert_eq!(rec.osl, Some(16));
+    assert!(!rec.chunk_gaps_ns.is_empty());
+    assert!(
+        rec.chunk_gaps_ns.iter().all(|g| *g == 0),
+        "{:?}",
+        rec.chunk_gaps_ns
+    );
+    assert!(rec.last_content_ns >= rec.first_content_ns);
+}
+
+#[test]
 fn vllm_chat_stream() {
     let _shared = support::shared();
     streamed("vllm/chat-stream.http", 16, Some(9), true);
