@@ -70,6 +70,8 @@ pub struct Exchange {
     failure: Option<(Outcome, String)>,
     saw_bytes: bool,
     done: bool,
+    /// The latest time fed: a response's times never go back.
+    last_t: u64,
 }
 
 impl Exchange {
@@ -84,6 +86,15 @@ impl Exchange {
         self.failure = None;
         self.saw_bytes = false;
         self.done = false;
+        self.last_t = 0;
+    }
+
+    /// `t`, or the latest time fed when `t` is older: a read's stamp can be older than the
+    /// previous read's (the kernel stamps a read with its newest bytes; a read that got no
+    /// stamp takes the time it was made), and a response's events never go back in time.
+    fn monotonic(&mut self, t: u64) -> u64 {
+        self.last_t = self.last_t.max(t);
+        self.last_t
     }
 
     fn saw_head(&self) -> bool {
@@ -109,6 +120,7 @@ impl Exchange {
     /// an incomplete head, must be fed again with what follows). A protocol error ends the
     /// exchange with [`Outcome::BadHttp`].
     pub fn feed(&mut self, bytes: &[u8], t: u64, rec: &mut Record, scratch: &mut Scratch) -> usize {
+        let t = self.monotonic(t);
         if !bytes.is_empty() {
             self.saw_bytes = true;
         }
@@ -209,6 +221,7 @@ impl Exchange {
         if self.done {
             return;
         }
+        let t = self.monotonic(t);
         let mut ended = false;
         match self.parser.eof(&mut |p| ended |= p == Part::End) {
             Ok(()) if ended => {
@@ -341,10 +354,6 @@ fn on_event(
         failure.get_or_insert((Outcome::ServerError, cut(&e)));
     }
     if !p.content.is_empty() || !p.reasoning.is_empty() {
-        // A read's stamp can be older than the previous read's: the kernel stamps a read with
-        // its newest bytes, and a read that got no stamp takes the time it was made. Events
-        // never go back in time: an older stamp counts as the previous event's.
-        let t = rec.last_content_ns.map_or(t, |last| t.max(last));
         match rec.last_content_ns {
             None => {
                 rec.first_content_ns = Some(t);
