@@ -371,6 +371,8 @@ struct Prepared {
     plan: Plan,
     /// The load points and repeats.
     sweep: SweepSpec,
+    /// Where the artifacts go: a sweep's folder, or the run's.
+    root: std::path::PathBuf,
     /// The load flags as given, before a sweep's first point was set in `plan`.
     load: crate::plan::LoadSpec,
     sim: Option<crate::sim::SimHandle>,
@@ -436,6 +438,7 @@ fn prepare(args: &ProfileArgs) -> Result<Prepared, Fatal> {
     check_artifact_dir(&root)?;
     let prepared = Prepared {
         warnings: Vec::new(),
+        root,
         load,
         plan,
         sweep,
@@ -444,7 +447,7 @@ fn prepare(args: &ProfileArgs) -> Result<Prepared, Fatal> {
         started,
     };
     // Every point is planned and checked before the first is run.
-    for p in prepared.points(&root)? {
+    for p in prepared.points()? {
         check_host(&p.1, prepared.sim.is_some())?;
     }
     let warnings = before_the_run(&prepared.plan, preflight, &listed, args)?;
@@ -470,7 +473,7 @@ fn sweep_dir(plan: &Plan, axis: crate::plan::sweep::Axis) -> std::path::PathBuf 
 
 impl Prepared {
     /// Each point's plan, its folder under `root` (the plan itself without a sweep).
-    fn points(&self, root: &std::path::Path) -> Result<Vec<(Point, Plan)>, Fatal> {
+    fn points(&self) -> Result<Vec<(Point, Plan)>, Fatal> {
         if !self.sweep.is_sweep {
             return Ok(vec![(self.sweep.points[0], self.plan.clone())]);
         }
@@ -491,12 +494,12 @@ impl Prepared {
         }
         points
             .iter()
-            .map(|p| Ok((*p, self.point_plan(p, root)?)))
+            .map(|p| Ok((*p, self.point_plan(p)?)))
             .collect()
     }
 
     /// The plan of one point of a sweep: the first point's, with its load, in its folder.
-    fn point_plan(&self, p: &Point, root: &std::path::Path) -> Result<Plan, Fatal> {
+    fn point_plan(&self, p: &Point) -> Result<Plan, Fatal> {
         let mut plan = self.plan.clone();
         plan.spec.load = self.load.clone();
         p.apply(&mut plan.spec.load);
@@ -506,7 +509,7 @@ impl Prepared {
         }
         plan.load = Load::build(&plan.spec.load, plan.spec.workload.random_seed, None)
             .map_err(|e| Fatal(format!("{}: {e}", p.label())))?;
-        plan.output.artifact_dir = root.join(p.name());
+        plan.output.artifact_dir = self.root.join(p.name());
         Ok(plan)
     }
 }
@@ -717,8 +720,7 @@ pub struct SweepResult {
 
 /// The completed JSON document in `dir`, if an earlier run left one (for `--resume`).
 fn completed_run(dir: &std::path::Path) -> Option<serde_json::Value> {
-    let text = std::fs::read(dir.join(report::sweep::PROFILE_JSON)).ok()?;
-    let doc: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    let doc = report::sweep::read_json(&dir.join(report::sweep::PROFILE_JSON)).ok()?;
     let done = doc.get("was_cancelled") == Some(&serde_json::Value::Bool(false))
         && doc.pointer("/request_count/avg").and_then(|v| v.as_f64()) > Some(0.0);
     done.then_some(doc)
@@ -740,18 +742,12 @@ fn pause(ns: u64, stop: &AtomicBool) {
 /// that what was measured survives a crash or Ctrl-C.
 pub fn sweep(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result<SweepResult, Fatal> {
     let p = prepare(args)?;
-    let axis = p.sweep.points[0].axis;
-    let root = if p.sweep.is_sweep {
-        sweep_dir(&p.plan, axis)
-    } else {
-        p.plan.output.artifact_dir.clone()
-    };
+    let root = p.root.clone();
     crate::sys::interrupt_gracefully();
     let mut s = Sweeper {
         p: &p,
         args,
         stop: stop.clone(),
-        root: root.clone(),
         startup: Some(p.started),
         print,
         out: SweepResult {
@@ -768,7 +764,7 @@ pub fn sweep(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result<S
     match &p.sweep.search {
         None if p.sweep.auto.is_some() => auto_sweep(&mut s)?,
         None => {
-            let points = p.points(&root)?;
+            let points = p.points()?;
             for (i, (point, plan)) in points.iter().enumerate() {
                 if i > 0 {
                     pause(p.sweep.pause_ns, &stop);
@@ -789,8 +785,11 @@ pub fn sweep(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result<S
                 if s.out.ran + s.out.kept > 0 {
                     pause(p.sweep.pause_ns, &stop);
                 }
-                let point = Point { axis, value };
-                let plan = p.point_plan(&point, &root)?;
+                let point = Point {
+                    axis: spec.axis,
+                    value,
+                };
+                let plan = p.point_plan(&point)?;
                 let row = s.point(
                     point,
                     &plan,
@@ -824,7 +823,7 @@ pub fn sweep(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result<S
     if stop.load(Ordering::Relaxed) {
         eprintln!("ringperf: stopped; what was measured so far is written");
     }
-    let mut out = s.out;
+    let out = s.out;
     drop(p);
     if print && (out.rows.len() > 1 || args.sweep.num_profile_runs > 1) {
         let _ = std::io::stdout().write_all(report::sweep::render(&out.rows).as_bytes());
@@ -848,7 +847,6 @@ pub fn sweep(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result<S
     if print {
         eprintln!("ringperf: artifacts in {}", root.display());
     }
-    out.artifact_dir = root;
     Ok(out)
 }
 
@@ -858,12 +856,11 @@ fn auto_sweep(s: &mut Sweeper) -> Result<(), Fatal> {
     use crate::plan::sweep::Axis;
     let (p, stop) = (s.p, s.stop.clone());
     let spec = p.sweep.auto.clone().expect("an automatic sweep");
-    let root = s.root.clone();
     let probe = |s: &mut Sweeper, point: Point, which: &str| {
         if s.out.ran + s.out.kept > 0 {
             pause(p.sweep.pause_ns, &stop);
         }
-        let plan = p.point_plan(&point, &root)?;
+        let plan = p.point_plan(&point)?;
         s.point(point, &plan, which)
     };
     let one = Point {
@@ -970,7 +967,6 @@ struct Sweeper<'a> {
     p: &'a Prepared,
     args: &'a ProfileArgs,
     stop: Arc<AtomicBool>,
-    root: std::path::PathBuf,
     startup: Option<(u64, &'static str)>,
     print: bool,
     out: SweepResult,
@@ -1086,10 +1082,10 @@ impl Sweeper<'_> {
             }})
         });
         let extra = search.or_else(|| self.out.auto.clone());
-        report::sweep::write_summary(&self.root, &self.out.rows, extra).map_err(|e| {
+        report::sweep::write_summary(&self.p.root, &self.out.rows, extra).map_err(|e| {
             Fatal(format!(
                 "writing the sweep summary to {}: {e}",
-                self.root.display()
+                self.p.root.display()
             ))
         })
     }

@@ -292,6 +292,43 @@ pub fn t_critical(df: f64, confidence: f64) -> f64 {
     0.5 * (lo + hi)
 }
 
+/// The mean of `values` with its Student-t interval at `confidence`: the mean, the sample
+/// standard deviation (n − 1), the standard error, and the critical t (n − 1 degrees of
+/// freedom); the interval is mean ± t × se. `None` with fewer than 2 values.
+pub struct TInterval {
+    /// Mean.
+    pub mean: f64,
+    /// Sample standard deviation.
+    pub std: f64,
+    /// Standard error of the mean.
+    pub se: f64,
+    /// Critical value of t.
+    pub t: f64,
+}
+
+impl TInterval {
+    /// The interval of `values` (at least 2) at `confidence`.
+    pub fn of(values: &[f64], confidence: f64) -> Option<TInterval> {
+        let n = values.len() as f64;
+        if values.len() < 2 {
+            return None;
+        }
+        let mean = values.iter().sum::<f64>() / n;
+        let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        Some(TInterval {
+            mean,
+            std,
+            se: std / n.sqrt(),
+            t: t_critical(n - 1.0, confidence),
+        })
+    }
+
+    /// The interval's ends.
+    pub fn bounds(&self) -> (f64, f64) {
+        (self.mean - self.t * self.se, self.mean + self.t * self.se)
+    }
+}
+
 /// ln Γ(x) for x > 0 (Lanczos' approximation, g = 7, 9 terms; about 15 digits).
 fn ln_gamma(x: f64) -> f64 {
     const C: [f64; 9] = [

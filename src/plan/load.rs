@@ -293,11 +293,12 @@ impl Slo {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::record::Phase;
 
-    fn spec() -> LoadSpec {
+    /// A closed loop with every flag at its default (shared with the sweep's tests).
+    pub(in crate::plan) fn spec() -> LoadSpec {
         LoadSpec {
             concurrency: None,
             request_rate: None,

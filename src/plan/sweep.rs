@@ -135,7 +135,7 @@ impl Search {
                 if whole {
                     up.round()
                 } else {
-                    round_sig(up)
+                    round_sig(up, 12)
                 }
             }),
             (Some(p), Some(f)) => {
@@ -148,7 +148,11 @@ impl Search {
                     return None;
                 }
                 let mid = (p + f) / 2.0;
-                Some(if whole { mid.floor() } else { round_sig(mid) })
+                Some(if whole {
+                    mid.floor()
+                } else {
+                    round_sig(mid, 12)
+                })
             }
         }
     }
@@ -199,11 +203,7 @@ pub struct AutoSpec {
 /// significant digits.
 pub fn auto_rates(low: f64, high: f64, n: usize) -> Vec<f64> {
     (1..=n)
-        .map(|i| {
-            let r = low + (high - low) * i as f64 / (n + 1) as f64;
-            let scale = 10f64.powi(2 - r.log10().floor() as i32);
-            (r * scale).round() / scale
-        })
+        .map(|i| round_sig(low + (high - low) * i as f64 / (n + 1) as f64, 3))
         .collect()
 }
 
@@ -331,7 +331,7 @@ pub fn parse_points(s: &str, whole: bool) -> Result<Vec<f64>, String> {
         }
         let mut v = a;
         while v <= b * (1.0 + 1e-9) {
-            let x = if whole { v.round() } else { round_sig(v) };
+            let x = if whole { v.round() } else { round_sig(v, 12) };
             push(x, &mut out)?;
             v = if times { v * by } else { v + by };
         }
@@ -339,12 +339,12 @@ pub fn parse_points(s: &str, whole: bool) -> Result<Vec<f64>, String> {
     Ok(out)
 }
 
-/// `v` to 12 significant digits: `0.1 + 0.2` steps print as `0.3`.
-fn round_sig(v: f64) -> f64 {
+/// `v` to `digits` significant digits (12 makes `0.1 + 0.2` print as `0.3`).
+fn round_sig(v: f64, digits: i32) -> f64 {
     if v == 0.0 {
         return 0.0;
     }
-    let scale = 10f64.powi(11 - v.abs().log10().floor() as i32);
+    let scale = 10f64.powi(digits - 1 - v.abs().log10().floor() as i32);
     (v * scale).round() / scale
 }
 
@@ -475,19 +475,7 @@ mod tests {
             value: 16.0,
         };
         assert_eq!(c.name(), "concurrency_16");
-        let mut load = LoadSpec {
-            concurrency: None,
-            request_rate: None,
-            arrival: crate::arrival::Arrival::Poisson,
-            burstiness: 1.0,
-            ramp_up_ns: None,
-            include_ramp_up: false,
-            goodput: Vec::new(),
-            request_count: None,
-            benchmark_duration_ns: None,
-            grace_period_ns: 0,
-            warmup_request_count: 0,
-        };
+        let mut load = crate::plan::load::tests::spec();
         c.apply(&mut load);
         assert_eq!(load.concurrency, Some(16));
         p.apply(&mut load);

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::plot::{escape, Chart, Series};
-use super::sweep::{self, Row};
+use super::sweep::{self, read_json, Row};
 use crate::plan::sweep::Axis;
 
 /// The page's file name.
@@ -349,11 +349,6 @@ fn health(doc: &Value) -> String {
         }
     }
     out
-}
-
-fn read_json(path: &Path) -> std::io::Result<Value> {
-    serde_json::from_slice(&std::fs::read(path)?)
-        .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))
 }
 
 /// The steps of a staircase run, and where its knee is.

@@ -10,7 +10,7 @@ use crate::plan::load::Steps;
 use crate::plan::sweep::{Axis, Point};
 use crate::plan::Slo;
 use crate::record::Record;
-use crate::stats::{linear_percentile, t_critical};
+use crate::stats::linear_percentile;
 
 /// The file a staircase run writes beside its usual artifacts.
 pub const STAIRCASE_JSON: &str = "staircase.json";
@@ -73,10 +73,9 @@ pub fn steps(records: &[Record], t0: u64, steps: &Steps, slos: &[Slo]) -> Vec<St
                     / width as f64
             })
             .collect();
-        let mean = batch.iter().sum::<f64>() / BATCHES as f64;
-        let sd =
-            (batch.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (BATCHES - 1) as f64).sqrt();
-        let half = t_critical((BATCHES - 1) as f64, 0.95) * sd / (BATCHES as f64).sqrt();
+        let ci = crate::stats::TInterval::of(&batch, 0.95)
+            .expect("BATCHES > 1")
+            .bounds();
         let ms = |f: fn(&Record) -> Option<f64>| ok.iter().filter_map(|r| f(r)).collect::<Vec<_>>();
         let ttft = ms(|r| r.ttft().map(|t| t as f64 / 1e6));
         let itl = ms(|r| r.itl().map(|t| t / 1e6));
@@ -102,7 +101,7 @@ pub fn steps(records: &[Record], t0: u64, steps: &Steps, slos: &[Slo]) -> Vec<St
         };
         out.push(Step {
             row: Row::of(point, &[doc]),
-            ci: (mean - half, mean + half),
+            ci,
         });
     }
     out

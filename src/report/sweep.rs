@@ -376,26 +376,24 @@ pub fn render(rows: &[Row]) -> String {
 
 /// The statistics of one figure over repeated runs.
 fn over_runs(values: &[f64], confidence: f64) -> Map<String, Value> {
-    let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n;
+    let mean = values.iter().sum::<f64>() / values.len() as f64;
     let min = values.iter().copied().fold(f64::INFINITY, f64::min);
     let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let mut m = Map::new();
     m.insert("mean".into(), json!(mean));
     m.insert("min".into(), json!(min));
     m.insert("max".into(), json!(max));
-    if values.len() >= 2 {
-        // Sample standard deviation (n − 1), its standard error, and the t interval.
-        let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
-        let std = var.sqrt();
-        let se = std / n.sqrt();
-        let t = crate::stats::t_critical(n - 1.0, confidence);
-        m.insert("std".into(), json!(std));
-        m.insert("cv".into(), json!((mean != 0.0).then(|| std / mean.abs())));
-        m.insert("se".into(), json!(se));
-        m.insert("ci_low".into(), json!(mean - t * se));
-        m.insert("ci_high".into(), json!(mean + t * se));
-        m.insert("t_critical".into(), json!(t));
+    if let Some(i) = crate::stats::TInterval::of(values, confidence) {
+        let (low, high) = i.bounds();
+        m.insert("std".into(), json!(i.std));
+        m.insert(
+            "cv".into(),
+            json!((mean != 0.0).then(|| i.std / mean.abs())),
+        );
+        m.insert("se".into(), json!(i.se));
+        m.insert("ci_low".into(), json!(low));
+        m.insert("ci_high".into(), json!(high));
+        m.insert("t_critical".into(), json!(i.t));
     }
     m
 }
@@ -487,6 +485,12 @@ pub fn aggregate_csv(agg: &Value) -> Result<Vec<u8>, csv::Error> {
     w.into_inner().map_err(|e| e.into_error().into())
 }
 
+/// A JSON artifact, read back; an error names the file.
+pub fn read_json(path: &Path) -> std::io::Result<Value> {
+    serde_json::from_slice(&std::fs::read(path)?)
+        .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))
+}
+
 /// The runs of one point's folder: `profile_runs/run_*/` when repeated, else the folder
 /// itself. Returns each run's label and JSON document, in run order; runs without a
 /// complete document are left out.
@@ -505,13 +509,7 @@ pub fn read_runs(point_dir: &Path) -> std::io::Result<Vec<(String, Value)>> {
     };
     dirs.retain(|(_, d)| d.join(PROFILE_JSON).is_file());
     dirs.into_iter()
-        .map(|(label, d)| {
-            let text = std::fs::read(d.join(PROFILE_JSON))?;
-            let doc = serde_json::from_slice(&text).map_err(|e| {
-                std::io::Error::other(format!("{}: {e}", d.join(PROFILE_JSON).display()))
-            })?;
-            Ok((label, doc))
-        })
+        .map(|(label, d)| Ok((label, read_json(&d.join(PROFILE_JSON))?)))
         .collect()
 }
 
