@@ -28,6 +28,9 @@ impl Fatal {
 /// The exit code of a run that crossed a `--fail-on` gate.
 pub const GATES_CROSSED: i32 = 3;
 
+/// The exit code of a merge that is missing a node (it still writes what it merged).
+pub const MERGE_INCOMPLETE: i32 = 4;
+
 /// What a finished profile run produced.
 pub struct ProfileResult {
     /// The `--fail-on` gates, judged (empty without gates).
@@ -71,6 +74,17 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
                 )));
             }
             Ok(())
+        }
+        Command::Merge { dirs, artifact_dir } => {
+            let m = report::merge::merge(&dirs, &artifact_dir).map_err(Fatal::from)?;
+            let _ = std::io::stdout().write_all(m.console.as_bytes());
+            write_report(&artifact_dir, true)?;
+            eprintln!("ringperf: merged artifacts in {}", artifact_dir.display());
+            return Ok(if m.incomplete.is_empty() {
+                0
+            } else {
+                MERGE_INCOMPLETE
+            });
         }
         Command::Report { dir } => {
             let page = report::html::write(&dir).map_err(Fatal::from)?;
@@ -380,6 +394,8 @@ struct Prepared {
     warnings: Vec<String>,
     /// When start-up began, and from what.
     started: (u64, &'static str),
+    /// On several nodes, the server's `Date` against this host's clock.
+    server_date: Option<report::node::ServerDate>,
 }
 
 /// Parses, starts the simulator, finds the model, prepares the prompts and checks the host
@@ -436,7 +452,15 @@ fn prepare(args: &ProfileArgs) -> Result<Prepared, Fatal> {
         plan.output.artifact_dir.clone()
     };
     check_artifact_dir(&root)?;
+    let nodes = plan.load.nodes;
+    if nodes.is_split() {
+        check_split(&sweep, &plan)?;
+    }
+    let server_date = (nodes.is_split() && sim.is_none())
+        .then(|| crate::preflight::server_date(&plan.target))
+        .flatten();
     let prepared = Prepared {
+        server_date,
         warnings: Vec::new(),
         root,
         load,
@@ -455,6 +479,54 @@ fn prepare(args: &ProfileArgs) -> Result<Prepared, Fatal> {
         warnings,
         ..prepared
     })
+}
+
+/// What a load split across nodes cannot do: decide its next load from what this node alone
+/// measured, or run several loads without a common timetable.
+fn check_split(sweep: &SweepSpec, plan: &Plan) -> Result<(), Fatal> {
+    let adaptive = if sweep.staircase.is_some() {
+        Some("--staircase")
+    } else if sweep.search.is_some() {
+        Some("--search")
+    } else if sweep.auto.is_some() {
+        Some("--sweep auto")
+    } else {
+        None
+    };
+    if let Some(flag) = adaptive {
+        return Err(Fatal(format!(
+            "{flag} decides each next load from what was measured, which one node of {} cannot              judge alone: sweep a list of loads instead (--concurrency 8,16,32)",
+            plan.load.nodes.count
+        )));
+    }
+    let several = sweep.is_sweep || sweep.repeats.runs > 1;
+    let l = &plan.spec.load;
+    if several && (l.start_at_unix_ns.is_none() || l.benchmark_duration_ns.is_none()) {
+        return Err(Fatal(
+            "a sweep or repeated runs on several nodes run on a common timetable: give              --start-at and --benchmark-duration (run k starts at --start-at + k × (ramp-up +              duration + grace period + pause + 5 s))"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+impl Prepared {
+    /// On several nodes, when run `k` (from 0) of a sweep or repeated runs starts: every node
+    /// keeps the same timetable from `--start-at`.
+    fn timetable(&self, k: usize) -> Option<u64> {
+        let l = &self.plan.spec.load;
+        let at = l.start_at_unix_ns?;
+        if !self.plan.load.nodes.is_split() {
+            return (k == 0).then_some(at);
+        }
+        let rest = self.sweep.pause_ns.max(self.sweep.repeats.cooldown_ns);
+        let slot = l.ramp_up_ns.unwrap_or(0)
+            + l.benchmark_duration_ns.unwrap_or(0)
+            + l.grace_period_ns
+            + rest
+            + 5_000_000_000;
+        Some(at + k as u64 * slot)
+    }
 }
 
 /// A sweep's folder: as given, or named after the model, the endpoint and the swept flag.
@@ -542,6 +614,10 @@ fn measure(
     let telemetry_cfg = args.telemetry.config();
     let telemetry =
         crate::telemetry::Telemetry::start(&telemetry_cfg, &plan, spare).map_err(Fatal::from)?;
+    if let Some(at) = plan.spec.load.start_at_unix_ns {
+        wait_until(at, &stop);
+    }
+    let clock = report::node::Clock::now();
     let start = unix_time_secs();
     let probe = p.sim.as_ref().map(|h| h.in_flight_probe());
     let out = crate::engine::run(plan.clone(), placement, stop, probe).map_err(Fatal::from)?;
@@ -598,6 +674,14 @@ fn measure(
         &plan.input_config(),
         &plan.workload.inputs_json(),
         &times,
+    )
+    .map_err(|e| Fatal(format!("writing artifacts to {}: {e}", dir.display())))?;
+    report::node::write(
+        &report,
+        dir,
+        plan.load.nodes,
+        &clock,
+        p.server_date.clone(),
     )
     .map_err(|e| Fatal(format!("writing artifacts to {}: {e}", dir.display())))?;
     if let Some(steps) = &plan.load.steps {
@@ -724,6 +808,37 @@ fn completed_run(dir: &std::path::Path) -> Option<serde_json::Value> {
     let done = doc.get("was_cancelled") == Some(&serde_json::Value::Bool(false))
         && doc.pointer("/request_count/avg").and_then(|v| v.as_f64()) > Some(0.0);
     done.then_some(doc)
+}
+
+/// Waits for the wall-clock instant `at` (Unix ns; `--start-at`), or less when Ctrl-C stops
+/// the run; says how long it waits, or how late the instant had passed.
+fn wait_until(at: u64, stop: &AtomicBool) {
+    let now = (unix_time_secs() * 1e9) as u64;
+    if now > at {
+        eprintln!(
+            "ringperf: --start-at passed {:.3} s ago: starting now (the merge reports the skew)",
+            (now - at) as f64 / 1e9
+        );
+        return;
+    }
+    eprintln!(
+        "ringperf: waiting {:.3} s for --start-at {}",
+        (at - now) as f64 / 1e9,
+        export::iso8601(at as f64 / 1e9)
+    );
+    // Coarse sleeps, then a short spin, so that nodes start within microseconds of the
+    // instant on synchronized clocks.
+    loop {
+        let left = at.saturating_sub((unix_time_secs() * 1e9) as u64);
+        if left == 0 || stop.load(Ordering::Relaxed) {
+            return;
+        }
+        if left > 2_000_000 {
+            std::thread::sleep(std::time::Duration::from_nanos((left - 1_000_000).min(20_000_000)));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
 }
 
 /// Sleeps `ns`, or less when Ctrl-C stops the run.
@@ -1013,6 +1128,8 @@ impl Sweeper<'_> {
                 plan.load = Load::build(&plan.spec.load, plan.spec.workload.random_seed, None)
                     .map_err(Fatal::from)?;
             }
+            // Without a timetable only the first run waits for --start-at.
+            plan.spec.load.start_at_unix_ns = p.timetable(self.out.ran + self.out.kept);
             let mut title = load_title(&plan);
             if p.sweep.is_sweep {
                 title.push_str(&format!(" ({which})"));

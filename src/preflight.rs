@@ -112,6 +112,44 @@ pub fn models(target: &Target, timeout: Duration) -> Result<Vec<String>, Failure
     parse_models(&body).map_err(fail(Some(status)))
 }
 
+/// The server's `Date` header on `GET <prefix>/v1/models`, against this host's clock when the
+/// response came: how far a node's clock is off, to the header's second. `None` when the
+/// server sends none or cannot be reached.
+pub fn server_date(target: &Target) -> Option<crate::report::node::ServerDate> {
+    let path = format!("{}/v1/models", target.endpoint.prefix);
+    let request = blocking::request(
+        "GET",
+        &path,
+        &target.endpoint.authority(),
+        &target.head.headers,
+        "application/json",
+    );
+    let page = blocking::fetch(&to(target), &request, Duration::from_secs(5), MODELS_CAP).ok()?;
+    let local = crate::clock::unix_time_secs();
+    let date = page.header("date")?.to_string();
+    Some(crate::report::node::ServerDate {
+        server_minus_local_s: http_date(&date).map(|t| t as f64 - local),
+        date,
+    })
+}
+
+/// An IMF-fixdate (`Tue, 01 Dec 2026 15:40:57 GMT`, RFC 9110 §5.6.7) as Unix seconds.
+pub fn http_date(s: &str) -> Option<i64> {
+    let mut it = s.split_whitespace().skip(1);
+    let (d, mon, y, hms, zone) = (it.next()?, it.next()?, it.next()?, it.next()?, it.next()?);
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let m = MONTHS.iter().position(|x| *x == mon)? as i64 + 1;
+    let mut t = hms.split(':').map(|x| x.parse::<i64>().ok());
+    let (h, mi, sec) = (t.next()??, t.next()??, t.next()??);
+    if zone != "GMT" {
+        return None;
+    }
+    let days = crate::plan::nodes::days_from_civil(y.parse().ok()?, m, d.parse().ok()?);
+    Some(days * 86_400 + h * 3600 + mi * 60 + sec)
+}
+
 /// `{"object": "list", "data": [{"id": "…"}, …]}` → the ids.
 pub fn parse_models(body: &[u8]) -> Result<Vec<String>, String> {
     #[derive(serde::Deserialize)]

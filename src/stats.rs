@@ -231,6 +231,75 @@ impl Dist {
         let _ = hdrhistogram::serialization::V2Serializer::new().serialize(&self.hist, &mut out);
         out
     }
+
+    /// The `p`-th percentile (0–100) of these values and `infinite` more of +∞, by numpy's
+    /// `nearest` rank (see [`nearest_percentile_with_infinities`]); from the histogram where
+    /// the values are not kept. `None` is +∞.
+    pub fn nearest_with_infinities(&self, infinite: u64, p: f64) -> Option<f64> {
+        if let Some(v) = self.sorted_values() {
+            return nearest_percentile_with_infinities(v, infinite, p);
+        }
+        let n = self.count + infinite;
+        if n == 0 {
+            return None;
+        }
+        let rank = ((n - 1) as f64 * (p / 100.0).clamp(0.0, 1.0)).round_ties_even() as u64;
+        let mut seen = 0;
+        for v in self.hist.iter_recorded() {
+            seen += v.count_since_last_iteration();
+            if seen > rank {
+                let at = self.hist.highest_equivalent(v.value_iterated_to());
+                return Some(at.clamp(self.min, self.max) as f64);
+            }
+        }
+        None
+    }
+
+    /// The histogram (values clamped to at least 1, as recorded).
+    pub fn histogram(&self) -> &Histogram<u32> {
+        &self.hist
+    }
+
+    /// The exact moments, which a histogram alone does not keep.
+    pub fn moments(&self) -> Moments {
+        Moments {
+            count: self.count,
+            sum: self.sum.to_string(),
+            sum_sq: self.sum_sq.to_string(),
+            min: self.min,
+            max: self.max,
+        }
+    }
+
+    /// A distribution rebuilt from another process's histogram and moments (no kept values:
+    /// percentiles come from the histogram). `None` when they do not fit together.
+    pub fn from_parts(hist: &Histogram<u32>, m: &Moments) -> Option<Dist> {
+        let mut d = Dist::new();
+        d.hist.add(hist).ok()?;
+        (d.hist.len() == m.count).then_some(())?;
+        d.count = m.count;
+        d.sum = m.sum.parse().ok()?;
+        d.sum_sq = m.sum_sq.parse().ok()?;
+        d.min = m.min;
+        d.max = m.max;
+        Some(d)
+    }
+}
+
+/// A distribution's count, exact sums (as decimal strings: they outgrow JSON's numbers) and
+/// extremes, written beside its histogram so that a merge keeps exact means and deviations.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Moments {
+    /// Values.
+    pub count: u64,
+    /// Σ values.
+    pub sum: String,
+    /// Σ values².
+    pub sum_sq: String,
+    /// Smallest value (`u64::MAX` when empty).
+    pub min: u64,
+    /// Largest value.
+    pub max: u64,
 }
 
 /// The `p`-th percentile (0–100) of sorted values by linear interpolation between the two

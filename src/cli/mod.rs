@@ -99,6 +99,19 @@ pub enum Command {
         /// The artifact folder.
         dir: PathBuf,
     },
+    /// Merge the runs of one load split across nodes (--node-count) into one report: the
+    /// nodes' histograms added, counters summed, throughputs over the union of their windows,
+    /// per-request exports concatenated, and a verdict over every node. Each folder is one
+    /// node's --artifact-dir (a run's, or a sweep's: merged point by point). Exits 4 when a
+    /// node is missing or failed (named in the report).
+    Merge {
+        /// The nodes' artifact folders.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Where the merged artifacts go.
+        #[arg(long, value_name = "DIR")]
+        artifact_dir: PathBuf,
+    },
     /// Print a shell completion script (e.g. `ringperf completions bash >
     /// /etc/bash_completion.d/ringperf`).
     Completions {
@@ -263,6 +276,22 @@ pub struct LoadArgs {
     #[arg(long, visible_aliases = ["num-warmup-requests", "num-warmups"], value_parser = parse_count,
           default_value = "0")]
     pub warmup_request_count: u64,
+    /// Split this load across N client hosts ("nodes"), each running the same command: every
+    /// node builds the whole plan from the same flags and seed and sends only request i where
+    /// i mod N is its index (concurrency split, remainders to the lowest indices); `ringperf
+    /// merge` then reports the whole. Under `srun` the count and index default to
+    /// SLURM_NTASKS and SLURM_PROCID.
+    #[arg(long, value_name = "N")]
+    pub node_count: Option<u64>,
+    /// This node's index, 0 to N-1 (default: JOB_COMPLETION_INDEX in a Kubernetes Indexed Job,
+    /// SLURM_PROCID under srun).
+    #[arg(long, value_name = "I")]
+    pub node_index: Option<u64>,
+    /// Start sending at this wall-clock instant (RFC 3339, e.g. 2026-12-01T15:00:00Z, or Unix
+    /// seconds), after everything is prepared: nodes given the same instant start together.
+    /// Times inside a run stay on each node's monotonic clock.
+    #[arg(long, value_parser = crate::plan::nodes::parse_start_at, value_name = "TIME")]
+    pub start_at: Option<u64>,
 }
 
 /// The values of a load flag: one, or a sweep's points.
@@ -642,6 +671,10 @@ impl ProfileArgs {
             ),
             (c, _) => c,
         };
+        let (nodes, from_env) = crate::plan::nodes::resolve(l.node_count, l.node_index, &|k| {
+            std::env::var(k).ok()
+        })
+        .map_err(crate::plan::PlanError::Flag)?;
         let mut spec = Spec {
             target: TargetSpec {
                 model: t.model.clone().unwrap_or_default(),
@@ -682,6 +715,8 @@ impl ProfileArgs {
                 benchmark_duration_ns: l.benchmark_duration,
                 grace_period_ns: l.grace_period,
                 warmup_request_count: l.warmup_request_count,
+                nodes,
+                start_at_unix_ns: l.start_at,
             },
             workload: WorkloadSpec {
                 tokenizer: w.tokenizer.clone(),
@@ -746,6 +781,12 @@ impl ProfileArgs {
             notes.push(format!(
                 "--request-rate inf: no rate; {} requests kept in flight (closed loop)",
                 spec.load.concurrency.unwrap_or(1)
+            ));
+        }
+        if let Some(from) = from_env {
+            notes.push(format!(
+                "node {} of {} (index from {from}): this process sends its share of the load",
+                nodes.index, nodes.count
             ));
         }
         Ok((spec, notes))

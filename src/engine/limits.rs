@@ -213,6 +213,8 @@ mod tests {
                 benchmark_duration_ns: duration_s.map(|d| d * S),
                 grace_period_ns: grace_s * S,
                 warmup_request_count: 0,
+                nodes: Default::default(),
+                start_at_unix_ns: None,
             },
             0,
             None,

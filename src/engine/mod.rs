@@ -292,14 +292,17 @@ pub fn progress_line(progress: &[Arc<Progress>], plan: &Plan, elapsed_ns: u64) -
     let secs = elapsed_ns as f64 / 1e9;
     let rate = done as f64 / secs.max(1e-9);
     let (of, eta) = match (plan.load.request_count, plan.load.duration_ns) {
-        (Some(t), _) => (
+        (Some(t), _) => {
+            let t = plan.load.nodes.share(t);
+            (
             format!("/{t}"),
             if rate > 0.0 {
                 format!("{:.0}s", t.saturating_sub(done) as f64 / rate)
             } else {
                 "?".into()
             },
-        ),
+            )
+        }
         (None, Some(d)) => (
             String::new(),
             format!("{:.0}s", (d as f64 / 1e9 - secs).max(0.0)),
@@ -367,8 +370,10 @@ fn shard_thread(
     let conc = if load.concurrency == u64::MAX {
         usize::MAX
     } else {
-        share(load.concurrency, n, index) as usize
+        share(load.nodes.share(load.concurrency), n, index) as usize
     };
+    // Request ids are the whole load's: this shard takes every `slots`-th from `slot`.
+    let (slot, slots) = load.nodes.slot(index, n);
     let entries = plan.workload.dataset.entries.len();
     let warmup = load.warmup;
     let p2 = plan.clone();
@@ -383,7 +388,7 @@ fn shard_thread(
                 let t0 = *start.get_or_init(|| now_ns() + 20_000_000);
                 let (cpu0, wait0) = (thread_cpu_ns(), own_schedstat());
                 let ramp_end = if l.include_ramp { 0 } else { l.ramp_ns };
-                let mut s = OpenLoop::new(offsets.clone(), index, n, t0, warmup, entries, ramp_end);
+                let mut s = OpenLoop::new(offsets.clone(), slot, slots, t0, warmup, entries, ramp_end);
                 shard
                     .run_phase(&mut s, limits::Limits::open_loop(l, conc, t0))
                     .await;
@@ -391,14 +396,14 @@ fn shard_thread(
             }
             None => {
                 if warmup > 0 {
-                    let mut s = ClosedLoop::new(0, Some(warmup), index, n, entries, Phase::Warmup);
+                    let mut s = ClosedLoop::new(0, Some(warmup), slot, slots, entries, Phase::Warmup);
                     shard.run_phase(&mut s, limits::Limits::capped(conc)).await;
                     gate.pass()?;
                 }
                 let t0 = now_ns();
                 let (cpu0, wait0) = (thread_cpu_ns(), own_schedstat());
                 let end = l.request_count.map(|c| warmup + c);
-                let mut s = ClosedLoop::new(warmup, end, index, n, entries, Phase::Profiling);
+                let mut s = ClosedLoop::new(warmup, end, slot, slots, entries, Phase::Profiling);
                 shard
                     .run_phase(
                         &mut s,

@@ -9,6 +9,8 @@ use super::PlanError;
 use crate::arrival::{arrival_offsets, Arrival};
 use crate::record::Record;
 
+pub use super::nodes::Nodes;
+
 /// Measured requests when neither a count nor a duration is given (as AIPerf).
 pub const DEFAULT_REQUEST_COUNT: u64 = 10;
 
@@ -37,6 +39,12 @@ pub struct LoadSpec {
     pub grace_period_ns: u64,
     /// Requests sent before measuring.
     pub warmup_request_count: u64,
+    /// This process's share of a load split across nodes.
+    #[serde(default)]
+    pub nodes: Nodes,
+    /// The wall-clock instant every node starts at (Unix ns), with `--start-at`.
+    #[serde(default)]
+    pub start_at_unix_ns: Option<u64>,
 }
 
 /// The load, ready.
@@ -67,6 +75,9 @@ pub struct Load {
     pub streams: u64,
     /// A staircase: the closed-loop cap steps through these, one step at a time.
     pub steps: Option<Steps>,
+    /// This node's share of the load: `concurrency`, `request_count`, `warmup` and `offsets`
+    /// are the whole load's, and each node sends only its own requests of it.
+    pub nodes: Nodes,
 }
 
 /// The most steps in one staircase.
@@ -205,6 +216,22 @@ impl Load {
             }
             (None, None) => concurrency,
         };
+        let nodes = s.nodes;
+        if nodes.is_split() {
+            let n = nodes.count;
+            let few = |what: String| {
+                Err(PlanError::Flag(format!(
+                    "{what} split over --node-count {n} leaves a node without load: give each \
+                     node at least one, or use fewer nodes"
+                )))
+            };
+            if concurrency != u64::MAX && concurrency < n {
+                return few(format!("--concurrency {concurrency}"));
+            }
+            if let Some(c) = request_count.filter(|c| *c < n) {
+                return few(format!("--request-count {c}"));
+            }
+        }
         Ok(Load {
             concurrency,
             rate: s.request_rate,
@@ -216,8 +243,10 @@ impl Load {
             duration_ns: s.benchmark_duration_ns,
             grace_ns: s.grace_period_ns,
             warmup: s.warmup_request_count,
-            streams,
+            // Shards are sized for this node's share of the work.
+            streams: streams.div_ceil(nodes.count),
             steps: None,
+            nodes,
         })
     }
 
@@ -230,9 +259,10 @@ impl Load {
         }
     }
 
-    /// The closed-loop concurrency held steady, if any (not with a rate, a trace or a ramp).
+    /// The closed-loop concurrency this node holds steady, if any (not with a rate, a trace or
+    /// a ramp).
     pub fn steady_concurrency(&self) -> Option<u64> {
-        (self.offsets.is_none() && self.ramp_ns == 0).then_some(self.concurrency)
+        (self.offsets.is_none() && self.ramp_ns == 0).then_some(self.nodes.share(self.concurrency))
     }
 }
 
@@ -311,6 +341,8 @@ pub(super) mod tests {
             benchmark_duration_ns: None,
             grace_period_ns: 30_000_000_000,
             warmup_request_count: 0,
+            nodes: Nodes::default(),
+            start_at_unix_ns: None,
         }
     }
 

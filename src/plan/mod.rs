@@ -9,6 +9,7 @@
 //! is tested on its own. Shards receive the plan read-only.
 
 pub mod load;
+pub mod nodes;
 pub mod output;
 pub mod sweep;
 pub mod target;

@@ -167,6 +167,13 @@ fn num(v: f64) -> String {
 
 /// Renders the table and the health lines.
 pub fn render(r: &Report, title: &str) -> String {
+    let mut out = table(r, title);
+    out.push_str(&health(r));
+    out
+}
+
+/// Renders the table alone.
+pub fn table(r: &Report, title: &str) -> String {
     let cols = ["avg", "min", "max", "p99", "p90", "p75"];
     let mut rows: Vec<(String, Vec<String>)> = Vec::new();
     for (_, label, d, scale) in dist_rows(r) {
@@ -250,7 +257,6 @@ pub fn render(r: &Report, title: &str) -> String {
              AIPerf); ITL counts responses of 2 chunks or more."
         );
     }
-    out.push_str(&health(r));
     out
 }
 

@@ -49,7 +49,7 @@ pub(crate) fn iso8601(unix: f64) -> String {
 }
 
 /// The `profile_export_ringperf.json` document.
-fn profile_json(r: &Report, input_config: &Value, times: &Times) -> Value {
+pub(crate) fn profile_json(r: &Report, input_config: &Value, times: &Times) -> Value {
     let mut doc = Map::new();
     doc.insert("schema_version".into(), json!(SCHEMA_VERSION));
     for (tag, label, d, scale) in dist_rows(r) {
@@ -320,6 +320,10 @@ pub(crate) fn write_records(r: &Report, path: &Path) -> std::io::Result<()> {
             },
             "metrics": metrics,
         });
+        let mut line = line;
+        if let Some(n) = r.node {
+            line["metadata"]["node"] = json!(n);
+        }
         serde_json::to_writer(&mut w, &line)?;
         w.write_all(b"\n")?;
     }

@@ -1,13 +1,13 @@
 //! Goodput: requests that meet every service-level objective ([`crate::plan::Slo`]), per
 //! second, and how often each objective was met.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::plan::Slo;
 use crate::record::Record;
 
 /// Goodput figures.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Goodput {
     /// The objectives.
     pub slos: Vec<Slo>,
@@ -19,6 +19,30 @@ pub struct Goodput {
     pub goodput: f64,
     /// Per objective, the share of measured requests that met it.
     pub attainment: Vec<f64>,
+    /// Measured requests (failed ones too).
+    pub measured: u64,
+    /// Per objective, the measured requests that met it.
+    pub met: Vec<u64>,
+}
+
+impl Goodput {
+    /// Goodput of `good` of `measured` requests, `met` per objective, over `window_ns`.
+    pub(super) fn of(slos: &[Slo], good: u64, measured: u64, met: Vec<u64>, window_ns: u64) -> Goodput {
+        let total = measured.max(1) as f64;
+        Goodput {
+            slos: slos.to_vec(),
+            good_requests: good,
+            good_fraction: good as f64 / total,
+            goodput: if window_ns > 0 {
+                good as f64 / (window_ns as f64 / 1e9)
+            } else {
+                0.0
+            },
+            attainment: met.iter().map(|m| *m as f64 / total).collect(),
+            measured,
+            met,
+        }
+    }
 }
 
 /// Goodput of the measured requests (`ok` successful, `failed` failed) over `window_ns`.
@@ -43,18 +67,7 @@ pub(super) fn compute<'a>(
         }
         good += u64::from(all);
     }
-    let total = (n + failed).max(1) as f64;
-    Goodput {
-        slos: slos.to_vec(),
-        good_requests: good,
-        good_fraction: good as f64 / total,
-        goodput: if window_ns > 0 {
-            good as f64 / (window_ns as f64 / 1e9)
-        } else {
-            0.0
-        },
-        attainment: met.iter().map(|m| *m as f64 / total).collect(),
-    }
+    Goodput::of(slos, good, n + failed, met, window_ns)
 }
 
 #[cfg(test)]

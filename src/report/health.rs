@@ -492,6 +492,26 @@ pub struct PlacementNote<'a> {
 }
 
 impl Health {
+    /// The assessment of a merged load: its verdict over every node (each node's own
+    /// shards and placement are in its own report).
+    pub fn merged(verdict: String, distorted: Option<Distortion>, limited: bool) -> Health {
+        Health {
+            shards: Vec::new(),
+            placement: Placement {
+                shards: Vec::new(),
+                mode: crate::engine::placement::Mode::Unpinned,
+                quiet: Vec::new(),
+                candidates: Vec::new(),
+                reason: "merged from several nodes: see each node's".into(),
+            },
+            self_check: SelfCheck::default(),
+            held: None,
+            distorted,
+            limited,
+            verdict,
+        }
+    }
+
     /// The placement as exported.
     pub fn placement_note(&self) -> PlacementNote<'_> {
         PlacementNote {

@@ -77,6 +77,25 @@ impl Metrics {
         }
     }
 
+    /// The distribution of a metric by its export tag (`time_to_first_token`, …).
+    pub fn by_tag(&mut self, tag: &str) -> Option<&mut Dist> {
+        Some(match tag {
+            "time_to_first_token" => &mut self.ttft,
+            "time_to_first_output_token" => &mut self.ttfo,
+            "time_to_second_token" => &mut self.ttst,
+            "inter_token_latency" => &mut self.itl,
+            "inter_chunk_latency" => &mut self.icl,
+            "request_latency" => &mut self.latency,
+            "output_sequence_length" => &mut self.osl,
+            "input_sequence_length" => &mut self.isl,
+            "output_token_throughput_per_user" => &mut self.per_user,
+            "scheduled_time_to_first_token" => &mut self.sched_ttft,
+            "scheduled_request_latency" => &mut self.sched_latency,
+            "dispatch_delay" => &mut self.dispatch_delay,
+            _ => return None,
+        })
+    }
+
     /// Adds one successful measured request.
     pub fn add(&mut self, r: &Record) {
         if let Some(v) = r.ttft() {

@@ -12,6 +12,10 @@ mod goodput;
 mod health;
 pub mod html;
 mod metrics;
+/// Merging the runs of one load split across nodes.
+pub mod merge;
+/// What each run writes for merging.
+pub mod node;
 pub mod plot;
 pub mod staircase;
 pub mod sweep;
@@ -27,7 +31,7 @@ use crate::record::{Outcome, Record, TokenSource};
 use crate::stats::Dist;
 
 /// One row of the error summary.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ErrorCount {
     /// HTTP status (0 when no response).
     pub code: u16,
@@ -94,6 +98,8 @@ pub struct Report {
     pub goodput: Option<goodput::Goodput>,
     /// Error-adjusted percentiles (each failed request counted as +∞), as AIPerf reports.
     pub error_adjusted: Vec<ErrorAdjusted>,
+    /// This node's index, when the load was split across nodes.
+    pub node: Option<u64>,
 }
 
 /// Percentiles of a latency metric with each failed request counted as infinitely slow.
@@ -107,14 +113,13 @@ pub struct ErrorAdjusted {
 
 /// The percentiles of `d`'s values together with one +∞ per failed request, by AIPerf's rule
 /// for its `adj_*` figures (numpy's `nearest`).
-fn error_adjusted(metric: &'static str, d: &Dist, failed: u64) -> ErrorAdjusted {
-    let values = d.sorted_values().unwrap_or_default();
+pub(crate) fn error_adjusted(metric: &'static str, d: &Dist, failed: u64) -> ErrorAdjusted {
     ErrorAdjusted {
         metric,
         percentiles: crate::stats::PERCENTILES
             .iter()
             .map(|(name, p)| {
-                let v = crate::stats::nearest_percentile_with_infinities(values, failed, *p);
+                let v = d.nearest_with_infinities(failed, *p);
                 (*name, v.map(|ns| ns / 1e6))
             })
             .collect(),
@@ -169,6 +174,8 @@ pub struct Settings {
     pub ignore_eos_sent: bool,
     /// Choices asked per request (`n`): usage then counts more text than one choice.
     pub choices: u64,
+    /// This process's share of a load split across nodes.
+    pub nodes: crate::plan::nodes::Nodes,
 }
 
 /// Replaces every secret in `text` with `<redacted>`.
@@ -218,6 +225,7 @@ impl Settings {
                 .get("n")
                 .and_then(serde_json::Value::as_u64)
                 .unwrap_or(1),
+            nodes: plan.load.nodes,
         }
     }
 }
@@ -489,5 +497,6 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         ramp_up,
         goodput,
         error_adjusted,
+        node: settings.nodes.is_split().then_some(settings.nodes.index),
     }
 }

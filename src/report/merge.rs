@@ -1,0 +1,629 @@
+//! `ringperf merge`: the runs of one load split across nodes (`--node-count`), reported as
+//! one run. Distributions merge exactly from each node's HdrHistograms (percentiles to the
+//! histograms' 3 significant digits; means and deviations exact from the moments), counters
+//! add up, throughputs use the union of the measured windows on the wall clock, and the
+//! per-request exports are concatenated. A node that is missing or failed is named, never
+//! left out silently. A folder of sweep points merges point by point.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::Histogram;
+use serde_json::{json, Value};
+
+use super::export::{self, Times};
+use super::node::{self, NodeFile, Span};
+use super::{ErrorCount, Goodput, Report};
+use crate::stats::{Dist, Moments};
+
+/// Start skew between nodes above which the merge warns (ns).
+pub const SKEW_LIMIT_NS: u64 = 10_000_000;
+
+/// Why a merge could not be made.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Error(pub String);
+
+/// What a merge wrote.
+#[derive(Debug)]
+pub struct Merged {
+    /// The console text (tables and node lines).
+    pub console: String,
+    /// Nodes missing or failed, one line each, over every point.
+    pub incomplete: Vec<String>,
+}
+
+/// One node's run, read back.
+struct NodeRun {
+    dir: PathBuf,
+    file: NodeFile,
+    profile: Value,
+    hists: BTreeMap<String, Histogram<u32>>,
+    /// (Unix ns of the interval's start, tag, histogram).
+    timeline: Vec<(u64, String, Histogram<u32>)>,
+}
+
+/// A log's histograms: (Unix ns of the interval's start, tag, histogram).
+fn read_log(path: &Path) -> Result<Vec<(u64, String, Histogram<u32>)>, String> {
+    use base64::Engine;
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let bad = |what: String| format!("{}: {what}", path.display());
+    let mut base = 0u64;
+    let mut out = Vec::new();
+    for entry in IntervalLogIterator::new(&bytes) {
+        match entry.map_err(|e| bad(format!("not an HdrHistogram log ({e:?})")))? {
+            LogEntry::StartTime(t) => base = t.as_nanos() as u64,
+            LogEntry::BaseTime(_) => {}
+            LogEntry::Interval(h) => {
+                let raw = base64::engine::general_purpose::STANDARD
+                    .decode(h.encoded_histogram())
+                    .map_err(|e| bad(format!("a histogram is not base64: {e}")))?;
+                let hist: Histogram<u32> = Deserializer::new()
+                    .deserialize(&mut raw.as_slice())
+                    .map_err(|e| bad(format!("a histogram does not decode: {e:?}")))?;
+                let tag = h.tag().map(|t| t.as_str().to_string()).unwrap_or_default();
+                out.push((base + h.start_timestamp().as_nanos() as u64, tag, hist));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn read_node(dir: &Path) -> Result<NodeRun, String> {
+    let file: NodeFile = match std::fs::read(dir.join(node::NODE_JSON)) {
+        Ok(b) => serde_json::from_slice(&b)
+            .map_err(|e| format!("{}: {e}", dir.join(node::NODE_JSON).display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!(
+                "{}: no {}: the node failed or did not finish",
+                dir.display(),
+                node::NODE_JSON
+            ))
+        }
+        Err(e) => return Err(format!("{}: {e}", dir.display())),
+    };
+    if file.schema != node::SCHEMA {
+        return Err(format!(
+            "{}: schema {:?}, this ringperf reads {:?}",
+            dir.display(),
+            file.schema,
+            node::SCHEMA
+        ));
+    }
+    let profile = super::sweep::read_json(&dir.join(super::sweep::PROFILE_JSON))
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut hists = BTreeMap::new();
+    for (_, tag, h) in read_log(&dir.join(node::HISTOGRAMS))? {
+        hists.insert(tag, h);
+    }
+    let timeline = read_log(&dir.join(node::TIMELINE))?;
+    Ok(NodeRun {
+        dir: dir.to_path_buf(),
+        file,
+        profile,
+        hists,
+        timeline,
+    })
+}
+
+/// Adds `b`'s moments to `a`'s.
+fn add_moments(a: &Moments, b: &Moments) -> Option<Moments> {
+    let add = |x: &str, y: &str| Some((x.parse::<u128>().ok()? + y.parse::<u128>().ok()?).to_string());
+    Some(Moments {
+        count: a.count + b.count,
+        sum: add(&a.sum, &b.sum)?,
+        sum_sq: add(&a.sum_sq, &b.sum_sq)?,
+        min: a.min.min(b.min),
+        max: a.max.max(b.max),
+    })
+}
+
+/// The metric `tag` over every node.
+fn merged_dist(nodes: &[NodeRun], tag: &str) -> Result<Dist, String> {
+    let mut hist = node::empty();
+    let mut moments: Option<Moments> = None;
+    for n in nodes {
+        let (Some(h), Some(m)) = (n.hists.get(tag), n.file.moments.get(tag)) else {
+            continue;
+        };
+        hist.add(h)
+            .map_err(|e| format!("{}: {tag}: {e:?}", n.dir.display()))?;
+        moments = Some(match moments {
+            None => m.clone(),
+            Some(a) => add_moments(&a, m)
+                .ok_or_else(|| format!("{}: {tag}: unreadable moments", n.dir.display()))?,
+        });
+    }
+    match moments {
+        None => Ok(Dist::new()),
+        Some(m) => Dist::from_parts(&hist, &m)
+            .ok_or_else(|| format!("{tag}: the histograms hold another count than the moments")),
+    }
+}
+
+/// One line per node for the console and the JSON.
+fn node_json(n: &NodeRun, first_start: u64) -> Value {
+    let h = n.profile.get("client_health").cloned().unwrap_or(Value::Null);
+    json!({
+        "index": n.file.node.index,
+        "dir": n.dir.display().to_string(),
+        "host": n.file.host,
+        "start_time": export::iso8601(n.file.clock.realtime_ns as f64 / 1e9),
+        "start_skew_ms": (n.file.clock.realtime_ns - first_start) as f64 / 1e6,
+        "server_date": n.file.server_date,
+        "request_count": n.file.completed,
+        "error_request_count": n.file.failed,
+        "was_cancelled": n.file.cancelled,
+        "client_distorted": n.profile.get("client_distorted"),
+        "client_limited": h.get("limited"),
+        "verdict": h.get("verdict"),
+        "shards": h.get("shards").map_or(0, |s| s.as_array().map_or(0, Vec::len)),
+    })
+}
+
+/// The input configuration of the whole load: node 0's, without its own place.
+fn whole_config(nodes: &[NodeRun]) -> Value {
+    let mut c = nodes[0]
+        .profile
+        .get("input_config")
+        .cloned()
+        .unwrap_or(Value::Null);
+    if let Some(load) = c.get_mut("load").and_then(Value::as_object_mut) {
+        load.remove("nodes");
+    }
+    c
+}
+
+/// Merges the node folders `dirs` (one run each) into `out`. Returns the console text and
+/// the nodes that are missing or failed.
+fn merge_run(dirs: &[PathBuf], out: &Path, title: &str) -> Result<Merged, Error> {
+    let mut nodes = Vec::new();
+    let mut incomplete = Vec::new();
+    for d in dirs {
+        match read_node(d) {
+            Ok(n) => nodes.push(n),
+            Err(why) => incomplete.push(why),
+        }
+    }
+    nodes.sort_by_key(|n| n.file.node.index);
+    let Some(first) = nodes.first() else {
+        return Err(Error(format!(
+            "nothing to merge: {}",
+            if incomplete.is_empty() {
+                "no folder given".to_string()
+            } else {
+                incomplete.join("; ")
+            }
+        )));
+    };
+    let count = first.file.node.count;
+    for n in &nodes {
+        if n.file.node.count != count {
+            return Err(Error(format!(
+                "{} ran as one of {} nodes, {} as one of {count}: these are not one load",
+                n.dir.display(),
+                n.file.node.count,
+                first.dir.display()
+            )));
+        }
+    }
+    for w in nodes.windows(2) {
+        if w[0].file.node.index == w[1].file.node.index {
+            return Err(Error(format!(
+                "{} and {} are both node {}",
+                w[0].dir.display(),
+                w[1].dir.display(),
+                w[0].file.node.index
+            )));
+        }
+    }
+    let config = whole_config(&nodes);
+    // What makes it one load: the server, the requests and the load; folders, engines and
+    // resolved addresses may differ from node to node.
+    let load_of = |c: &Value| ["target", "workload", "load"].map(|k| c.get(k).cloned());
+    for n in &nodes[1..] {
+        if load_of(&whole_config(std::slice::from_ref(n))) != load_of(&config) {
+            return Err(Error(format!(
+                "{} ran other flags than {} (input_config differs beyond the node's place): \
+                 these are not one load",
+                n.dir.display(),
+                first.dir.display()
+            )));
+        }
+    }
+    let present: Vec<u64> = nodes.iter().map(|n| n.file.node.index).collect();
+    for i in (0..count).filter(|i| !present.contains(i)) {
+        incomplete.push(format!("node {i} of {count}: no run of it was given or it failed"));
+    }
+    let report = build(&nodes, &incomplete).map_err(Error)?;
+    let first_start = nodes
+        .iter()
+        .map(|n| n.file.clock.realtime_ns)
+        .min()
+        .unwrap_or(0);
+    let times = Times {
+        start: first_start as f64 / 1e9,
+        end: nodes.iter().map(|n| n.file.ty_unix_ns).max().unwrap_or(0) as f64 / 1e9,
+        startup_s: None,
+        startup_from: "",
+    };
+    let mut doc = export::profile_json(&report, &config, &times);
+    let node_list: Vec<Value> = nodes.iter().map(|n| node_json(n, first_start)).collect();
+    let skew = nodes
+        .iter()
+        .map(|n| n.file.clock.realtime_ns - first_start)
+        .max()
+        .unwrap_or(0);
+    doc["client_health"] = json!({
+        "verdict": report.health.verdict,
+        "distorted": report.health.distorted,
+        "limited": report.health.limited,
+        "warnings": report.warnings,
+        "nodes": node_list,
+    });
+    let (timeline_rows, timeline) = merge_timeline(&nodes, first_start);
+    doc["merge"] = json!({
+        "node_count": count,
+        "nodes_merged": nodes.len(),
+        "incomplete": incomplete,
+        "start_skew_ms": skew as f64 / 1e6,
+        "percentile_method": "hdr: the nodes' HdrHistograms added (3 significant digits); \
+                              avg and std exact",
+        "timeline": timeline_rows,
+    });
+    write_all(&report, &doc, &nodes, out, &timeline, first_start)
+        .map_err(|e| Error(format!("writing {}: {e}", out.display())))?;
+
+    let mut console = super::console::table(&report, title);
+    console.push_str(&format!(
+        "Nodes: {} of {count} merged; start skew {:.3} ms\n",
+        nodes.len(),
+        skew as f64 / 1e6
+    ));
+    for n in &node_list {
+        console.push_str(&format!(
+            "  node {} ({}): {} requests, {} errors, started +{:.3} ms: {}\n",
+            n["index"],
+            n["host"].as_str().unwrap_or(""),
+            n["request_count"],
+            n["error_request_count"],
+            n["start_skew_ms"].as_f64().unwrap_or(0.0),
+            n["verdict"].as_str().unwrap_or("no verdict")
+        ));
+    }
+    for i in &incomplete {
+        console.push_str(&format!("  MISSING: {i}\n"));
+    }
+    console.push_str(&format!("Verdict: {}\n", report.health.verdict));
+    for w in &report.warnings {
+        console.push_str(&format!("WARNING: {w}\n"));
+    }
+    Ok(Merged {
+        console,
+        incomplete,
+    })
+}
+
+/// The whole load's report from its nodes' counters and histograms.
+fn build(nodes: &[NodeRun], incomplete: &[String]) -> Result<Report, String> {
+    let mut metrics = super::Metrics::default();
+    let tags: std::collections::BTreeSet<&String> =
+        nodes.iter().flat_map(|n| n.hists.keys()).collect();
+    let (mut client_delay, mut record_lag) = (Dist::new(), Dist::new());
+    for tag in tags {
+        let d = merged_dist(nodes, tag)?;
+        match tag.as_str() {
+            "client_added_delay" => client_delay = d,
+            "arrival_to_record_delay" => record_lag = d,
+            t => {
+                if let Some(slot) = metrics.by_tag(t) {
+                    *slot = d;
+                }
+            }
+        }
+    }
+    let files: Vec<&NodeFile> = nodes.iter().map(|n| &n.file).collect();
+    let sum = |f: fn(&NodeFile) -> u64| files.iter().map(|x| f(x)).sum::<u64>();
+    let measured: Vec<&&NodeFile> = files.iter().filter(|f| f.completed > 0).collect();
+    let tx = measured.iter().map(|f| f.tx_unix_ns).min().unwrap_or(0);
+    let ty = measured.iter().map(|f| f.ty_unix_ns).max().unwrap_or(0);
+    let window_ns = ty.saturating_sub(tx);
+    let mut errors: BTreeMap<(u16, String), ErrorCount> = BTreeMap::new();
+    for e in files.iter().flat_map(|f| &f.errors) {
+        errors
+            .entry((e.code, e.kind.clone()))
+            .and_modify(|x| x.count += e.count)
+            .or_insert_with(|| e.clone());
+    }
+    let failed = sum(|f| f.failed);
+    let span = |f: fn(&NodeFile) -> Span| {
+        files
+            .iter()
+            .map(|x| f(x))
+            .filter(|s| s.count > 0)
+            .reduce(Span::join)
+            .unwrap_or_default()
+    };
+    let goodput = files[0].goodput.as_ref().map(|g0| {
+        let gs: Vec<&Goodput> = files.iter().filter_map(|f| f.goodput.as_ref()).collect();
+        let met = (0..g0.met.len())
+            .map(|i| gs.iter().map(|g| g.met.get(i).copied().unwrap_or(0)).sum())
+            .collect();
+        Goodput::of(
+            &g0.slos,
+            gs.iter().map(|g| g.good_requests).sum(),
+            gs.iter().map(|g| g.measured).sum(),
+            met,
+            window_ns,
+        )
+    });
+    let mut warnings: Vec<String> = incomplete
+        .iter()
+        .map(|i| format!("incomplete: {i}; the figures cover the other nodes only"))
+        .collect();
+    let first_start = files.iter().map(|f| f.clock.realtime_ns).min().unwrap_or(0);
+    for f in &files {
+        let skew = f.clock.realtime_ns - first_start;
+        if skew > SKEW_LIMIT_NS {
+            warnings.push(format!(
+                "node {} started {:.1} ms after the first: its load did not overlap the others' \
+                 in full (synchronize the clocks, e.g. with chrony, and give every node the \
+                 same --start-at)",
+                f.node.index,
+                skew as f64 / 1e6
+            ));
+        }
+    }
+    let mut distorted = Vec::new();
+    let mut limited = Vec::new();
+    for n in nodes {
+        let i = n.file.node.index;
+        let h = n.profile.get("client_health");
+        for w in h
+            .and_then(|h| h.get("warnings"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            warnings.push(format!("node {i}: {w}"));
+        }
+        for r in h
+            .and_then(|h| h.pointer("/distorted/reasons"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            distorted.push(format!("node {i}: {r}"));
+        }
+        if h.and_then(|h| h.get("limited")) == Some(&Value::Bool(true)) {
+            limited.push(i);
+        }
+    }
+    let verdict = match (limited.is_empty(), incomplete.is_empty()) {
+        (true, true) => format!(
+            "the client kept up on all {} nodes: these figures are the server's",
+            nodes.len()
+        ),
+        (true, false) => format!(
+            "the client kept up on the {} nodes merged, but the load is incomplete: {}",
+            nodes.len(),
+            incomplete.join("; ")
+        ),
+        (false, _) => format!(
+            "the client may have limited this load on node(s) {}: read their verdicts below",
+            limited
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let error_adjusted = if failed > 0 {
+        vec![
+            super::error_adjusted("time_to_first_token", &metrics.ttft, failed),
+            super::error_adjusted("inter_token_latency", &metrics.itl, failed),
+            super::error_adjusted("request_latency", &metrics.latency, failed),
+        ]
+    } else {
+        Vec::new()
+    };
+    Ok(Report {
+        metrics,
+        client_delay,
+        record_lag,
+        window_ns,
+        tx_ns: tx,
+        ty_ns: ty,
+        completed: sum(|f| f.completed),
+        failed,
+        warmup: sum(|f| f.warmup),
+        output_tokens: sum(|f| f.output_tokens),
+        input_tokens: sum(|f| f.input_tokens),
+        osl_from_usage: sum(|f| f.osl_from_usage),
+        osl_from_tokenizer: sum(|f| f.osl_from_tokenizer),
+        errors: errors.into_values().collect(),
+        health: super::Health::merged(
+            verdict,
+            (!distorted.is_empty()).then_some(super::Distortion { reasons: distorted }),
+            !limited.is_empty(),
+        ),
+        driver: String::new(),
+        warnings,
+        cancelled: files.iter().any(|f| f.cancelled),
+        records: Vec::new(),
+        telemetry: None,
+        requested_rate: files[0].requested_rate,
+        achieved_rate: span(|f| f.sent).rate(),
+        scheduled_rate: span(|f| f.intended).rate(),
+        ramp_up: sum(|f| f.ramp_up),
+        goodput,
+        error_adjusted,
+        node: None,
+    })
+}
+
+/// The nodes' per-second histograms added on the wall clock (each node's seconds placed by
+/// its start), as JSON rows and as histograms for `timeline.hlog`.
+fn merge_timeline(
+    nodes: &[NodeRun],
+    first_start: u64,
+) -> (Vec<Value>, BTreeMap<(u64, String), Histogram<u32>>) {
+    let mut merged: BTreeMap<(u64, String), Histogram<u32>> = BTreeMap::new();
+    for n in nodes {
+        for (at, tag, h) in &n.timeline {
+            // The nearest whole second from the first node's start.
+            let sec = (at.saturating_sub(first_start) + 500_000_000) / 1_000_000_000;
+            let slot = merged.entry((sec, tag.clone())).or_insert_with(node::empty);
+            let _ = slot.add(h);
+        }
+    }
+    let mut rows: BTreeMap<u64, serde_json::Map<String, Value>> = BTreeMap::new();
+    for ((sec, tag), h) in &merged {
+        let row = rows.entry(*sec).or_default();
+        row.insert("t_s".into(), json!(sec));
+        let ms = |q: f64| h.value_at_quantile(q) as f64 / 1e6;
+        match tag.as_str() {
+            "request_latency" => {
+                row.insert("requests".into(), json!(h.len()));
+                row.insert("request_latency_p50_ms".into(), json!(ms(0.5)));
+                row.insert("request_latency_p99_ms".into(), json!(ms(0.99)));
+            }
+            "time_to_first_token" => {
+                row.insert("ttft_p50_ms".into(), json!(ms(0.5)));
+                row.insert("ttft_p99_ms".into(), json!(ms(0.99)));
+            }
+            "inter_token_latency" => {
+                row.insert("itl_p50_ms".into(), json!(ms(0.5)));
+                row.insert("itl_p99_ms".into(), json!(ms(0.99)));
+            }
+            _ => {}
+        }
+    }
+    (rows.into_values().map(Value::Object).collect(), merged)
+}
+
+/// Writes the merged artifacts: the JSON and CSV exports, every node's requests in one
+/// `profile_export.jsonl` (node order), node 0's `inputs.json`, and the merged logs.
+fn write_all(
+    report: &Report,
+    doc: &Value,
+    nodes: &[NodeRun],
+    out: &Path,
+    timeline: &BTreeMap<(u64, String), Histogram<u32>>,
+    first_start: u64,
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(out)?;
+    let mut j = serde_json::to_vec_pretty(doc)?;
+    j.push(b'\n');
+    std::fs::write(out.join(super::sweep::PROFILE_JSON), j)?;
+    let csv = export::profile_csv(report).map_err(std::io::Error::other)?;
+    std::fs::write(out.join("profile_export_ringperf.csv"), csv)?;
+    let mut jsonl = std::io::BufWriter::new(std::fs::File::create(out.join("profile_export.jsonl"))?);
+    for n in nodes {
+        match std::fs::File::open(n.dir.join("profile_export.jsonl")) {
+            Ok(mut f) => {
+                std::io::copy(&mut f, &mut jsonl)?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    jsonl.flush()?;
+    if let Ok(inputs) = std::fs::read(nodes[0].dir.join("inputs.json")) {
+        std::fs::write(out.join("inputs.json"), inputs)?;
+    }
+    let window_s = report.window_ns as f64 / 1e9;
+    node::write_log(
+        &out.join(node::HISTOGRAMS),
+        report.tx_ns,
+        "ringperf merge: each metric over the union of the nodes' measured windows",
+        |put| {
+            for (tag, d) in node::tagged(report).iter().filter(|(_, d)| d.count() > 0) {
+                put(0.0, window_s, tag, d.histogram())?;
+            }
+            Ok(())
+        },
+    )?;
+    node::write_log(
+        &out.join(node::TIMELINE),
+        first_start,
+        "ringperf merge: per second from the first node's start, every node's requests that \
+         ended in it",
+        |put| {
+            for ((sec, tag), h) in timeline {
+                put(*sec as f64, 1.0, tag, h)?;
+            }
+            Ok(())
+        },
+    )
+}
+
+/// Whether `dir` holds one run (its `node.json`), else the point folders of a sweep.
+fn is_run(dir: &Path) -> bool {
+    dir.join(node::NODE_JSON).exists() || dir.join(super::sweep::PROFILE_JSON).exists()
+}
+
+/// Merges `dirs` (one folder per node: each a run's, or each a sweep's) into `out`.
+pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, Error> {
+    if dirs.is_empty() {
+        return Err(Error("merge: give the node folders to merge".into()));
+    }
+    for d in dirs {
+        if !d.is_dir() {
+            // A folder a node never wrote is that node's failure, named in the report; a
+            // path that is no folder at all is a mistake in the command.
+            if d.exists() {
+                return Err(Error(format!("{}: not a folder", d.display())));
+            }
+        }
+    }
+    let sweeps: Vec<&PathBuf> = dirs
+        .iter()
+        .filter(|d| d.is_dir() && !is_run(d))
+        .filter(|d| {
+            std::fs::read_dir(d).is_ok_and(|mut it| {
+                it.any(|e| {
+                    e.is_ok_and(|e| super::sweep::point_of_dir(&e.file_name().to_string_lossy()).is_some())
+                })
+            })
+        })
+        .collect();
+    if sweeps.is_empty() {
+        return merge_run(dirs, out, "ringperf | merged");
+    }
+    // Point by point: every point folder any node wrote.
+    let mut points = std::collections::BTreeSet::new();
+    for d in &sweeps {
+        for e in std::fs::read_dir(d).map_err(|e| Error(format!("{}: {e}", d.display())))? {
+            let name = e
+                .map_err(|e| Error(format!("{}: {e}", d.display())))?
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            if super::sweep::point_of_dir(&name).is_some() {
+                points.insert(name);
+            }
+        }
+    }
+    let mut console = String::new();
+    let mut incomplete = Vec::new();
+    for p in &points {
+        let node_dirs: Vec<PathBuf> = dirs.iter().map(|d| d.join(p)).collect();
+        let m = merge_run(&node_dirs, &out.join(p), &format!("ringperf | merged | {p}"))?;
+        console.push_str(&m.console);
+        incomplete.extend(m.incomplete.into_iter().map(|i| format!("{p}: {i}")));
+    }
+    let rows = super::sweep::read_sweep(out).map_err(|e| Error(format!("{}: {e}", out.display())))?;
+    super::sweep::write_summary(out, &rows, None)
+        .map_err(|e| Error(format!("writing the sweep summary to {}: {e}", out.display())))?;
+    console.push_str(&super::sweep::render(&rows));
+    Ok(Merged {
+        console,
+        incomplete,
+    })
+}

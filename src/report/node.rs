@@ -1,0 +1,343 @@
+//! What each run writes so that runs on many hosts merge into one exact report: its
+//! histograms in HdrHistogram's V2 encoding, inside the standard HdrHistogram interval-log
+//! format (`histograms.hlog`: one histogram per metric over the measured window;
+//! `timeline.hlog`: per-second histograms of the requests that ended in each second), and
+//! `node.json`: the counters, the exact moments and the clock evidence that place the run on
+//! the wall clock. Any HdrHistogram log reader opens the logs.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use hdrhistogram::serialization::V2DeflateSerializer;
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use super::console::dist_rows;
+use super::{ErrorCount, Report};
+use crate::plan::nodes::Nodes;
+use crate::stats::{Moments, MAX_VALUE};
+
+/// The counters and clock evidence of one run.
+pub const NODE_JSON: &str = "node.json";
+/// Every metric's histogram over the measured window.
+pub const HISTOGRAMS: &str = "histograms.hlog";
+/// Per-second histograms.
+pub const TIMELINE: &str = "timeline.hlog";
+/// `node.json`'s schema.
+pub const SCHEMA: &str = "ringperf-node/1";
+
+/// The metrics of the per-second timeline.
+pub const TIMELINE_TAGS: [&str; 4] = [
+    "time_to_first_token",
+    "inter_token_latency",
+    "request_latency",
+    "output_sequence_length",
+];
+
+/// The wall clock and the monotonic clock read together at a run's start: a monotonic stamp
+/// `t` of this run happened at wall-clock `realtime_ns + (t − monotonic_ns)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Clock {
+    /// Unix ns.
+    pub realtime_ns: u64,
+    /// `CLOCK_MONOTONIC` ns.
+    pub monotonic_ns: u64,
+}
+
+impl Clock {
+    /// Both clocks, now (the monotonic one read between two wall-clock reads, which are
+    /// averaged).
+    pub fn now() -> Clock {
+        let wall = || {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        };
+        let a = wall();
+        let monotonic_ns = crate::clock::now_ns();
+        let b = wall();
+        Clock {
+            realtime_ns: a / 2 + b / 2,
+            monotonic_ns,
+        }
+    }
+
+    /// The wall-clock time (Unix ns) of monotonic stamp `t`.
+    pub fn wall(&self, t: u64) -> u64 {
+        (self.realtime_ns as i128 + t as i128 - self.monotonic_ns as i128).max(0) as u64
+    }
+}
+
+/// The server's `Date` header against this host's clock, read once before the run: evidence of
+/// how far the node's clock is off (to the header's one-second resolution).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerDate {
+    /// The header as sent.
+    pub date: String,
+    /// The header's time minus this host's when the response came (s; ±1 s from rounding).
+    pub server_minus_local_s: Option<f64>,
+}
+
+/// What a run writes to `node.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeFile {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// This run's share of the load.
+    pub node: Nodes,
+    /// The host it ran on.
+    pub host: String,
+    /// Clocks at the run's start.
+    pub clock: Clock,
+    /// The server's `Date`, when it sent one.
+    pub server_date: Option<ServerDate>,
+    /// Measured window on the wall clock (Unix ns): first measured send, last content event.
+    pub tx_unix_ns: u64,
+    /// See `tx_unix_ns`.
+    pub ty_unix_ns: u64,
+    /// Measured requests that succeeded.
+    pub completed: u64,
+    /// Measured requests that failed.
+    pub failed: u64,
+    /// Warm-up requests.
+    pub warmup: u64,
+    /// Ramp-up requests.
+    pub ramp_up: u64,
+    /// Σ output tokens of completed requests.
+    pub output_tokens: u64,
+    /// Σ input tokens of completed requests.
+    pub input_tokens: u64,
+    /// Completed requests whose output length the server reported.
+    pub osl_from_usage: u64,
+    /// Completed requests whose output was re-tokenized.
+    pub osl_from_tokenizer: u64,
+    /// Failures by kind.
+    pub errors: Vec<ErrorCount>,
+    /// Open loop: the rate asked for (the whole load's).
+    pub requested_rate: Option<f64>,
+    /// Measured requests sent: how many, first and last actual send (Unix ns).
+    pub sent: Span,
+    /// Their intended send times (open loop).
+    pub intended: Span,
+    /// Goodput counts, with objectives.
+    pub goodput: Option<super::Goodput>,
+    /// Each metric's exact moments, by tag.
+    pub moments: BTreeMap<String, Moments>,
+    /// Stopped early.
+    pub cancelled: bool,
+}
+
+/// How many times, and the first and last (Unix ns).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Span {
+    /// Times.
+    pub count: u64,
+    /// Earliest.
+    pub first: u64,
+    /// Latest.
+    pub last: u64,
+}
+
+impl Span {
+    fn of(times: impl Iterator<Item = u64>) -> Span {
+        let mut s = Span {
+            count: 0,
+            first: u64::MAX,
+            last: 0,
+        };
+        for t in times {
+            s.count += 1;
+            s.first = s.first.min(t);
+            s.last = s.last.max(t);
+        }
+        s
+    }
+
+    /// Both spans as one.
+    pub fn join(self, o: Span) -> Span {
+        Span {
+            count: self.count + o.count,
+            first: self.first.min(o.first),
+            last: self.last.max(o.last),
+        }
+    }
+
+    /// `(count − 1) / (last − first)` per second: the rate of these times (0 for fewer than 2).
+    pub fn rate(&self) -> f64 {
+        if self.count < 2 || self.last <= self.first {
+            return 0.0;
+        }
+        (self.count - 1) as f64 / ((self.last - self.first) as f64 / 1e9)
+    }
+}
+
+/// This host's name, for the merged report's node list.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// The metrics written to `histograms.hlog`: the report's distributions and the client's
+/// own delays, by tag.
+pub(crate) fn tagged(r: &Report) -> Vec<(&'static str, &crate::stats::Dist)> {
+    let mut all: Vec<_> = dist_rows(r).into_iter().map(|(t, _, d, _)| (t, d)).collect();
+    all.push(("client_added_delay", &r.client_delay));
+    all.push(("arrival_to_record_delay", &r.record_lag));
+    all
+}
+
+fn log_error(e: impl std::fmt::Debug) -> std::io::Error {
+    std::io::Error::other(format!("{e:?}"))
+}
+
+/// One histogram into an interval log: start and length (s from the log's start), tag.
+pub(crate) type Put<'p> = dyn FnMut(f64, f64, &str, &Histogram<u32>) -> std::io::Result<()> + 'p;
+
+/// Writes an interval log starting at Unix ns `start_unix_ns`; `fill` puts its histograms.
+pub(crate) fn write_log(
+    path: &Path,
+    start_unix_ns: u64,
+    comment: &str,
+    fill: impl FnOnce(&mut Put<'_>) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let mut out = Vec::new();
+    let mut serializer = V2DeflateSerializer::new();
+    let mut w = IntervalLogWriterBuilder::new()
+        .add_comment(comment)
+        .with_start_time(UNIX_EPOCH + Duration::from_nanos(start_unix_ns))
+        .begin_log_with(&mut out, &mut serializer)?;
+    fill(&mut |at, len, tag, h| {
+        w.write_histogram(
+            h,
+            Duration::from_secs_f64(at.max(0.0)),
+            Duration::from_secs_f64(len.max(0.0)),
+            Tag::new(tag),
+        )
+        .map_err(log_error)
+    })?;
+    drop(w);
+    let mut f = std::fs::File::create(path)?;
+    f.write_all(&out)?;
+    f.flush()
+}
+
+/// An empty histogram of the report's layout.
+pub(crate) fn empty() -> Histogram<u32> {
+    Histogram::new_with_bounds(1, MAX_VALUE, 3).expect("valid bounds")
+}
+
+/// Writes `node.json`, `histograms.hlog` and `timeline.hlog` for `r` into `dir`. `clock` was
+/// read at the run's start.
+pub(crate) fn write(
+    r: &Report,
+    dir: &Path,
+    nodes: Nodes,
+    clock: &Clock,
+    server_date: Option<ServerDate>,
+) -> std::io::Result<()> {
+    let measured = || {
+        r.records
+            .iter()
+            .filter(|x| x.phase == crate::record::Phase::Profiling && x.start_ns > 0)
+    };
+    let tagged = tagged(r);
+    let file = NodeFile {
+        schema: SCHEMA.into(),
+        node: nodes,
+        host: host_name(),
+        clock: *clock,
+        server_date,
+        tx_unix_ns: clock.wall(r.tx_ns),
+        ty_unix_ns: clock.wall(r.ty_ns),
+        completed: r.completed,
+        failed: r.failed,
+        warmup: r.warmup,
+        ramp_up: r.ramp_up,
+        output_tokens: r.output_tokens,
+        input_tokens: r.input_tokens,
+        osl_from_usage: r.osl_from_usage,
+        osl_from_tokenizer: r.osl_from_tokenizer,
+        errors: r.errors.clone(),
+        requested_rate: r.requested_rate,
+        sent: Span::of(measured().map(|x| clock.wall(x.start_ns))),
+        intended: Span::of(measured().filter_map(|x| x.intended_ns.map(|t| clock.wall(t)))),
+        goodput: r.goodput.clone(),
+        moments: tagged
+            .iter()
+            .filter(|(_, d)| d.count() > 0)
+            .map(|(t, d)| (t.to_string(), d.moments()))
+            .collect(),
+        cancelled: r.cancelled,
+    };
+    let mut j = serde_json::to_vec_pretty(&file)?;
+    j.push(b'\n');
+    std::fs::write(dir.join(NODE_JSON), j)?;
+
+    let window_s = r.window_ns as f64 / 1e9;
+    write_log(
+        &dir.join(HISTOGRAMS),
+        file.tx_unix_ns,
+        "ringperf: each metric over the measured window (ns; tokens; milli-tokens/s per user)",
+        |put| {
+            for (tag, d) in tagged.iter().filter(|(_, d)| d.count() > 0) {
+                put(0.0, window_s, tag, d.histogram())?;
+            }
+            Ok(())
+        },
+    )?;
+    write_timeline(r, dir, clock)
+}
+
+/// `timeline.hlog`: for each second from the run's start, histograms of the measured
+/// requests that ended in it. Built one second at a time, so its memory does not grow with
+/// the run's length.
+fn write_timeline(r: &Report, dir: &Path, clock: &Clock) -> std::io::Result<()> {
+    let start = clock.monotonic_ns;
+    let mut ends: Vec<(u64, usize)> = r
+        .records
+        .iter()
+        .enumerate()
+        .filter(|(_, x)| x.is_measured_ok())
+        .map(|(i, x)| (x.end_ns.saturating_sub(start) / 1_000_000_000, i))
+        .collect();
+    ends.sort_unstable();
+    let mut hists: Vec<Histogram<u32>> = TIMELINE_TAGS.iter().map(|_| empty()).collect();
+    write_log(
+        &dir.join(TIMELINE),
+        clock.realtime_ns,
+        "ringperf: per second from the run's start, the measured requests that ended in it",
+        |put| {
+            let mut i = 0;
+            while i < ends.len() {
+                let sec = ends[i].0;
+                while i < ends.len() && ends[i].0 == sec {
+                    let x = &r.records[ends[i].1];
+                    let values = [
+                        x.ttft(),
+                        x.itl().map(|v| v.round() as u64),
+                        Some(x.latency()),
+                        x.osl,
+                    ];
+                    for (h, v) in hists.iter_mut().zip(values) {
+                        if let Some(v) = v {
+                            let _ = h.record(v.clamp(1, MAX_VALUE));
+                        }
+                    }
+                    i += 1;
+                }
+                // Written (compressed) now, and the histograms reused for the next second.
+                for (tag, h) in TIMELINE_TAGS.iter().zip(&mut hists) {
+                    if !h.is_empty() {
+                        put(sec as f64, 1.0, tag, h)?;
+                        h.reset();
+                    }
+                }
+            }
+            Ok(())
+        },
+    )
+}
