@@ -614,9 +614,11 @@ fn measure(
     let telemetry_cfg = args.telemetry.config();
     let telemetry =
         crate::telemetry::Telemetry::start(&telemetry_cfg, &plan, spare).map_err(Fatal::from)?;
-    if let Some(at) = plan.spec.load.start_at_unix_ns {
-        wait_until(at, &stop);
-    }
+    let waited = plan
+        .spec
+        .load
+        .start_at_unix_ns
+        .map_or(0, |at| wait_until(at, &stop));
     let clock = report::node::Clock::now();
     let start = unix_time_secs();
     let probe = p.sim.as_ref().map(|h| h.in_flight_probe());
@@ -656,7 +658,8 @@ fn measure(
             .map(|r| r.start_ns)
             .filter(|t| *t > 0)
             .min()?;
-        let s = first.saturating_sub(started) as f64 / 1e9;
+        // Waiting for --start-at is no start-up work.
+        let s = first.saturating_sub(started + waited) as f64 / 1e9;
         if print {
             eprintln!("ringperf: start-up {s:.3} s ({from} to the first request sent)");
         }
@@ -676,14 +679,8 @@ fn measure(
         &times,
     )
     .map_err(|e| Fatal(format!("writing artifacts to {}: {e}", dir.display())))?;
-    report::node::write(
-        &report,
-        dir,
-        plan.load.nodes,
-        &clock,
-        p.server_date.clone(),
-    )
-    .map_err(|e| Fatal(format!("writing artifacts to {}: {e}", dir.display())))?;
+    report::node::write(&report, dir, plan.load.nodes, &clock, p.server_date.clone())
+        .map_err(|e| Fatal(format!("writing artifacts to {}: {e}", dir.display())))?;
     if let Some(steps) = &plan.load.steps {
         let measured =
             report::staircase::steps(&report.records, report.tx_ns, steps, &plan.load.slos);
@@ -811,16 +808,18 @@ fn completed_run(dir: &std::path::Path) -> Option<serde_json::Value> {
 }
 
 /// Waits for the wall-clock instant `at` (Unix ns; `--start-at`), or less when Ctrl-C stops
-/// the run; says how long it waits, or how late the instant had passed.
-fn wait_until(at: u64, stop: &AtomicBool) {
+/// the run; says how long it waits, or how late the instant had passed. Returns the
+/// monotonic ns waited.
+fn wait_until(at: u64, stop: &AtomicBool) -> u64 {
     let now = (unix_time_secs() * 1e9) as u64;
     if now > at {
         eprintln!(
             "ringperf: --start-at passed {:.3} s ago: starting now (the merge reports the skew)",
             (now - at) as f64 / 1e9
         );
-        return;
+        return 0;
     }
+    let began = crate::clock::now_ns();
     eprintln!(
         "ringperf: waiting {:.3} s for --start-at {}",
         (at - now) as f64 / 1e9,
@@ -831,10 +830,12 @@ fn wait_until(at: u64, stop: &AtomicBool) {
     loop {
         let left = at.saturating_sub((unix_time_secs() * 1e9) as u64);
         if left == 0 || stop.load(Ordering::Relaxed) {
-            return;
+            return crate::clock::now_ns() - began;
         }
         if left > 2_000_000 {
-            std::thread::sleep(std::time::Duration::from_nanos((left - 1_000_000).min(20_000_000)));
+            std::thread::sleep(std::time::Duration::from_nanos(
+                (left - 1_000_000).min(20_000_000),
+            ));
         } else {
             std::hint::spin_loop();
         }

@@ -289,6 +289,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn http_dates_read_as_unix_seconds() {
+        assert_eq!(
+            http_date("Tue, 01 Dec 2026 15:40:57 GMT"),
+            Some(1_796_139_657)
+        );
+        assert_eq!(
+            http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(784_111_777)
+        );
+        for bad in [
+            "",
+            "Tue, 01 Foo 2026 15:40:57 GMT",
+            "Tue, 01 Dec 2026 15:40 GMT",
+            "Tue, 01 Dec 2026 15:40:57 CET",
+        ] {
+            assert_eq!(http_date(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
     fn the_model_a_response_names() {
         let chunk =
             b"HTTP/1.1 200 OK\r\n\r\ndata: {\"id\":\"x\",\"model\":\"tiny-qwen3\",\"choices\":[]}";

@@ -567,6 +567,47 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_distribution_rebuilt_from_its_parts_keeps_moments_and_percentiles() {
+        let (mut a, mut b, mut all) = (Dist::new(), Dist::new(), Dist::keeping_values());
+        for v in 1..=1000u64 {
+            let v = 50_000_000 + v * 10_007;
+            (if v % 3 == 0 { &mut a } else { &mut b }).record(v);
+            all.record(v);
+        }
+        all.seal();
+        let mut merged = Dist::from_parts(a.histogram(), &a.moments()).unwrap();
+        merged.merge(&Dist::from_parts(b.histogram(), &b.moments()).unwrap());
+        assert_eq!(merged.count(), 1000);
+        assert_eq!((merged.mean(), merged.std()), (all.mean(), all.std()));
+        assert_eq!(merged.summary(1.0).min, all.summary(1.0).min);
+        assert_eq!(merged.summary(1.0).max, all.summary(1.0).max);
+        for p in [1.0, 50.0, 90.0, 99.0, 99.9] {
+            // From the histogram: within its 3 significant digits of the exact value.
+            assert!(rel(merged.quantile(p), all.quantile(p)) < 0.002, "p{p}");
+            let (h, e) = (
+                merged.nearest_with_infinities(50, p),
+                all.nearest_with_infinities(50, p),
+            );
+            match (h, e) {
+                (Some(h), Some(e)) => assert!(rel(h, e) < 0.001, "p{p}: {h} {e}"),
+                (h, e) => assert_eq!(h.is_some(), e.is_some(), "p{p}"),
+            }
+        }
+        // p99 of 1000 values and 50 failures is a failure: +∞.
+        assert_eq!(merged.nearest_with_infinities(50, 99.0), None);
+        let mut bad = a.moments();
+        bad.count += 1;
+        assert!(Dist::from_parts(a.histogram(), &bad).is_none());
+        bad = a.moments();
+        bad.sum = "x".into();
+        assert!(Dist::from_parts(a.histogram(), &bad).is_none());
+    }
+
+    fn rel(a: f64, b: f64) -> f64 {
+        (a - b).abs() / b.abs().max(1e-12)
+    }
+
+    #[test]
     fn live_buckets_read_within_their_width() {
         let b = LiveBuckets::default();
         for v in 1..=10_000u64 {

@@ -671,10 +671,9 @@ impl ProfileArgs {
             ),
             (c, _) => c,
         };
-        let (nodes, from_env) = crate::plan::nodes::resolve(l.node_count, l.node_index, &|k| {
-            std::env::var(k).ok()
-        })
-        .map_err(crate::plan::PlanError::Flag)?;
+        let (nodes, from_env) =
+            crate::plan::nodes::resolve(l.node_count, l.node_index, &|k| std::env::var(k).ok())
+                .map_err(crate::plan::PlanError::Flag)?;
         let mut spec = Spec {
             target: TargetSpec {
                 model: t.model.clone().unwrap_or_default(),

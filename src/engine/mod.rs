@@ -295,12 +295,12 @@ pub fn progress_line(progress: &[Arc<Progress>], plan: &Plan, elapsed_ns: u64) -
         (Some(t), _) => {
             let t = plan.load.nodes.share(t);
             (
-            format!("/{t}"),
-            if rate > 0.0 {
-                format!("{:.0}s", t.saturating_sub(done) as f64 / rate)
-            } else {
-                "?".into()
-            },
+                format!("/{t}"),
+                if rate > 0.0 {
+                    format!("{:.0}s", t.saturating_sub(done) as f64 / rate)
+                } else {
+                    "?".into()
+                },
             )
         }
         (None, Some(d)) => (
@@ -388,7 +388,8 @@ fn shard_thread(
                 let t0 = *start.get_or_init(|| now_ns() + 20_000_000);
                 let (cpu0, wait0) = (thread_cpu_ns(), own_schedstat());
                 let ramp_end = if l.include_ramp { 0 } else { l.ramp_ns };
-                let mut s = OpenLoop::new(offsets.clone(), slot, slots, t0, warmup, entries, ramp_end);
+                let mut s =
+                    OpenLoop::new(offsets.clone(), slot, slots, t0, warmup, entries, ramp_end);
                 shard
                     .run_phase(&mut s, limits::Limits::open_loop(l, conc, t0))
                     .await;
@@ -396,7 +397,8 @@ fn shard_thread(
             }
             None => {
                 if warmup > 0 {
-                    let mut s = ClosedLoop::new(0, Some(warmup), slot, slots, entries, Phase::Warmup);
+                    let mut s =
+                        ClosedLoop::new(0, Some(warmup), slot, slots, entries, Phase::Warmup);
                     shard.run_phase(&mut s, limits::Limits::capped(conc)).await;
                     gate.pass()?;
                 }

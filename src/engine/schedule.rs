@@ -188,6 +188,32 @@ mod tests {
     }
 
     #[test]
+    fn nodes_keep_every_nth_arrival_and_together_make_the_single_schedule() {
+        let a = arrival_offsets(300.0, Arrival::Poisson, 1.0, 7, Some(500), None, 0);
+        let offsets = std::sync::Arc::new(a.clone());
+        let mut all = Vec::new();
+        for index in 0..4 {
+            let node = crate::plan::nodes::Nodes { index, count: 4 };
+            let shards = 1 + index as usize % 2;
+            for shard in 0..shards {
+                let (slot, slots) = node.slot(shard, shards);
+                let mut s = OpenLoop::new(offsets.clone(), slot, slots, 0, 20, 10, 0);
+                while let Some(t) = s.next() {
+                    assert_eq!(t.id % 4, index);
+                    assert_eq!(t.phase == Phase::Warmup, t.id < 20);
+                    all.push((t.id, t.intended_ns.unwrap()));
+                }
+            }
+        }
+        all.sort();
+        assert_eq!(
+            all.iter().map(|x| x.0).collect::<Vec<_>>(),
+            (0..500).collect::<Vec<_>>()
+        );
+        assert_eq!(all.iter().map(|x| x.1).collect::<Vec<_>>(), a);
+    }
+
+    #[test]
     fn shards_partition_the_ids_exactly() {
         let mut seen = Vec::new();
         for shard in 0..3 {

@@ -85,9 +85,10 @@ pub fn resolve(
             }
         }
         (None, None) => match (number("SLURM_PROCID")?, number("SLURM_NTASKS")?) {
-            (Some(index), Some(count)) if count > 1 => {
-                (Nodes { index, count }, Some("SLURM_PROCID and SLURM_NTASKS"))
-            }
+            (Some(index), Some(count)) if count > 1 => (
+                Nodes { index, count },
+                Some("SLURM_PROCID and SLURM_NTASKS"),
+            ),
             _ => (Nodes::default(), None),
         },
     };
@@ -154,7 +155,11 @@ pub fn parse_start_at(s: &str) -> Result<u64, String> {
         if digits.is_empty() {
             return Err(bad());
         }
-        let nine: String = digits.chars().chain(std::iter::repeat('0')).take(9).collect();
+        let nine: String = digits
+            .chars()
+            .chain(std::iter::repeat('0'))
+            .take(9)
+            .collect();
         frac_ns = nine.parse().map_err(|_| bad())?;
     }
     let offset_s = match &s[i..] {
@@ -230,20 +235,31 @@ mod tests {
         let none = env(&[]);
         let e = resolve(Some(4), None, &none).unwrap_err();
         assert!(e.contains("--node-index"), "{e}");
-        assert!(resolve(None, Some(1), &none).unwrap_err().contains("--node-count"));
-        assert!(resolve(Some(4), Some(4), &none).unwrap_err().contains("not below"));
-        assert!(resolve(Some(0), Some(0), &none).unwrap_err().contains("from 1"));
+        assert!(resolve(None, Some(1), &none)
+            .unwrap_err()
+            .contains("--node-count"));
+        assert!(resolve(Some(4), Some(4), &none)
+            .unwrap_err()
+            .contains("not below"));
+        assert!(resolve(Some(0), Some(0), &none)
+            .unwrap_err()
+            .contains("from 1"));
         let k8s = env(&[("JOB_COMPLETION_INDEX", "9")]);
         let e = resolve(Some(4), None, &k8s).unwrap_err();
         assert!(e.contains("JOB_COMPLETION_INDEX"), "{e}");
         let junk = env(&[("JOB_COMPLETION_INDEX", "x")]);
-        assert!(resolve(Some(4), None, &junk).unwrap_err().contains("whole number"));
+        assert!(resolve(Some(4), None, &junk)
+            .unwrap_err()
+            .contains("whole number"));
     }
 
     #[test]
     fn shares_and_slots_partition_the_load() {
         let nodes = |i| Nodes { index: i, count: 4 };
-        assert_eq!((0..4).map(|i| nodes(i).share(10)).collect::<Vec<_>>(), [3, 3, 2, 2]);
+        assert_eq!(
+            (0..4).map(|i| nodes(i).share(10)).collect::<Vec<_>>(),
+            [3, 3, 2, 2]
+        );
         // Node i's shards, together, take exactly the ids that are i mod 4.
         let mut seen = Vec::new();
         for i in 0..4 {
@@ -272,7 +288,10 @@ mod tests {
         );
         assert_eq!(parse_start_at("1764601200"), Ok(t));
         assert_eq!(parse_start_at("1764601200.5"), Ok(t + 500_000_000));
-        assert_eq!(parse_start_at("2000-02-29T00:00:00Z"), Ok(951_782_400_000_000_000));
+        assert_eq!(
+            parse_start_at("2000-02-29T00:00:00Z"),
+            Ok(951_782_400_000_000_000)
+        );
         for bad in [
             "",
             "tomorrow",

@@ -27,7 +27,13 @@ pub struct Goodput {
 
 impl Goodput {
     /// Goodput of `good` of `measured` requests, `met` per objective, over `window_ns`.
-    pub(super) fn of(slos: &[Slo], good: u64, measured: u64, met: Vec<u64>, window_ns: u64) -> Goodput {
+    pub(super) fn of(
+        slos: &[Slo],
+        good: u64,
+        measured: u64,
+        met: Vec<u64>,
+        window_ns: u64,
+    ) -> Goodput {
         let total = measured.max(1) as f64;
         Goodput {
             slos: slos.to_vec(),

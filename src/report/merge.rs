@@ -111,7 +111,8 @@ fn read_node(dir: &Path) -> Result<NodeRun, String> {
 
 /// Adds `b`'s moments to `a`'s.
 fn add_moments(a: &Moments, b: &Moments) -> Option<Moments> {
-    let add = |x: &str, y: &str| Some((x.parse::<u128>().ok()? + y.parse::<u128>().ok()?).to_string());
+    let add =
+        |x: &str, y: &str| Some((x.parse::<u128>().ok()? + y.parse::<u128>().ok()?).to_string());
     Some(Moments {
         count: a.count + b.count,
         sum: add(&a.sum, &b.sum)?,
@@ -146,7 +147,11 @@ fn merged_dist(nodes: &[NodeRun], tag: &str) -> Result<Dist, String> {
 
 /// One line per node for the console and the JSON.
 fn node_json(n: &NodeRun, first_start: u64) -> Value {
-    let h = n.profile.get("client_health").cloned().unwrap_or(Value::Null);
+    let h = n
+        .profile
+        .get("client_health")
+        .cloned()
+        .unwrap_or(Value::Null);
     json!({
         "index": n.file.node.index,
         "dir": n.dir.display().to_string(),
@@ -236,7 +241,9 @@ fn merge_run(dirs: &[PathBuf], out: &Path, title: &str) -> Result<Merged, Error>
     }
     let present: Vec<u64> = nodes.iter().map(|n| n.file.node.index).collect();
     for i in (0..count).filter(|i| !present.contains(i)) {
-        incomplete.push(format!("node {i} of {count}: no run of it was given or it failed"));
+        incomplete.push(format!(
+            "node {i} of {count}: no run of it was given or it failed"
+        ));
     }
     let report = build(&nodes, &incomplete).map_err(Error)?;
     let first_start = nodes
@@ -467,13 +474,16 @@ fn build(nodes: &[NodeRun], incomplete: &[String]) -> Result<Report, String> {
     })
 }
 
+/// Per-second histograms: (second from the first node's start, tag) → histogram.
+type Seconds = BTreeMap<(u64, String), Histogram<u32>>;
+
 /// The nodes' per-second histograms added on the wall clock (each node's seconds placed by
 /// its start), as JSON rows and as histograms for `timeline.hlog`.
 fn merge_timeline(
     nodes: &[NodeRun],
     first_start: u64,
-) -> (Vec<Value>, BTreeMap<(u64, String), Histogram<u32>>) {
-    let mut merged: BTreeMap<(u64, String), Histogram<u32>> = BTreeMap::new();
+) -> (Vec<Value>, Seconds) {
+    let mut merged = Seconds::new();
     for n in nodes {
         for (at, tag, h) in &n.timeline {
             // The nearest whole second from the first node's start.
@@ -514,7 +524,7 @@ fn write_all(
     doc: &Value,
     nodes: &[NodeRun],
     out: &Path,
-    timeline: &BTreeMap<(u64, String), Histogram<u32>>,
+    timeline: &Seconds,
     first_start: u64,
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
@@ -523,7 +533,8 @@ fn write_all(
     std::fs::write(out.join(super::sweep::PROFILE_JSON), j)?;
     let csv = export::profile_csv(report).map_err(std::io::Error::other)?;
     std::fs::write(out.join("profile_export_ringperf.csv"), csv)?;
-    let mut jsonl = std::io::BufWriter::new(std::fs::File::create(out.join("profile_export.jsonl"))?);
+    let mut jsonl =
+        std::io::BufWriter::new(std::fs::File::create(out.join("profile_export.jsonl"))?);
     for n in nodes {
         match std::fs::File::open(n.dir.join("profile_export.jsonl")) {
             Ok(mut f) => {
@@ -588,7 +599,9 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, Error> {
         .filter(|d| {
             std::fs::read_dir(d).is_ok_and(|mut it| {
                 it.any(|e| {
-                    e.is_ok_and(|e| super::sweep::point_of_dir(&e.file_name().to_string_lossy()).is_some())
+                    e.is_ok_and(|e| {
+                        super::sweep::point_of_dir(&e.file_name().to_string_lossy()).is_some()
+                    })
                 })
             })
         })
@@ -614,16 +627,81 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, Error> {
     let mut incomplete = Vec::new();
     for p in &points {
         let node_dirs: Vec<PathBuf> = dirs.iter().map(|d| d.join(p)).collect();
-        let m = merge_run(&node_dirs, &out.join(p), &format!("ringperf | merged | {p}"))?;
+        let m = merge_run(
+            &node_dirs,
+            &out.join(p),
+            &format!("ringperf | merged | {p}"),
+        )?;
         console.push_str(&m.console);
         incomplete.extend(m.incomplete.into_iter().map(|i| format!("{p}: {i}")));
     }
-    let rows = super::sweep::read_sweep(out).map_err(|e| Error(format!("{}: {e}", out.display())))?;
-    super::sweep::write_summary(out, &rows, None)
-        .map_err(|e| Error(format!("writing the sweep summary to {}: {e}", out.display())))?;
+    let rows =
+        super::sweep::read_sweep(out).map_err(|e| Error(format!("{}: {e}", out.display())))?;
+    super::sweep::write_summary(out, &rows, None).map_err(|e| {
+        Error(format!(
+            "writing the sweep summary to {}: {e}",
+            out.display()
+        ))
+    })?;
     console.push_str(&super::sweep::render(&rows));
     Ok(Merged {
         console,
         incomplete,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interval_logs_read_back_what_was_written() {
+        let dir = std::env::temp_dir().join(format!("ringperf-log-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.hlog");
+        let (mut a, mut b) = (node::empty(), node::empty());
+        for v in 1..=100u64 {
+            a.record(v * 1_000).unwrap();
+            b.record(v * 7_000_000).unwrap();
+        }
+        let start = 1_796_139_657_250_000_000;
+        node::write_log(&path, start, "a test", |put| {
+            put(0.0, 1.0, "time_to_first_token", &a)?;
+            put(3.0, 1.0, "request_latency", &b)
+        })
+        .unwrap();
+        let back = read_log(&path).unwrap();
+        assert_eq!(back.len(), 2);
+        assert_eq!(
+            (back[0].0, back[0].1.as_str()),
+            (start, "time_to_first_token")
+        );
+        assert_eq!(
+            (back[1].0, back[1].1.as_str()),
+            (start + 3_000_000_000, "request_latency")
+        );
+        assert_eq!((back[0].2.clone(), back[1].2.clone()), (a, b));
+        std::fs::write(&path, "Tag=x,0.0,1.0,2.0,not base64!\n").unwrap();
+        let e = read_log(&path).unwrap_err();
+        assert!(e.contains("t.hlog"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn spans_join_and_give_the_rate_of_their_times() {
+        let a = Span {
+            count: 11,
+            first: 0,
+            last: 1_000_000_000,
+        };
+        let b = Span {
+            count: 10,
+            first: 500_000_000,
+            last: 2_000_000_000,
+        };
+        let j = a.join(b);
+        assert_eq!((j.count, j.first, j.last), (21, 0, 2_000_000_000));
+        assert_eq!(j.rate(), 10.0);
+        assert_eq!(Span::default().rate(), 0.0);
+    }
 }

@@ -11,9 +11,9 @@ pub mod gates;
 mod goodput;
 mod health;
 pub mod html;
-mod metrics;
 /// Merging the runs of one load split across nodes.
 pub mod merge;
+mod metrics;
 /// What each run writes for merging.
 pub mod node;
 pub mod plot;

@@ -184,7 +184,10 @@ fn host_name() -> String {
 /// The metrics written to `histograms.hlog`: the report's distributions and the client's
 /// own delays, by tag.
 pub(crate) fn tagged(r: &Report) -> Vec<(&'static str, &crate::stats::Dist)> {
-    let mut all: Vec<_> = dist_rows(r).into_iter().map(|(t, _, d, _)| (t, d)).collect();
+    let mut all: Vec<_> = dist_rows(r)
+        .into_iter()
+        .map(|(t, _, d, _)| (t, d))
+        .collect();
     all.push(("client_added_delay", &r.client_delay));
     all.push(("arrival_to_record_delay", &r.record_lag));
     all

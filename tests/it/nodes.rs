@@ -1,0 +1,317 @@
+//! One load split across nodes: four `ringperf profile --node-count 4` processes against one
+//! simulator, started together with `--start-at`, then `ringperf merge`; the merged report
+//! equals a single process running the whole load. Merging twice gives the same bytes; a
+//! missing or failed node is named.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::support;
+
+fn ringperf() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ringperf"));
+    c.env_remove("SLURM_PROCID")
+        .env_remove("SLURM_NTASKS")
+        .env_remove("JOB_COMPLETION_INDEX");
+    c
+}
+
+fn run(c: &mut Command) -> (i32, String, String) {
+    let out = c.output().unwrap();
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(!e.contains("panicked"), "{e}");
+    (out.status.code().unwrap_or(-1), o, e)
+}
+
+/// Runs `flags` as `n` node processes that start together, each into `root/node_I`, and as
+/// one process into `root/single`; returns the node folders.
+fn nodes_and_single(url: &str, flags: &str, n: usize, root: &Path) -> Vec<PathBuf> {
+    let profile = |extra: Vec<String>, dir: &Path| {
+        let mut c = ringperf();
+        c.args(["profile", "--no-progress", "--url", url])
+            .args(flags.split_whitespace())
+            .args(extra)
+            .args(["--artifact-dir", dir.to_str().unwrap()]);
+        c
+    };
+    // Far enough ahead for every node to prepare its prompts first.
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        + 4.0;
+    let dirs: Vec<PathBuf> = (0..n).map(|i| root.join(format!("node_{i}"))).collect();
+    let children: Vec<_> = dirs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let extra = vec![
+                "--node-count".into(),
+                n.to_string(),
+                "--node-index".into(),
+                i.to_string(),
+                "--start-at".into(),
+                format!("{at:.3}"),
+            ];
+            profile(extra, d)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "a node failed: {err}");
+    }
+    let (code, _, err) = run(&mut profile(Vec::new(), &root.join("single")));
+    assert_eq!(code, 0, "{err}");
+    dirs
+}
+
+fn merge(dirs: &[PathBuf], out: &Path) -> (i32, String, Value) {
+    let mut c = ringperf();
+    c.arg("merge")
+        .args(dirs)
+        .args(["--artifact-dir", out.to_str().unwrap()]);
+    let (code, stdout, stderr) = run(&mut c);
+    let doc = std::fs::read(out.join("profile_export_ringperf.json"))
+        .map(|b| serde_json::from_slice(&b).unwrap())
+        .unwrap_or_else(|_| panic!("no merged JSON: {stderr}"));
+    (code, stdout, doc)
+}
+
+fn json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn ids(path: &Path) -> Vec<String> {
+    let mut ids: Vec<String> = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            v["metadata"]["x_request_id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// The merged figures against the single process's: counts exact, TTFT, ITL and request
+/// latency p50 and p99 within 1%.
+fn assert_equal(merged: &Value, single: &Value, console: &str) {
+    for k in ["request_count", "error_request_count"] {
+        assert_eq!(merged[k]["avg"], single[k]["avg"], "{k}\n{console}");
+    }
+    for m in [
+        "time_to_first_token",
+        "inter_token_latency",
+        "request_latency",
+    ] {
+        for p in ["p50", "p99"] {
+            let (a, b) = (
+                merged[m][p].as_f64().unwrap(),
+                single[m][p].as_f64().unwrap(),
+            );
+            assert!(
+                support::rel(a, b) < 0.01,
+                "{m} {p}: merged {a}, single {b}\n{console}"
+            );
+        }
+    }
+}
+
+#[test]
+fn four_nodes_merge_to_what_one_process_measures_closed_loop() {
+    let _alone = support::alone();
+    let s = support::sim("--ttft 300ms --itl 40ms");
+    let url = format!("http://{}", s.addr);
+    let root = support::artifact_dir("nodes-closed");
+    let flags = "--streaming --concurrency 8 --request-count 48 --output-tokens-mean 8 \
+                 --output-tokens-mean-deterministic --synthetic-input-tokens-mean 64";
+    let dirs = nodes_and_single(&url, flags, 4, &root);
+
+    // Each node ran its share: 12 requests, 2 in flight, ids i mod 4.
+    for (i, d) in dirs.iter().enumerate() {
+        let node = json(&d.join("node.json"));
+        assert_eq!(
+            (node["node"]["index"].as_u64(), node["completed"].as_u64()),
+            (Some(i as u64), Some(12))
+        );
+        assert!(ids(&d.join("profile_export.jsonl"))
+            .iter()
+            .all(|id| u64::from_str_radix(id, 16).unwrap() % 4 == i as u64));
+    }
+    let (code, console, merged) = merge(&dirs, &root.join("merged"));
+    assert_eq!(code, 0, "{console}");
+    let single = json(&root.join("single/profile_export_ringperf.json"));
+    assert_equal(&merged, &single, &console);
+    // Every distribution the single process reports, the merge reports, over as many values.
+    for (k, v) in single.as_object().unwrap() {
+        if let Some(n) = v.get("count") {
+            assert_eq!(&merged[k]["count"], n, "{k}");
+        }
+    }
+    // The same requests, by id, as the single process sent.
+    assert_eq!(
+        ids(&root.join("merged/profile_export.jsonl")),
+        ids(&root.join("single/profile_export.jsonl"))
+    );
+    // Throughput over the union window: four nodes of 2 streams are one load of 8.
+    let tput = |d: &Value| d["request_throughput"]["avg"].as_f64().unwrap();
+    assert!(
+        support::rel(tput(&merged), tput(&single)) < 0.05,
+        "{console}"
+    );
+    assert_eq!(merged["merge"]["nodes_merged"], 4);
+    assert!(
+        merged["merge"]["start_skew_ms"].as_f64().unwrap() < 100.0,
+        "{console}"
+    );
+    assert!(console.contains("kept up on all 4 nodes"), "{console}");
+
+    // Merging the same folders again gives the same bytes.
+    let again = root.join("merged-again");
+    merge(&dirs, &again);
+    for f in [
+        "profile_export_ringperf.json",
+        "profile_export_ringperf.csv",
+        "histograms.hlog",
+    ] {
+        assert_eq!(
+            std::fs::read(root.join("merged").join(f)).unwrap(),
+            std::fs::read(again.join(f)).unwrap(),
+            "{f} differs"
+        );
+    }
+
+    // A node that is missing, and one whose folder holds no finished run, are named, and the
+    // merge exits 4 with what it could merge.
+    std::fs::create_dir_all(root.join("crashed")).unwrap();
+    let partial = [dirs[0].clone(), dirs[1].clone(), root.join("crashed")];
+    let (code, console, doc) = merge(&partial, &root.join("merged-partial"));
+    assert_eq!(code, 4, "{console}");
+    let incomplete = doc["merge"]["incomplete"].to_string();
+    for named in ["crashed", "node 2 of 4", "node 3 of 4"] {
+        assert!(incomplete.contains(named), "{named}: {incomplete}");
+        assert!(console.contains(named), "{named}: {console}");
+    }
+    assert_eq!(doc["request_count"]["avg"], 24.0);
+}
+
+#[test]
+fn four_nodes_merge_to_what_one_process_measures_open_loop() {
+    let _alone = support::alone();
+    let s = support::sim("--ttft 300ms --itl 40ms");
+    let url = format!("http://{}", s.addr);
+    let root = support::artifact_dir("nodes-open");
+    let flags = "--streaming --request-rate 30 --request-count 60 --random-seed 11 \
+                 --output-tokens-mean 8 --output-tokens-mean-deterministic \
+                 --synthetic-input-tokens-mean 64";
+    let dirs = nodes_and_single(&url, flags, 4, &root);
+    let (code, console, merged) = merge(&dirs, &root.join("merged"));
+    assert_eq!(code, 0, "{console}");
+    let single = json(&root.join("single/profile_export_ringperf.json"));
+    assert_equal(&merged, &single, &console);
+    assert_eq!(
+        ids(&root.join("merged/profile_export.jsonl")),
+        ids(&root.join("single/profile_export.jsonl"))
+    );
+    // The nodes' arrivals together are the single schedule: the same rate on the wall clock.
+    let rate = |d: &Value| d["scheduled_request_rate"]["avg"].as_f64().unwrap();
+    assert!(
+        support::rel(rate(&merged), rate(&single)) < 0.01,
+        "{console}"
+    );
+}
+
+#[test]
+fn splits_that_cannot_be_one_load_are_refused() {
+    let _shared = support::shared();
+    let root = support::artifact_dir("nodes-refused");
+    let refused = |extra: &[&str]| {
+        let mut c = ringperf();
+        c.args(["profile", "--sim", "--no-progress", "--artifact-dir"])
+            .arg(root.to_str().unwrap())
+            .args(extra);
+        let (code, _, err) = run(&mut c);
+        assert_eq!(code, 2, "{extra:?}: {err}");
+        err
+    };
+    let e = refused(&[
+        "--node-count",
+        "4",
+        "--node-index",
+        "1",
+        "--concurrency",
+        "2",
+    ]);
+    assert!(e.contains("leaves a node without load"), "{e}");
+    let e = refused(&["--node-count", "4"]);
+    assert!(e.contains("--node-index"), "{e}");
+    let e = refused(&[
+        "--node-count",
+        "2",
+        "--node-index",
+        "0",
+        "--concurrency",
+        "2,4",
+    ]);
+    assert!(e.contains("--start-at and --benchmark-duration"), "{e}");
+    let e = refused(&[
+        "--node-count",
+        "2",
+        "--node-index",
+        "0",
+        "--concurrency",
+        "8..32",
+        "--staircase",
+        "1s",
+    ]);
+    assert!(e.contains("--staircase"), "{e}");
+    let e = refused(&["--start-at", "soon"]);
+    assert!(e.contains("RFC 3339"), "{e}");
+}
+
+#[test]
+fn a_sweep_on_two_nodes_keeps_one_timetable_and_merges_point_by_point() {
+    let _shared = support::shared();
+    let s = support::sim("--ttft 20ms --itl 5ms");
+    let url = format!("http://{}", s.addr);
+    let root = support::artifact_dir("nodes-sweep");
+    let flags = "--streaming --concurrency 2,4 --benchmark-duration 1s --grace-period 1s \
+                 --output-tokens-mean 8 --synthetic-input-tokens-mean 32";
+    let dirs = nodes_and_single(&url, flags, 2, &root);
+    // Both nodes started each point on the timetable, not when their last point ended.
+    let start = |d: &Path, p: &str| {
+        json(&d.join(p).join("node.json"))["clock"]["realtime_ns"]
+            .as_u64()
+            .unwrap() as f64
+            / 1e9
+    };
+    let gap = start(&dirs[0], "concurrency_4") - start(&dirs[0], "concurrency_2");
+    assert!((gap - 7.0).abs() < 0.5, "points {gap} s apart");
+    assert!((start(&dirs[1], "concurrency_4") - start(&dirs[0], "concurrency_4")).abs() < 0.1);
+    let out = root.join("merged");
+    let mut c = ringperf();
+    c.arg("merge")
+        .args(&dirs)
+        .args(["--artifact-dir", out.to_str().unwrap()]);
+    let (code, console, err) = run(&mut c);
+    assert_eq!(code, 0, "{err}");
+    let summary = json(&out.join("sweep_summary.json"));
+    let points = summary["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{summary}");
+    for c in [2, 4] {
+        let doc = json(&out.join(format!("concurrency_{c}/profile_export_ringperf.json")));
+        assert_eq!(doc["merge"]["nodes_merged"], 2, "{console}");
+        assert_eq!(doc["input_config"]["load"]["concurrency"], c);
+    }
+}
