@@ -395,7 +395,7 @@ struct Prepared {
     /// When start-up began, and from what.
     started: (u64, &'static str),
     /// On several nodes, the server's `Date` against this host's clock.
-    server_date: Option<report::node::ServerDate>,
+    server_date: Option<crate::clock::ServerDate>,
 }
 
 /// Parses, starts the simulator, finds the model, prepares the prompts and checks the host
@@ -619,7 +619,7 @@ fn measure(
         .load
         .start_at_unix_ns
         .map_or(0, |at| wait_until(at, &stop));
-    let clock = report::node::Clock::now();
+    let clock = crate::clock::Anchor::now();
     let start = unix_time_secs();
     let probe = p.sim.as_ref().map(|h| h.in_flight_probe());
     let out = crate::engine::run(plan.clone(), placement, stop, probe).map_err(Fatal::from)?;

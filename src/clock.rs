@@ -32,3 +32,67 @@ pub fn unix_time_secs() -> f64 {
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
 }
+
+/// The wall clock and the monotonic clock read together at a run's start: a monotonic stamp
+/// `t` of this run happened at wall-clock `realtime_ns + (t − monotonic_ns)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Anchor {
+    /// Unix ns.
+    pub realtime_ns: u64,
+    /// `CLOCK_MONOTONIC` ns.
+    pub monotonic_ns: u64,
+}
+
+impl Anchor {
+    /// Both clocks, now (the monotonic one read between two wall-clock reads, which are
+    /// averaged).
+    pub fn now() -> Anchor {
+        let wall = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        };
+        let a = wall();
+        let monotonic_ns = now_ns();
+        let b = wall();
+        Anchor {
+            realtime_ns: a / 2 + b / 2,
+            monotonic_ns,
+        }
+    }
+
+    /// The wall-clock time (Unix ns) of monotonic stamp `t`.
+    pub fn wall(&self, t: u64) -> u64 {
+        (self.realtime_ns as i128 + t as i128 - self.monotonic_ns as i128).max(0) as u64
+    }
+}
+
+/// The server's `Date` header against this host's clock, read once before the run: evidence of
+/// how far the node's clock is off (to the header's one-second resolution).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ServerDate {
+    /// The header as sent.
+    pub date: String,
+    /// The header's time minus this host's when the response came (s; ±1 s from rounding).
+    pub server_minus_local_s: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_anchor_places_monotonic_stamps_on_the_wall_clock() {
+        let a = Anchor {
+            realtime_ns: 1_000_000,
+            monotonic_ns: 100,
+        };
+        assert_eq!(
+            (a.wall(150), a.wall(50), a.wall(0)),
+            (1_000_050, 999_950, 999_900)
+        );
+        let now = Anchor::now();
+        let later = now.wall(now_ns()) as f64 / 1e9;
+        assert!((later - unix_time_secs()).abs() < 0.05, "{later}");
+    }
+}

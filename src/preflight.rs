@@ -115,7 +115,7 @@ pub fn models(target: &Target, timeout: Duration) -> Result<Vec<String>, Failure
 /// The server's `Date` header on `GET <prefix>/v1/models`, against this host's clock when the
 /// response came: how far a node's clock is off, to the header's second. `None` when the
 /// server sends none or cannot be reached.
-pub fn server_date(target: &Target) -> Option<crate::report::node::ServerDate> {
+pub fn server_date(target: &Target) -> Option<crate::clock::ServerDate> {
     let path = format!("{}/v1/models", target.endpoint.prefix);
     let request = blocking::request(
         "GET",
@@ -127,7 +127,7 @@ pub fn server_date(target: &Target) -> Option<crate::report::node::ServerDate> {
     let page = blocking::fetch(&to(target), &request, Duration::from_secs(5), MODELS_CAP).ok()?;
     let local = crate::clock::unix_time_secs();
     let date = page.header("date")?.to_string();
-    Some(crate::report::node::ServerDate {
+    Some(crate::clock::ServerDate {
         server_minus_local_s: http_date(&date).map(|t| t as f64 - local),
         date,
     })

@@ -479,10 +479,7 @@ type Seconds = BTreeMap<(u64, String), Histogram<u32>>;
 
 /// The nodes' per-second histograms added on the wall clock (each node's seconds placed by
 /// its start), as JSON rows and as histograms for `timeline.hlog`.
-fn merge_timeline(
-    nodes: &[NodeRun],
-    first_start: u64,
-) -> (Vec<Value>, Seconds) {
+fn merge_timeline(nodes: &[NodeRun], first_start: u64) -> (Vec<Value>, Seconds) {
     let mut merged = Seconds::new();
     for n in nodes {
         for (at, tag, h) in &n.timeline {

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::console::dist_rows;
 use super::{ErrorCount, Report};
+use crate::clock::{Anchor, ServerDate};
 use crate::plan::nodes::Nodes;
 use crate::stats::{Moments, MAX_VALUE};
 
@@ -37,50 +38,6 @@ pub const TIMELINE_TAGS: [&str; 4] = [
     "output_sequence_length",
 ];
 
-/// The wall clock and the monotonic clock read together at a run's start: a monotonic stamp
-/// `t` of this run happened at wall-clock `realtime_ns + (t − monotonic_ns)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Clock {
-    /// Unix ns.
-    pub realtime_ns: u64,
-    /// `CLOCK_MONOTONIC` ns.
-    pub monotonic_ns: u64,
-}
-
-impl Clock {
-    /// Both clocks, now (the monotonic one read between two wall-clock reads, which are
-    /// averaged).
-    pub fn now() -> Clock {
-        let wall = || {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64)
-        };
-        let a = wall();
-        let monotonic_ns = crate::clock::now_ns();
-        let b = wall();
-        Clock {
-            realtime_ns: a / 2 + b / 2,
-            monotonic_ns,
-        }
-    }
-
-    /// The wall-clock time (Unix ns) of monotonic stamp `t`.
-    pub fn wall(&self, t: u64) -> u64 {
-        (self.realtime_ns as i128 + t as i128 - self.monotonic_ns as i128).max(0) as u64
-    }
-}
-
-/// The server's `Date` header against this host's clock, read once before the run: evidence of
-/// how far the node's clock is off (to the header's one-second resolution).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ServerDate {
-    /// The header as sent.
-    pub date: String,
-    /// The header's time minus this host's when the response came (s; ±1 s from rounding).
-    pub server_minus_local_s: Option<f64>,
-}
-
 /// What a run writes to `node.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NodeFile {
@@ -91,7 +48,7 @@ pub struct NodeFile {
     /// The host it ran on.
     pub host: String,
     /// Clocks at the run's start.
-    pub clock: Clock,
+    pub clock: Anchor,
     /// The server's `Date`, when it sent one.
     pub server_date: Option<ServerDate>,
     /// Measured window on the wall clock (Unix ns): first measured send, last content event.
@@ -239,7 +196,7 @@ pub(crate) fn write(
     r: &Report,
     dir: &Path,
     nodes: Nodes,
-    clock: &Clock,
+    clock: &Anchor,
     server_date: Option<ServerDate>,
 ) -> std::io::Result<()> {
     let measured = || {
@@ -298,7 +255,7 @@ pub(crate) fn write(
 /// `timeline.hlog`: for each second from the run's start, histograms of the measured
 /// requests that ended in it. Built one second at a time, so its memory does not grow with
 /// the run's length.
-fn write_timeline(r: &Report, dir: &Path, clock: &Clock) -> std::io::Result<()> {
+fn write_timeline(r: &Report, dir: &Path, clock: &Anchor) -> std::io::Result<()> {
     let start = clock.monotonic_ns;
     let mut ends: Vec<(u64, usize)> = r
         .records
