@@ -595,6 +595,20 @@ mod tests {
         }
         // p99 of 1000 values and 50 failures is a failure: +∞.
         assert_eq!(merged.nearest_with_infinities(50, 99.0), None);
+        // Where the histogram is exact (below 2048), the same rank as the kept values.
+        let (mut small, mut kept) = (Dist::new(), Dist::keeping_values());
+        for v in (1..=1000u64).rev() {
+            small.record(v * 2);
+            kept.record(v * 2);
+        }
+        kept.seal();
+        for p in [0.0, 1.0, 33.3, 50.0, 90.0, 95.0, 99.0, 100.0] {
+            assert_eq!(
+                small.nearest_with_infinities(37, p),
+                kept.nearest_with_infinities(37, p),
+                "p{p}"
+            );
+        }
         let mut bad = a.moments();
         bad.count += 1;
         assert!(Dist::from_parts(a.histogram(), &bad).is_none());

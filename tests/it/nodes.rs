@@ -192,6 +192,48 @@ fn four_nodes_merge_to_what_one_process_measures_closed_loop() {
         );
     }
 
+    // The per-second timeline counts every request once.
+    let timeline = merged["merge"]["timeline"].as_array().unwrap();
+    let per_second: u64 = timeline
+        .iter()
+        .map(|r| r["requests"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(per_second, 48, "{timeline:?}");
+
+    // Failures add up by kind, and a node that started late is warned about: the same runs,
+    // with node 1 and node 2 each given a failed request and node 3 a start 50 ms late.
+    let doctored: Vec<PathBuf> = (0..4).map(|i| root.join(format!("doctored_{i}"))).collect();
+    for (i, (from, to)) in dirs.iter().zip(&doctored).enumerate() {
+        std::fs::create_dir_all(to).unwrap();
+        for f in support::files_under(from)
+            .iter()
+            .filter(|f| f.parent() == Some(from.as_path()))
+        {
+            std::fs::copy(f, to.join(f.file_name().unwrap())).unwrap();
+        }
+        let mut node = json(&to.join("node.json"));
+        if i == 1 || i == 2 {
+            node["failed"] = 1.into();
+            node["errors"] = serde_json::json!([{"code": 500, "kind": "http_500",
+                                                 "message": "HTTP 500", "count": 1}]);
+        }
+        if i == 3 {
+            let t = node["clock"]["realtime_ns"].as_u64().unwrap() + 50_000_000;
+            node["clock"]["realtime_ns"] = t.into();
+        }
+        std::fs::write(to.join("node.json"), serde_json::to_vec(&node).unwrap()).unwrap();
+    }
+    let (code, console, doc) = merge(&doctored, &root.join("merged-doctored"));
+    assert_eq!(code, 0, "{console}");
+    assert_eq!(doc["error_request_count"]["avg"], 2.0);
+    assert_eq!(
+        doc["error_summary"][0]["count"], 2,
+        "{}",
+        doc["error_summary"]
+    );
+    assert!(doc["error_adjusted"]["request_latency"].is_object());
+    assert!(console.contains("node 3 started 5"), "{console}");
+
     // A node that is missing, and one whose folder holds no finished run, are named, and the
     // merge exits 4 with what it could merge.
     std::fs::create_dir_all(root.join("crashed")).unwrap();
