@@ -625,6 +625,12 @@ fn measure(
     let out = crate::engine::run(plan.clone(), placement, stop, probe).map_err(Fatal::from)?;
     let end = unix_time_secs();
     let mut report = report::build(out, &report::Settings::of(&plan));
+    if plan.load.nodes.is_split() {
+        report.node = Some(report::NodeMark {
+            index: plan.load.nodes.index,
+            wall_offset_ns: clock.realtime_ns as i64 - clock.monotonic_ns as i64,
+        });
+    }
     report.warnings.splice(0..0, p.warnings.iter().cloned());
     report.telemetry = Some(telemetry.finish(
         report.tx_ns,

@@ -322,7 +322,8 @@ pub(crate) fn write_records(r: &Report, path: &Path) -> std::io::Result<()> {
         });
         let mut line = line;
         if let Some(n) = r.node {
-            line["metadata"]["node"] = json!(n);
+            line["metadata"]["node"] = json!(n.index);
+            line["metadata"]["wall_offset_ns"] = json!(n.wall_offset_ns);
         }
         serde_json::to_writer(&mut w, &line)?;
         w.write_all(b"\n")?;

@@ -33,6 +33,9 @@ struct Meta {
     outcome: String,
     start_ns: Option<u64>,
     end_ns: Option<u64>,
+    /// A node's monotonic → wall-clock offset (a merge's requests come from many hosts).
+    #[serde(default)]
+    wall_offset_ns: i64,
 }
 
 #[derive(Deserialize)]
@@ -76,6 +79,8 @@ fn read_requests(path: &Path) -> std::io::Result<Requests> {
         let (Some(s), Some(e)) = (l.metadata.start_ns, l.metadata.end_ns) else {
             continue;
         };
+        let wall = |t: u64| t.saturating_add_signed(l.metadata.wall_offset_ns);
+        let (s, e) = (wall(s), wall(e));
         starts.push(s);
         lines.push((s, e, l.metrics));
     }

@@ -166,6 +166,7 @@ fn node_json(n: &NodeRun, first_start: u64) -> Value {
         "client_limited": h.get("limited"),
         "verdict": h.get("verdict"),
         "shards": h.get("shards").map_or(0, |s| s.as_array().map_or(0, Vec::len)),
+        "gpu_totals": n.profile.pointer("/gpu_telemetry/totals"),
     })
 }
 
@@ -271,6 +272,9 @@ fn merge_run(dirs: &[PathBuf], out: &Path, title: &str) -> Result<Merged, Error>
         "warnings": report.warnings,
         "nodes": node_list,
     });
+    if let Some(gpu) = merged_gpu(&nodes, report.output_tokens, report.completed) {
+        doc["gpu_telemetry"] = gpu;
+    }
     let (timeline_rows, timeline) = merge_timeline(&nodes, first_start);
     doc["merge"] = json!({
         "node_count": count,
@@ -312,6 +316,43 @@ fn merge_run(dirs: &[PathBuf], out: &Path, title: &str) -> Result<Merged, Error>
         console,
         incomplete,
     })
+}
+
+/// GPU energy and power of the nodes that sampled GPUs, added over distinct hosts (nodes on
+/// one host sampled the same GPUs), each over its own node's measured window; per-token
+/// figures over the whole load's tokens. `None` when no node sampled a GPU.
+fn merged_gpu(nodes: &[NodeRun], output_tokens: u64, requests: u64) -> Option<Value> {
+    let mut hosts = std::collections::BTreeSet::new();
+    let (mut energy_j, mut power_w) = (0.0, 0.0);
+    for n in nodes {
+        let Some(t) = n
+            .profile
+            .pointer("/gpu_telemetry/totals")
+            .filter(|t| t.is_object())
+        else {
+            continue;
+        };
+        if hosts.insert(n.file.host.clone()) {
+            energy_j += t["energy_j"].as_f64().unwrap_or(0.0);
+            power_w += t["avg_power_w"].as_f64().unwrap_or(0.0);
+        }
+    }
+    if hosts.is_empty() {
+        return None;
+    }
+    let per = |n: u64| (n > 0 && energy_j > 0.0).then(|| energy_j / n as f64);
+    Some(json!({
+        "hosts": hosts,
+        "totals": {
+            "energy_j": energy_j,
+            "avg_power_w": power_w,
+            "joules_per_output_token": per(output_tokens),
+            "output_tokens_per_joule": (energy_j > 0.0 && output_tokens > 0)
+                .then(|| output_tokens as f64 / energy_j),
+            "joules_per_request": per(requests),
+        },
+        "method": "each host's GPUs once (the first node on it), over that node's window",
+    }))
 }
 
 /// The whole load's report from its nodes' counters and histograms.

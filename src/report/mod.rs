@@ -98,8 +98,19 @@ pub struct Report {
     pub goodput: Option<goodput::Goodput>,
     /// Error-adjusted percentiles (each failed request counted as +∞), as AIPerf reports.
     pub error_adjusted: Vec<ErrorAdjusted>,
-    /// This node's index, when the load was split across nodes.
-    pub node: Option<u64>,
+    /// Which node this run was, when the load was split across nodes.
+    pub node: Option<NodeMark>,
+}
+
+/// A node's mark on each of its requests in `profile_export.jsonl`: its index, and what to
+/// add to its monotonic stamps to place them on the wall clock (so that a merge's requests,
+/// from many hosts' clocks, share one time axis).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeMark {
+    /// The node.
+    pub index: u64,
+    /// Wall-clock ns minus monotonic ns, read together at the run's start.
+    pub wall_offset_ns: i64,
 }
 
 /// Percentiles of a latency metric with each failed request counted as infinitely slow.
@@ -174,8 +185,6 @@ pub struct Settings {
     pub ignore_eos_sent: bool,
     /// Choices asked per request (`n`): usage then counts more text than one choice.
     pub choices: u64,
-    /// This process's share of a load split across nodes.
-    pub nodes: crate::plan::nodes::Nodes,
 }
 
 /// Replaces every secret in `text` with `<redacted>`.
@@ -225,7 +234,6 @@ impl Settings {
                 .get("n")
                 .and_then(serde_json::Value::as_u64)
                 .unwrap_or(1),
-            nodes: plan.load.nodes,
         }
     }
 }
@@ -497,6 +505,6 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         ramp_up,
         goodput,
         error_adjusted,
-        node: settings.nodes.is_split().then_some(settings.nodes.index),
+        node: None,
     }
 }

@@ -221,7 +221,14 @@ fn four_nodes_merge_to_what_one_process_measures_closed_loop() {
             let t = node["clock"]["realtime_ns"].as_u64().unwrap() + 50_000_000;
             node["clock"]["realtime_ns"] = t.into();
         }
+        // Nodes 0 and 1 on one GPU host, 2 and 3 on another, each sampling its GPUs.
+        node["host"] = format!("gpu-host-{}", i / 2).into();
         std::fs::write(to.join("node.json"), serde_json::to_vec(&node).unwrap()).unwrap();
+        let profile = to.join("profile_export_ringperf.json");
+        let mut doc = json(&profile);
+        doc["gpu_telemetry"] = serde_json::json!({"totals": {"energy_j": 100.0 + i as f64,
+                                                             "avg_power_w": 50.0}});
+        std::fs::write(&profile, serde_json::to_vec(&doc).unwrap()).unwrap();
     }
     let (code, console, doc) = merge(&doctored, &root.join("merged-doctored"));
     assert_eq!(code, 0, "{console}");
@@ -233,6 +240,16 @@ fn four_nodes_merge_to_what_one_process_measures_closed_loop() {
     );
     assert!(doc["error_adjusted"]["request_latency"].is_object());
     assert!(console.contains("node 3 started 5"), "{console}");
+    // Each host's GPUs once: nodes 0 and 2.
+    let gpu = &doc["gpu_telemetry"]["totals"];
+    assert_eq!(
+        (gpu["energy_j"].as_f64(), gpu["avg_power_w"].as_f64()),
+        (Some(202.0), Some(100.0))
+    );
+    assert_eq!(
+        gpu["joules_per_output_token"].as_f64(),
+        Some(202.0 / (48.0 * 8.0))
+    );
 
     // A node that is missing, and one whose folder holds no finished run, are named, and the
     // merge exits 4 with what it could merge.
