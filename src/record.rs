@@ -170,6 +170,9 @@ pub struct Record {
     pub sim_first_sent_ns: Option<u64>,
     /// True when the request was in flight while its shard was starved of CPU.
     pub client_starved: bool,
+    /// True when the first content event came in one read with a later one, so carries that
+    /// one's arrival stamp (the kernel keeps one stamp for bytes queued together).
+    pub first_token_shared_read: bool,
     /// Response text kept for re-tokenizing when the server sent no usage; emptied after.
     #[serde(skip)]
     pub text: String,
@@ -210,6 +213,7 @@ impl Record {
             sim_arrived_ns: None,
             sim_first_sent_ns: None,
             client_starved: false,
+            first_token_shared_read: false,
             text: String::new(),
             keep_text: false,
         }

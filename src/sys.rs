@@ -457,6 +457,28 @@ mod tests {
     }
 
     #[test]
+    fn bytes_read_together_carry_the_newest_stamp() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        c.set_nodelay(true).unwrap();
+        let (s, _) = l.accept().unwrap();
+        set_rx_timestamps(s.as_raw_fd());
+        // The kernel turns packet stamping on a moment after the first socket asks for it.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        c.write_all(b"older").unwrap();
+        // Two segments 20 ms apart, both queued before the socket is read.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let second = monotonic_ns();
+        c.write_all(b"newer").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut buf = Vec::with_capacity(64);
+        let (n, stamp) = recvmsg_stamped(s.as_raw_fd(), &mut buf).unwrap();
+        assert_eq!((n, &buf[..]), (10, &b"oldernewer"[..]));
+        // One stamp for both, the newer segment's: the older one's arrival is gone.
+        assert!(stamp.expect("a receive stamp") >= second);
+    }
+
+    #[test]
     fn kernel_receive_stamps_predate_the_read() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();

@@ -78,6 +78,10 @@ pub struct ShardReport {
     pub client_delay: Dist,
     /// Time from each read's arrival (kernel stamp, else read completion) to its events being recorded (ns).
     pub record_lag: Dist,
+    /// Measured content events that came in one read with a later one (and carry its stamp).
+    pub shared_events: u64,
+    /// Reads of several content events: time since the previous read of the response (ns).
+    pub shared_wait: Dist,
     /// Thread CPU time during the measured phase (ns).
     pub cpu_ns: u64,
     /// Wall time of the measured phase (ns).
@@ -424,17 +428,22 @@ fn shard_thread(
         let records = std::mem::take(&mut *shard.records.borrow_mut());
         let scratch = std::mem::take(&mut *shard.scratch.borrow_mut());
         let record_lag = std::mem::take(&mut *shard.record_lag.borrow_mut());
+        let shared = (
+            shard.shared_events.get(),
+            std::mem::take(&mut *shard.shared_wait.borrow_mut()),
+        );
         Ok::<_, ShardError>((
             records,
             scratch.client_delay,
-            record_lag,
+            (record_lag, shared),
             cpu_ns,
             (t0, t1),
             wait_ns,
             shard.peak_in_flight.get(),
         ))
     });
-    let (mut records, client_delay, record_lag, cpu_ns, measured, wait_ns, peak) = outcome?;
+    let (mut records, client_delay, (record_lag, shared), cpu_ns, measured, wait_ns, peak) =
+        outcome?;
     drop(rt);
     // After the measured window: count output tokens the server did not report.
     retokenize(&mut records, &plan);
@@ -451,6 +460,8 @@ fn shard_thread(
         records,
         client_delay,
         record_lag,
+        shared_events: shared.0,
+        shared_wait: shared.1,
         cpu_ns,
         wall_ns: measured.1 - measured.0,
         wait_ns,

@@ -87,6 +87,13 @@ pub(crate) struct Shard {
     fds: RefCell<FdSet>,
     pub scratch: RefCell<Scratch>,
     pub record_lag: RefCell<Dist>,
+    /// Measured content events that came in one read with a later one, and so carry its
+    /// arrival stamp.
+    pub shared_events: Cell<u64>,
+    /// For reads of several content events (the one with a response's first token aside):
+    /// the time since the previous read of the same response, the longest their older events
+    /// can have waited unseen (ns).
+    pub shared_wait: RefCell<Dist>,
     pub records: RefCell<Vec<Record>>,
     pub timer: FineTimer,
     progress: Arc<Progress>,
@@ -133,6 +140,8 @@ impl Shard {
                 ..Scratch::default()
             }),
             record_lag: RefCell::new(Dist::new()),
+            shared_events: Cell::new(0),
+            shared_wait: RefCell::new(Dist::new()),
             records: RefCell::new(Vec::new()),
             timer: FineTimer::start()?,
             progress,
@@ -449,6 +458,11 @@ async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record)
 
 /// The first wait after a connection failed to open, doubled at each failure in a row up to
 /// [`BACKOFF_MAX_NS`].
+/// Content events a response has recorded so far.
+fn content_events(rec: &Record) -> usize {
+    usize::from(rec.first_content_ns.is_some()) + rec.chunk_gaps_ns.len()
+}
+
 const BACKOFF_FIRST_NS: u64 = 1_000_000;
 const BACKOFF_MAX_NS: u64 = 500_000_000;
 
@@ -553,7 +567,12 @@ async fn drive(
         if rbuf.capacity() < READ_BUF {
             rbuf.reserve(READ_BUF);
         }
+        let measured = rec.phase == crate::record::Phase::Profiling;
+        // When the previous read of this response emptied the socket: whatever the next read
+        // takes arrived after it.
+        let mut drained_at: Option<u64> = None;
         let retry = loop {
+            let room = rbuf.capacity() - rbuf.len();
             let (res, buf) = conn.recv_stamped(rbuf).await;
             rbuf = buf;
             // The kernel's receive time when stamps are on (the kernel starts stamping a moment
@@ -571,7 +590,7 @@ async fn drive(
                     slot.exchange.eof(t, rec, &mut shard.scratch.borrow_mut());
                     break false;
                 }
-                Ok(_) => {
+                Ok(n) => {
                     if want_tx {
                         // The kernel's transmit stamp is queued before any reply can arrive.
                         want_tx = false;
@@ -580,6 +599,8 @@ async fn drive(
                             rec.start_source = crate::record::StartSource::KernelTx;
                         }
                     }
+                    let (events_before, had_first) =
+                        (content_events(rec), rec.first_content_ns.is_some());
                     let used = slot
                         .exchange
                         .feed(&rbuf, t, rec, &mut shard.scratch.borrow_mut());
@@ -588,8 +609,23 @@ async fn drive(
                     } else {
                         rbuf.drain(..used);
                     }
-                    if rec.phase == crate::record::Phase::Profiling {
-                        shard.record_lag.borrow_mut().record(now_ns() - t);
+                    if measured {
+                        let now = now_ns();
+                        shard.record_lag.borrow_mut().record(now - t);
+                        let events = content_events(rec) - events_before;
+                        if events >= 2 {
+                            // The older events carry the newest one's stamp: say how many, and
+                            // how long they can have waited.
+                            shard
+                                .shared_events
+                                .set(shard.shared_events.get() + events as u64 - 1);
+                            if !had_first {
+                                rec.first_token_shared_read = true;
+                            } else if let Some(d) = drained_at {
+                                shard.shared_wait.borrow_mut().record(now.saturating_sub(d));
+                            }
+                        }
+                        drained_at = (n < room).then_some(now);
                     }
                     if slot.exchange.is_done() {
                         break false;

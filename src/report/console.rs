@@ -319,6 +319,27 @@ pub fn health(r: &Report) -> String {
             );
         }
     }
+    let sh = &r.shared;
+    if sh.events > 0 {
+        // A read carries one stamp, its newest bytes': say how many events took a later one's.
+        let _ = write!(
+            out,
+            "  reads of several events: {} of {} content events ({:.1}%) carry a later event's arrival stamp; {} first token(s)",
+            sh.events,
+            sh.of_events,
+            sh.events as f64 * 100.0 / sh.of_events.max(1) as f64,
+            sh.first_tokens
+        );
+        if sh.wait.count() > 0 {
+            let _ = write!(
+                out,
+                "; such reads came p50 {:.2} ms  p99 {:.2} ms after the previous read of their response (the most those events waited unseen)",
+                sh.wait.percentile(50.0) as f64 / 1e6,
+                sh.wait.percentile(99.0) as f64 / 1e6
+            );
+        }
+        let _ = writeln!(out);
+    }
     if let Some(held) = h.held {
         let _ = writeln!(
             out,

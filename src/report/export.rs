@@ -180,6 +180,14 @@ pub(crate) fn profile_json(r: &Report, input_config: &Value, times: &Times) -> V
             })),
             "client_added_delay": delay(&r.client_delay),
             "arrival_to_record_delay": delay(&r.record_lag),
+            "shared_reads": {
+                "events_carrying_a_later_stamp": r.shared.events,
+                "content_events": r.shared.of_events,
+                "first_tokens_carrying_a_later_stamp": r.shared.first_tokens,
+                "wait_since_previous_read": delay(&r.shared.wait),
+                "note": "the kernel keeps one receive stamp for bytes that queue together (the \
+                         newest's): events read together carry the newest one's arrival",
+            },
             "distorted": h.distorted,
             "limited": h.limited,
             "verdict": h.verdict,
@@ -314,6 +322,7 @@ pub(crate) fn write_records(r: &Report, path: &Path) -> std::io::Result<()> {
                 "requested_output_sequence_length": rec.requested_osl,
                 "reconnected": rec.reconnected,
                 "client_starved": rec.client_starved,
+                "first_token_shared_read": rec.first_token_shared_read,
                 "sim_arrived_ns": rec.sim_arrived_ns,
                 "sim_first_sent_ns": rec.sim_first_sent_ns,
                 "session": rec.session.map(|(s, t)| json!({"session_id": s, "turn": t})),

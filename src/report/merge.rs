@@ -361,11 +361,13 @@ fn build(nodes: &[NodeRun], incomplete: &[String]) -> Result<Report, String> {
     let tags: std::collections::BTreeSet<&String> =
         nodes.iter().flat_map(|n| n.hists.keys()).collect();
     let (mut client_delay, mut record_lag) = (Dist::new(), Dist::new());
+    let mut shared = super::SharedReads::default();
     for tag in tags {
         let d = merged_dist(nodes, tag)?;
         match tag.as_str() {
             "client_added_delay" => client_delay = d,
             "arrival_to_record_delay" => record_lag = d,
+            "shared_read_wait" => shared.wait = d,
             t => {
                 if let Some(slot) = metrics.by_tag(t) {
                     *slot = d;
@@ -375,6 +377,9 @@ fn build(nodes: &[NodeRun], incomplete: &[String]) -> Result<Report, String> {
     }
     let files: Vec<&NodeFile> = nodes.iter().map(|n| &n.file).collect();
     let sum = |f: fn(&NodeFile) -> u64| files.iter().map(|x| f(x)).sum::<u64>();
+    shared.events = sum(|f| f.shared_reads[0]);
+    shared.of_events = sum(|f| f.shared_reads[1]);
+    shared.first_tokens = sum(|f| f.shared_reads[2]);
     let measured: Vec<&&NodeFile> = files.iter().filter(|f| f.completed > 0).collect();
     let tx = measured.iter().map(|f| f.tx_unix_ns).min().unwrap_or(0);
     let ty = measured.iter().map(|f| f.ty_unix_ns).max().unwrap_or(0);
@@ -484,6 +489,7 @@ fn build(nodes: &[NodeRun], incomplete: &[String]) -> Result<Report, String> {
         metrics,
         client_delay,
         record_lag,
+        shared,
         window_ns,
         tx_ns: tx,
         ty_ns: ty,

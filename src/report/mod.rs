@@ -51,6 +51,9 @@ pub struct Report {
     pub client_delay: Dist,
     /// Time from each read's arrival (kernel stamp, else read completion) to its events being recorded (ns).
     pub record_lag: Dist,
+    /// Reads that carried several content events: the older ones carry the newest one's
+    /// arrival stamp (the kernel keeps one stamp for bytes queued together).
+    pub shared: SharedReads,
     /// Measured window (ns): `ty_ns − tx_ns`.
     pub window_ns: u64,
     /// First measured request's start (`CLOCK_MONOTONIC` ns).
@@ -100,6 +103,47 @@ pub struct Report {
     pub error_adjusted: Vec<ErrorAdjusted>,
     /// Which node this run was, when the load was split across nodes.
     pub node: Option<NodeMark>,
+}
+
+/// Content events that shared a read's stamp with a later event.
+#[derive(Debug, Clone, Default)]
+pub struct SharedReads {
+    /// Measured content events that came in one read with a later one.
+    pub events: u64,
+    /// Measured content events in all.
+    pub of_events: u64,
+    /// Successful measured responses whose first token came in one read with a later token.
+    pub first_tokens: u64,
+    /// Such reads (but those with a first token): the time since the previous read of the
+    /// same response had emptied the socket, the longest their older events can have waited
+    /// unseen (ns).
+    pub wait: Dist,
+}
+
+/// The most first tokens that may share a read with a later token before the report warns:
+/// a server may send a few together; many mean the client read late.
+const SHARED_FIRST_TOKENS_MAX: f64 = 0.1;
+
+/// A warning when many responses' first tokens carry a later token's stamp.
+fn shared_reads_warning(s: &SharedReads, completed: u64) -> Option<String> {
+    if completed == 0 || (s.first_tokens as f64) < SHARED_FIRST_TOKENS_MAX * completed as f64 {
+        return None;
+    }
+    let waited = (s.wait.count() > 0).then(|| {
+        format!(
+            "; reads of several tokens came up to {:.1} ms (p99) after the previous read of their \
+             response",
+            s.wait.percentile(99.0) as f64 / 1e6
+        )
+    });
+    Some(format!(
+        "{} of {completed} responses got their first token in one read with a later token: their \
+         TTFT carries the later token's arrival (the kernel keeps one stamp for bytes that queue \
+         together), so it is overstated unless the server sent both at once{}. If the server \
+         streams tokens one by one, the client read late: see the shards' CPU and waits",
+        s.first_tokens,
+        waited.unwrap_or_default()
+    ))
 }
 
 /// A node's mark on each of its requests in `profile_export.jsonl`: its index, and what to
@@ -243,12 +287,16 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
     let mut metrics = Metrics::default();
     let mut client_delay = Dist::new();
     let mut record_lag = Dist::new();
+    let mut shared = SharedReads::default();
     let mut records = Vec::new();
     let mut driver = String::new();
     let mut starved = vec![0u64; out.watch.len()];
     for s in &mut out.shards {
         client_delay.merge(&s.client_delay);
         record_lag.merge(&s.record_lag);
+        shared.events += s.shared_events;
+        shared.of_events += s.events;
+        shared.wait.merge(&s.shared_wait);
         driver = s.driver.to_string();
         for (i, n) in health::mark_starved(&mut s.records, &out.watch)
             .into_iter()
@@ -298,6 +346,7 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         out_tok += osl;
         no_tokens += u64::from(osl == 0);
         one_chunk += u64::from(osl >= 2 && r.second_content_ns.is_none());
+        shared.first_tokens += u64::from(r.first_token_shared_read);
         in_tok += u64::from(r.isl);
         match r.osl_source {
             Some(TokenSource::Usage) => from_usage += 1,
@@ -375,6 +424,9 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
             "{no_tokens} of {completed} successful requests counted no output token, so they \
              add 0 to output throughput{hint}"
         ));
+    }
+    if let Some(w) = shared_reads_warning(&shared, completed) {
+        warnings.push(w);
     }
     if settings.streaming && one_chunk > 0 {
         warnings.push(format!(
@@ -474,6 +526,7 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         metrics,
         client_delay,
         record_lag,
+        shared,
         window_ns,
         tx_ns: tx,
         ty_ns: ty,

@@ -71,6 +71,10 @@ pub struct NodeFile {
     pub osl_from_usage: u64,
     /// Completed requests whose output was re-tokenized.
     pub osl_from_tokenizer: u64,
+    /// Content events carrying a later event's stamp, content events, and first tokens among
+    /// them ([`super::SharedReads`]).
+    #[serde(default)]
+    pub shared_reads: [u64; 3],
     /// Failures by kind.
     pub errors: Vec<ErrorCount>,
     /// Open loop: the rate asked for (the whole load's).
@@ -147,6 +151,7 @@ pub(crate) fn tagged(r: &Report) -> Vec<(&'static str, &crate::stats::Dist)> {
         .collect();
     all.push(("client_added_delay", &r.client_delay));
     all.push(("arrival_to_record_delay", &r.record_lag));
+    all.push(("shared_read_wait", &r.shared.wait));
     all
 }
 
@@ -221,6 +226,7 @@ pub(crate) fn write(
         input_tokens: r.input_tokens,
         osl_from_usage: r.osl_from_usage,
         osl_from_tokenizer: r.osl_from_tokenizer,
+        shared_reads: [r.shared.events, r.shared.of_events, r.shared.first_tokens],
         errors: r.errors.clone(),
         requested_rate: r.requested_rate,
         sent: Span::of(measured().map(|x| clock.wall(x.start_ns))),

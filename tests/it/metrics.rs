@@ -305,3 +305,67 @@ fn a_tokenizer_is_not_judged_on_a_few_short_outputs_or_on_several_choices() {
     assert!(!mismatch(4, 5, ""));
     assert!(!mismatch(64, 80, "--extra-inputs n:2"));
 }
+
+#[test]
+fn events_read_together_carry_one_stamp_and_the_report_says_so() {
+    let _alone = support::alone();
+    // A server that writes each whole stream at once: every response's events come in one
+    // read, so they all carry the stamp of its newest bytes.
+    let body = support::capture("vllm/chat-stream.http");
+    let server = support::fake_server(move |_, _| (body.clone(), false));
+    let url = format!("http://{}", server.addr);
+    let dir = artifact_dir("shared-reads-burst");
+    let res = profile(
+        &format!(
+            "--url {url} --no-preflight -m tiny-qwen3 --streaming --concurrency 2 \
+             --request-count 10 --shards 1"
+        ),
+        &dir,
+    )
+    .unwrap();
+    let r = &res.report;
+    assert_eq!(r.completed, 10, "{}", res.console);
+    let s = &r.shared;
+    assert_eq!(s.first_tokens, 10, "{}", res.console);
+    // Per response, every content event but the last carries a later one's stamp.
+    assert!(s.of_events > 10);
+    assert_eq!(s.events, s.of_events - 10, "{}", res.console);
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("10 of 10 responses got their first token in one read")),
+        "{:?}",
+        r.warnings
+    );
+    assert!(res.console.contains("carry a later event's arrival stamp"));
+    let jsonl = std::fs::read_to_string(dir.join("profile_export.jsonl")).unwrap();
+    assert_eq!(
+        jsonl.matches("\"first_token_shared_read\":true").count(),
+        10
+    );
+
+    // The simulator paces its tokens 20 ms apart: one event per read, nothing to say.
+    let s = sim("--ttft 20ms --itl 20ms");
+    let url = format!("http://{}", s.addr);
+    let res = profile(
+        &format!(
+            "--url {url} --streaming --concurrency 2 --request-count 10 --output-tokens-mean 8 \
+             --shards 1"
+        ),
+        &artifact_dir("shared-reads-paced"),
+    )
+    .unwrap();
+    let r = &res.report;
+    assert_eq!(
+        (r.completed, r.shared.first_tokens),
+        (10, 0),
+        "{}",
+        res.console
+    );
+    assert_eq!(r.shared.of_events, 80);
+    assert!(r.shared.events <= 2, "{}", res.console);
+    assert!(!r
+        .warnings
+        .iter()
+        .any(|w| w.contains("first token in one read")));
+}
