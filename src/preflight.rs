@@ -88,20 +88,12 @@ fn classify(target: &Target, e: blocking::Error, other: impl FnOnce(String) -> F
 
 /// The models the server lists at `GET <prefix>/v1/models` (OpenAI's list: `data[].id`).
 pub fn models(target: &Target, timeout: Duration) -> Result<Vec<String>, Failure> {
-    let path = format!("{}/v1/models", target.endpoint.prefix);
+    let path = models_path(target);
     let fail = |status: Option<u16>| {
         let path = path.clone();
         move |why: String| Failure::Models { path, status, why }
     };
-    let request = blocking::request(
-        "GET",
-        &path,
-        &target.endpoint.authority(),
-        &target.head.headers,
-        "application/json",
-    );
-    let page = blocking::fetch(&to(target), &request, timeout, MODELS_CAP)
-        .map_err(|e| classify(target, e, fail(None)))?;
+    let page = models_page(target, timeout).map_err(|e| classify(target, e, fail(None)))?;
     let (status, body) = (page.status, page.body);
     if status != 200 {
         let text = String::from_utf8_lossy(&body);
@@ -112,19 +104,27 @@ pub fn models(target: &Target, timeout: Duration) -> Result<Vec<String>, Failure
     parse_models(&body).map_err(fail(Some(status)))
 }
 
-/// The server's `Date` header on `GET <prefix>/v1/models`, against this host's clock when the
-/// response came: how far a node's clock is off, to the header's second. `None` when the
-/// server sends none or cannot be reached.
-pub fn server_date(target: &Target) -> Option<crate::clock::ServerDate> {
-    let path = format!("{}/v1/models", target.endpoint.prefix);
+fn models_path(target: &Target) -> String {
+    format!("{}/v1/models", target.endpoint.prefix)
+}
+
+/// `GET <prefix>/v1/models`, whole.
+fn models_page(target: &Target, timeout: Duration) -> Result<blocking::Fetched, blocking::Error> {
     let request = blocking::request(
         "GET",
-        &path,
+        &models_path(target),
         &target.endpoint.authority(),
         &target.head.headers,
         "application/json",
     );
-    let page = blocking::fetch(&to(target), &request, Duration::from_secs(5), MODELS_CAP).ok()?;
+    blocking::fetch(&to(target), &request, timeout, MODELS_CAP)
+}
+
+/// The server's `Date` header on `GET <prefix>/v1/models`, against this host's clock when the
+/// response came: how far a node's clock is off, to the header's second. `None` when the
+/// server sends none or cannot be reached.
+pub fn server_date(target: &Target) -> Option<crate::clock::ServerDate> {
+    let page = models_page(target, Duration::from_secs(5)).ok()?;
     let local = crate::clock::unix_time_secs();
     let date = page.header("date")?.to_string();
     Some(crate::clock::ServerDate {

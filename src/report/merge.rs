@@ -476,15 +476,7 @@ fn build(nodes: &[NodeRun], incomplete: &[String]) -> Result<Report, String> {
                 .join(", ")
         ),
     };
-    let error_adjusted = if failed > 0 {
-        vec![
-            super::error_adjusted("time_to_first_token", &metrics.ttft, failed),
-            super::error_adjusted("inter_token_latency", &metrics.itl, failed),
-            super::error_adjusted("request_latency", &metrics.latency, failed),
-        ]
-    } else {
-        Vec::new()
-    };
+    let error_adjusted = super::error_adjusted_all(&metrics, failed);
     Ok(Report {
         metrics,
         client_delay,

@@ -166,9 +166,21 @@ pub struct ErrorAdjusted {
     pub percentiles: Vec<(&'static str, Option<f64>)>,
 }
 
+/// TTFT, ITL and request latency adjusted for `failed` requests (none without failures).
+fn error_adjusted_all(m: &Metrics, failed: u64) -> Vec<ErrorAdjusted> {
+    if failed == 0 {
+        return Vec::new();
+    }
+    vec![
+        error_adjusted("time_to_first_token", &m.ttft, failed),
+        error_adjusted("inter_token_latency", &m.itl, failed),
+        error_adjusted("request_latency", &m.latency, failed),
+    ]
+}
+
 /// The percentiles of `d`'s values together with one +∞ per failed request, by AIPerf's rule
 /// for its `adj_*` figures (numpy's `nearest`).
-pub(crate) fn error_adjusted(metric: &'static str, d: &Dist, failed: u64) -> ErrorAdjusted {
+fn error_adjusted(metric: &'static str, d: &Dist, failed: u64) -> ErrorAdjusted {
     ErrorAdjusted {
         metric,
         percentiles: crate::stats::PERCENTILES
@@ -496,15 +508,7 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
             window_ns,
         )
     });
-    let error_adjusted = if failed > 0 {
-        vec![
-            error_adjusted("time_to_first_token", &metrics.ttft, failed),
-            error_adjusted("inter_token_latency", &metrics.itl, failed),
-            error_adjusted("request_latency", &metrics.latency, failed),
-        ]
-    } else {
-        Vec::new()
-    };
+    let error_adjusted = error_adjusted_all(&metrics, failed);
     let health = health::assess(
         &health::Inputs {
             shards: &out.shards,

@@ -168,6 +168,29 @@ fn assert_equal(merged: &Value, single: &Value, console: &str) {
     }
 }
 
+/// Merges the node folders into `root/merged` and checks it against the nodes' own values and
+/// the single process's run in `root/single`; returns the console, the merged and the single
+/// JSON.
+fn merge_and_compare(dirs: &[PathBuf], root: &Path) -> (String, Value, Value) {
+    let (code, console, merged) = merge(dirs, &root.join("merged"));
+    assert_eq!(code, 0, "{console}");
+    assert_exact(&merged, dirs);
+    let single = json(&root.join("single/profile_export_ringperf.json"));
+    assert_equal(&merged, &single, &console);
+    // Every distribution the single process reports, the merge reports, over as many values.
+    for (k, v) in single.as_object().unwrap() {
+        if let Some(n) = v.get("count") {
+            assert_eq!(&merged[k]["count"], n, "{k}");
+        }
+    }
+    // The same requests, by id, as the single process sent.
+    assert_eq!(
+        ids(&root.join("merged/profile_export.jsonl")),
+        ids(&root.join("single/profile_export.jsonl"))
+    );
+    (console, merged, single)
+}
+
 #[test]
 fn four_nodes_merge_to_what_one_process_measures_closed_loop() {
     let _alone = support::alone();
@@ -189,22 +212,7 @@ fn four_nodes_merge_to_what_one_process_measures_closed_loop() {
             .iter()
             .all(|id| u64::from_str_radix(id, 16).unwrap() % 4 == i as u64));
     }
-    let (code, console, merged) = merge(&dirs, &root.join("merged"));
-    assert_eq!(code, 0, "{console}");
-    assert_exact(&merged, &dirs);
-    let single = json(&root.join("single/profile_export_ringperf.json"));
-    assert_equal(&merged, &single, &console);
-    // Every distribution the single process reports, the merge reports, over as many values.
-    for (k, v) in single.as_object().unwrap() {
-        if let Some(n) = v.get("count") {
-            assert_eq!(&merged[k]["count"], n, "{k}");
-        }
-    }
-    // The same requests, by id, as the single process sent.
-    assert_eq!(
-        ids(&root.join("merged/profile_export.jsonl")),
-        ids(&root.join("single/profile_export.jsonl"))
-    );
+    let (console, merged, single) = merge_and_compare(&dirs, &root);
     // Throughput over the union window: four nodes of 2 streams are one load of 8.
     let tput = |d: &Value| d["request_throughput"]["avg"].as_f64().unwrap();
     assert!(
@@ -340,15 +348,7 @@ fn four_nodes_merge_to_what_one_process_measures_open_loop() {
                  --output-tokens-mean 8 --output-tokens-mean-deterministic \
                  --synthetic-input-tokens-mean 64";
     let dirs = nodes_and_single(&url, flags, 4, &root);
-    let (code, console, merged) = merge(&dirs, &root.join("merged"));
-    assert_eq!(code, 0, "{console}");
-    assert_exact(&merged, &dirs);
-    let single = json(&root.join("single/profile_export_ringperf.json"));
-    assert_equal(&merged, &single, &console);
-    assert_eq!(
-        ids(&root.join("merged/profile_export.jsonl")),
-        ids(&root.join("single/profile_export.jsonl"))
-    );
+    let (console, merged, single) = merge_and_compare(&dirs, &root);
     // The nodes' arrivals together are the single schedule: the same rate on the wall clock.
     let rate = |d: &Value| d["scheduled_request_rate"]["avg"].as_f64().unwrap();
     assert!(
@@ -370,39 +370,25 @@ fn splits_that_cannot_be_one_load_are_refused() {
         assert_eq!(code, 2, "{extra:?}: {err}");
         err
     };
-    let e = refused(&[
-        "--node-count",
-        "4",
-        "--node-index",
-        "1",
-        "--concurrency",
-        "2",
-    ]);
-    assert!(e.contains("leaves a node without load"), "{e}");
-    let e = refused(&["--node-count", "4"]);
-    assert!(e.contains("--node-index"), "{e}");
-    let e = refused(&[
-        "--node-count",
-        "2",
-        "--node-index",
-        "0",
-        "--concurrency",
-        "2,4",
-    ]);
-    assert!(e.contains("--start-at and --benchmark-duration"), "{e}");
-    let e = refused(&[
-        "--node-count",
-        "2",
-        "--node-index",
-        "0",
-        "--concurrency",
-        "8..32",
-        "--staircase",
-        "1s",
-    ]);
-    assert!(e.contains("--staircase"), "{e}");
-    let e = refused(&["--start-at", "soon"]);
-    assert!(e.contains("RFC 3339"), "{e}");
+    for (flags, says) in [
+        (
+            "--node-count 4 --node-index 1 --concurrency 2",
+            "leaves a node without load",
+        ),
+        ("--node-count 4", "--node-index"),
+        (
+            "--node-count 2 --node-index 0 --concurrency 2,4",
+            "--start-at and --benchmark-duration",
+        ),
+        (
+            "--node-count 2 --node-index 0 --concurrency 8..32 --staircase 1s",
+            "--staircase",
+        ),
+        ("--start-at soon", "RFC 3339"),
+    ] {
+        let e = refused(&flags.split_whitespace().collect::<Vec<_>>());
+        assert!(e.contains(says), "{flags}: {e}");
+    }
 }
 
 #[test]
