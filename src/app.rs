@@ -495,7 +495,8 @@ fn check_split(sweep: &SweepSpec, plan: &Plan) -> Result<(), Fatal> {
     };
     if let Some(flag) = adaptive {
         return Err(Fatal(format!(
-            "{flag} decides each next load from what was measured, which one node of {} cannot              judge alone: sweep a list of loads instead (--concurrency 8,16,32)",
+            "{flag} decides each next load from what was measured, which one node of {} cannot \
+             judge alone: sweep a list of loads instead (--concurrency 8,16,32)",
             plan.load.nodes.count
         )));
     }
@@ -503,7 +504,9 @@ fn check_split(sweep: &SweepSpec, plan: &Plan) -> Result<(), Fatal> {
     let l = &plan.spec.load;
     if several && (l.start_at_unix_ns.is_none() || l.benchmark_duration_ns.is_none()) {
         return Err(Fatal(
-            "a sweep or repeated runs on several nodes run on a common timetable: give              --start-at and --benchmark-duration (run k starts at --start-at + k × (ramp-up +              duration + grace period + pause + 5 s))"
+            "a sweep or repeated runs on several nodes run on a common timetable: give \
+             --start-at and --benchmark-duration (run k starts at --start-at + k × (ramp-up + \
+             duration + grace period + pause + 5 s))"
                 .into(),
         ));
     }
