@@ -275,15 +275,19 @@ fn run_ringperf(streams: usize, rate: u64, driver: &str, secs: u64) -> Figures {
     let load = closed_loop(streams, secs, OSL);
     let load: Vec<&str> = load.iter().map(String::as_str).collect();
     let args = client_args(sim.port, driver, &load);
-    // The plan (prompts, tokenizer) is built before the baseline: RSS per stream is the
-    // engine's alone.
+    // The plan (prompts, tokenizer) is built before the baseline, and the report after the
+    // peak is taken: RSS per stream is the engine's alone, as the raw drain's is its loop's.
+    // (The report's memory grows with the run's requests and events, not with its streams.)
     let plan = args.plan().unwrap();
     let base = rss_kib();
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = rss_sampler(stop.clone());
-    let r = run_plan(plan, None);
+    let (out, settings) = run_engine(plan, None);
     stop.store(true, Ordering::Relaxed);
     let peak = sampler.join().unwrap();
+    let r = ringperf::report::build(out, &settings);
+    // Zeros from a run that measured nothing would read as figures.
+    assert!(r.completed > 0, "ringperf measured nothing: {:?}", r.errors);
     let shard = &r.health.shards[0];
     Figures {
         cpu_us_per_event: shard.cpu_us_per_event,
@@ -318,14 +322,15 @@ fn run_client(
     args: &ringperf::cli::ProfileArgs,
     probe: Option<ringperf::engine::InFlightProbe>,
 ) -> ringperf::report::Report {
-    run_plan(args.plan().unwrap(), probe)
+    let (out, settings) = run_engine(args.plan().unwrap(), probe);
+    ringperf::report::build(out, &settings)
 }
 
-/// Places and runs a planned client.
-fn run_plan(
+/// Places and runs a planned client; the report is the caller's to build.
+fn run_engine(
     plan: ringperf::plan::Plan,
     probe: Option<ringperf::engine::InFlightProbe>,
-) -> ringperf::report::Report {
+) -> (ringperf::engine::RunOutput, ringperf::report::Settings) {
     let placement = ringperf::engine::place(&plan, &[]).unwrap();
     let settings = ringperf::report::Settings::of(&plan);
     let out = ringperf::engine::run(
@@ -335,7 +340,7 @@ fn run_plan(
         probe,
     )
     .unwrap();
-    ringperf::report::build(out, &settings)
+    (out, settings)
 }
 
 /// `ringperf profile` flags for a streaming client of one shard on CPU 1, plus `load`.
@@ -355,6 +360,9 @@ fn profile_args(port: u16, more: &[&str]) -> ringperf::cli::ProfileArgs {
         "profile",
         "--url",
         &url,
+        // Planned here without the preflight that would ask the server: its model by name.
+        "--model",
+        "ringperf-sim",
         "--streaming",
         "--synthetic-input-tokens-mean",
         "16",
