@@ -456,13 +456,13 @@ async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record)
     }
 }
 
-/// The first wait after a connection failed to open, doubled at each failure in a row up to
-/// [`BACKOFF_MAX_NS`].
 /// Content events a response has recorded so far.
 fn content_events(rec: &Record) -> usize {
     usize::from(rec.first_content_ns.is_some()) + rec.chunk_gaps_ns.len()
 }
 
+/// The first wait after a connection failed to open, doubled at each failure in a row up to
+/// [`BACKOFF_MAX_NS`].
 const BACKOFF_FIRST_NS: u64 = 1_000_000;
 const BACKOFF_MAX_NS: u64 = 500_000_000;
 
@@ -612,7 +612,7 @@ async fn drive(
                     if measured {
                         let now = now_ns();
                         shard.record_lag.borrow_mut().record(now - t);
-                        let events = content_events(rec) - events_before;
+                        let events = content_events(rec).saturating_sub(events_before);
                         if events >= 2 {
                             // The older events carry the newest one's stamp: say how many, and
                             // how long they can have waited.
