@@ -25,10 +25,13 @@ pub fn profile_args(flags: &[&str]) -> ProfileArgs {
     }
 }
 
-/// A fresh artifact folder under the target directory.
+/// A fresh artifact folder under the target directory, its own for every call: a helper that
+/// several tests call at once (they run in parallel) never gets a folder another one is using.
 pub fn artifact_dir(name: &str) -> std::path::PathBuf {
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, Ordering::Relaxed);
     let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("{name}-{}", std::process::id()));
+        .join(format!("{name}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     d
 }
