@@ -456,21 +456,56 @@ mod tests {
         assert!(thread_cpu_ns() > a);
     }
 
-    #[test]
-    fn bytes_read_together_carry_the_newest_stamp() {
+    /// A loopback pair whose receiving end gets kernel receive stamps. The kernel turns
+    /// packet stamping on a moment after the first socket asks for it: probe bytes go across
+    /// until one comes back stamped.
+    fn stamped_pair() -> (std::net::TcpStream, std::net::TcpStream) {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
         c.set_nodelay(true).unwrap();
         let (s, _) = l.accept().unwrap();
         set_rx_timestamps(s.as_raw_fd());
-        // The kernel turns packet stamping on a moment after the first socket asks for it.
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        let deadline = monotonic_ns() + 10_000_000_000;
+        let mut buf = Vec::with_capacity(64);
+        loop {
+            (&c).write_all(b".").unwrap();
+            wait_queued(&s, 1);
+            buf.clear();
+            if let (_, Some(_)) = recvmsg_stamped(s.as_raw_fd(), &mut buf).unwrap() {
+                return (c, s);
+            }
+            assert!(monotonic_ns() < deadline, "the kernel never stamped a read");
+        }
+    }
+
+    /// Waits until at least `n` bytes are queued on `s` (bounded: 10 s).
+    fn wait_queued(s: &std::net::TcpStream, n: libc::c_int) {
+        let deadline = monotonic_ns() + 10_000_000_000;
+        loop {
+            let mut queued: libc::c_int = 0;
+            // SAFETY: FIONREAD writes one int.
+            assert_eq!(
+                unsafe { libc::ioctl(s.as_raw_fd(), libc::FIONREAD, &mut queued) },
+                0
+            );
+            if queued >= n {
+                return;
+            }
+            assert!(monotonic_ns() < deadline, "{queued} of {n} bytes came");
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn bytes_read_together_carry_the_newest_stamp() {
+        let (mut c, s) = stamped_pair();
         c.write_all(b"older").unwrap();
-        // Two segments 20 ms apart, both queued before the socket is read.
+        // Two segments 20 ms apart (the gap is the point of the test), both queued before the
+        // socket is read.
         std::thread::sleep(std::time::Duration::from_millis(20));
         let second = monotonic_ns();
         c.write_all(b"newer").unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        wait_queued(&s, 10);
         let mut buf = Vec::with_capacity(64);
         let (n, stamp) = recvmsg_stamped(s.as_raw_fd(), &mut buf).unwrap();
         assert_eq!((n, &buf[..]), (10, &b"oldernewer"[..]));
@@ -480,13 +515,9 @@ mod tests {
 
     #[test]
     fn kernel_receive_stamps_predate_the_read() {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let (s, _) = l.accept().unwrap();
-        set_rx_timestamps(s.as_raw_fd());
-        // The kernel turns packet stamping on a moment after the first socket asks for it.
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        let (mut c, s) = stamped_pair();
         c.write_all(b"hello").unwrap();
+        // The bytes age 30 ms in the socket before the read (the point of the test).
         std::thread::sleep(std::time::Duration::from_millis(30));
         let mut buf = Vec::with_capacity(64);
         let (n, stamp) = recvmsg_stamped(s.as_raw_fd(), &mut buf).unwrap();
