@@ -59,11 +59,17 @@ impl std::fmt::Debug for Dist {
     }
 }
 
+/// An empty histogram of every distribution's layout (1 ns to [`MAX_VALUE`], 3 significant
+/// digits): histograms of this layout add up.
+pub fn empty_histogram() -> Histogram<u32> {
+    Histogram::new_with_bounds(1, MAX_VALUE, SIGFIG).expect("valid bounds")
+}
+
 impl Dist {
     /// An empty distribution.
     pub fn new() -> Dist {
         Dist {
-            hist: Histogram::new_with_bounds(1, MAX_VALUE, SIGFIG).expect("valid bounds"),
+            hist: empty_histogram(),
             count: 0,
             sum: 0,
             sum_sq: 0,

@@ -230,18 +230,37 @@ pub fn totals(
     output_tps: f64,
     price_eur_hour: Option<f64>,
 ) -> GpuTotals {
-    let energy_j: f64 = gpus.iter().filter_map(|g| g.energy_j).sum();
-    let per = |n: u64| (n > 0 && energy_j > 0.0).then(|| energy_j / n as f64);
-    GpuTotals {
-        energy_j,
-        avg_power_w: gpus.iter().filter_map(|g| g.power_w.map(|p| p.avg)).sum(),
-        joules_per_output_token: per(output_tokens),
-        output_tokens_per_joule: (energy_j > 0.0 && output_tokens > 0)
-            .then(|| output_tokens as f64 / energy_j),
-        joules_per_request: per(requests),
-        eur_per_million_output_tokens: price_eur_hour
+    GpuTotals::of(
+        gpus.iter().filter_map(|g| g.energy_j).sum(),
+        gpus.iter().filter_map(|g| g.power_w.map(|p| p.avg)).sum(),
+        output_tokens,
+        requests,
+        price_eur_hour
             .filter(|_| output_tps > 0.0)
             .map(|p| p * gpus.len().max(1) as f64 / (output_tps * 3600.0) * 1e6),
+    )
+}
+
+impl GpuTotals {
+    /// Totals of `energy_j` and `avg_power_w` (summed over GPUs), with the per-token and
+    /// per-request figures they give.
+    pub fn of(
+        energy_j: f64,
+        avg_power_w: f64,
+        output_tokens: u64,
+        requests: u64,
+        eur_per_million_output_tokens: Option<f64>,
+    ) -> GpuTotals {
+        let per = |n: u64| (n > 0 && energy_j > 0.0).then(|| energy_j / n as f64);
+        GpuTotals {
+            energy_j,
+            avg_power_w,
+            joules_per_output_token: per(output_tokens),
+            output_tokens_per_joule: (energy_j > 0.0 && output_tokens > 0)
+                .then(|| output_tokens as f64 / energy_j),
+            joules_per_request: per(requests),
+            eur_per_million_output_tokens,
+        }
     }
 }
 

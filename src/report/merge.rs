@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use super::export::{self, Times};
 use super::node::{self, NodeFile, Span};
 use super::{ErrorCount, Goodput, Report};
-use crate::stats::{Dist, Moments};
+use crate::stats::{empty_histogram, Dist};
 
 /// Start skew between nodes above which the merge warns (ns).
 pub const SKEW_LIMIT_NS: u64 = 10_000_000;
@@ -109,40 +109,22 @@ fn read_node(dir: &Path) -> Result<NodeRun, String> {
     })
 }
 
-/// Adds `b`'s moments to `a`'s.
-fn add_moments(a: &Moments, b: &Moments) -> Option<Moments> {
-    let add =
-        |x: &str, y: &str| Some((x.parse::<u128>().ok()? + y.parse::<u128>().ok()?).to_string());
-    Some(Moments {
-        count: a.count + b.count,
-        sum: add(&a.sum, &b.sum)?,
-        sum_sq: add(&a.sum_sq, &b.sum_sq)?,
-        min: a.min.min(b.min),
-        max: a.max.max(b.max),
-    })
-}
-
-/// The metric `tag` over every node.
+/// The metric `tag` over every node: each node's histogram and moments rebuilt, then merged.
 fn merged_dist(nodes: &[NodeRun], tag: &str) -> Result<Dist, String> {
-    let mut hist = node::empty();
-    let mut moments: Option<Moments> = None;
+    let mut all = Dist::new();
     for n in nodes {
         let (Some(h), Some(m)) = (n.hists.get(tag), n.file.moments.get(tag)) else {
             continue;
         };
-        hist.add(h)
-            .map_err(|e| format!("{}: {tag}: {e:?}", n.dir.display()))?;
-        moments = Some(match moments {
-            None => m.clone(),
-            Some(a) => add_moments(&a, m)
-                .ok_or_else(|| format!("{}: {tag}: unreadable moments", n.dir.display()))?,
-        });
+        let part = Dist::from_parts(h, m).ok_or_else(|| {
+            format!(
+                "{}: {tag}: the histogram holds another count than the moments",
+                n.dir.display()
+            )
+        })?;
+        all.merge(&part);
     }
-    match moments {
-        None => Ok(Dist::new()),
-        Some(m) => Dist::from_parts(&hist, &m)
-            .ok_or_else(|| format!("{tag}: the histograms hold another count than the moments")),
-    }
+    Ok(all)
 }
 
 /// One line per node for the console and the JSON.
@@ -170,9 +152,9 @@ fn node_json(n: &NodeRun, first_start: u64) -> Value {
     })
 }
 
-/// The input configuration of the whole load: node 0's, without its own place.
-fn whole_config(nodes: &[NodeRun]) -> Value {
-    let mut c = nodes[0]
+/// The input configuration of the whole load as `n` ran it, without its own place.
+fn whole_config(n: &NodeRun) -> Value {
+    let mut c = n
         .profile
         .get("input_config")
         .cloned()
@@ -226,12 +208,12 @@ fn merge_run(dirs: &[PathBuf], out: &Path, title: &str) -> Result<Merged, Error>
             )));
         }
     }
-    let config = whole_config(&nodes);
+    let config = whole_config(first);
     // What makes it one load: the server, the requests and the load; folders, engines and
     // resolved addresses may differ from node to node.
     let load_of = |c: &Value| ["target", "workload", "load"].map(|k| c.get(k).cloned());
     for n in &nodes[1..] {
-        if load_of(&whole_config(std::slice::from_ref(n))) != load_of(&config) {
+        if load_of(&whole_config(n)) != load_of(&config) {
             return Err(Error(format!(
                 "{} ran other flags than {} (input_config differs beyond the node's place): \
                  these are not one load",
@@ -246,12 +228,13 @@ fn merge_run(dirs: &[PathBuf], out: &Path, title: &str) -> Result<Merged, Error>
             "node {i} of {count}: no run of it was given or it failed"
         ));
     }
-    let report = build(&nodes, &incomplete).map_err(Error)?;
+    // The first node's start: every node's skew and second are counted from it.
     let first_start = nodes
         .iter()
         .map(|n| n.file.clock.realtime_ns)
         .min()
         .unwrap_or(0);
+    let report = build(&nodes, &incomplete, first_start).map_err(Error)?;
     let times = Times {
         start: first_start as f64 / 1e9,
         end: nodes.iter().map(|n| n.file.ty_unix_ns).max().unwrap_or(0) as f64 / 1e9,
@@ -340,23 +323,17 @@ fn merged_gpu(nodes: &[NodeRun], output_tokens: u64, requests: u64) -> Option<Va
     if hosts.is_empty() {
         return None;
     }
-    let per = |n: u64| (n > 0 && energy_j > 0.0).then(|| energy_j / n as f64);
+    let totals =
+        crate::gpu::window::GpuTotals::of(energy_j, power_w, output_tokens, requests, None);
     Some(json!({
         "hosts": hosts,
-        "totals": {
-            "energy_j": energy_j,
-            "avg_power_w": power_w,
-            "joules_per_output_token": per(output_tokens),
-            "output_tokens_per_joule": (energy_j > 0.0 && output_tokens > 0)
-                .then(|| output_tokens as f64 / energy_j),
-            "joules_per_request": per(requests),
-        },
+        "totals": totals,
         "method": "each host's GPUs once (the first node on it), over that node's window",
     }))
 }
 
 /// The whole load's report from its nodes' counters and histograms.
-fn build(nodes: &[NodeRun], incomplete: &[String]) -> Result<Report, String> {
+fn build(nodes: &[NodeRun], incomplete: &[String], first_start: u64) -> Result<Report, String> {
     let mut metrics = super::Metrics::default();
     let tags: std::collections::BTreeSet<&String> =
         nodes.iter().flat_map(|n| n.hists.keys()).collect();
@@ -417,7 +394,6 @@ fn build(nodes: &[NodeRun], incomplete: &[String]) -> Result<Report, String> {
         .iter()
         .map(|i| format!("incomplete: {i}; the figures cover the other nodes only"))
         .collect();
-    let first_start = files.iter().map(|f| f.clock.realtime_ns).min().unwrap_or(0);
     for f in &files {
         let skew = f.clock.realtime_ns - first_start;
         if skew > SKEW_LIMIT_NS {
@@ -434,26 +410,19 @@ fn build(nodes: &[NodeRun], incomplete: &[String]) -> Result<Report, String> {
     let mut limited = Vec::new();
     for n in nodes {
         let i = n.file.node.index;
-        let h = n.profile.get("client_health");
-        for w in h
-            .and_then(|h| h.get("warnings"))
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-        {
-            warnings.push(format!("node {i}: {w}"));
-        }
-        for r in h
-            .and_then(|h| h.pointer("/distorted/reasons"))
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-        {
-            distorted.push(format!("node {i}: {r}"));
-        }
-        if h.and_then(|h| h.get("limited")) == Some(&Value::Bool(true)) {
+        // The node's own lines, named by it.
+        let lines = |pointer: &str| {
+            n.profile
+                .pointer(pointer)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(move |line| format!("node {i}: {line}"))
+        };
+        warnings.extend(lines("/client_health/warnings"));
+        distorted.extend(lines("/client_health/distorted/reasons"));
+        if n.profile.pointer("/client_health/limited") == Some(&Value::Bool(true)) {
             limited.push(i);
         }
     }
@@ -524,7 +493,9 @@ fn merge_timeline(nodes: &[NodeRun], first_start: u64) -> (Vec<Value>, Seconds) 
         for (at, tag, h) in &n.timeline {
             // The nearest whole second from the first node's start.
             let sec = (at.saturating_sub(first_start) + 500_000_000) / 1_000_000_000;
-            let slot = merged.entry((sec, tag.clone())).or_insert_with(node::empty);
+            let slot = merged
+                .entry((sec, tag.clone()))
+                .or_insert_with(empty_histogram);
             let _ = slot.add(h);
         }
     }
@@ -584,18 +555,7 @@ fn write_all(
     if let Ok(inputs) = std::fs::read(nodes[0].dir.join("inputs.json")) {
         std::fs::write(out.join("inputs.json"), inputs)?;
     }
-    let window_s = report.window_ns as f64 / 1e9;
-    node::write_log(
-        &out.join(node::HISTOGRAMS),
-        report.tx_ns,
-        "ringperf merge: each metric over the union of the nodes' measured windows",
-        |put| {
-            for (tag, d) in node::tagged(report).iter().filter(|(_, d)| d.count() > 0) {
-                put(0.0, window_s, tag, d.histogram())?;
-            }
-            Ok(())
-        },
-    )?;
+    node::write_histograms(report, out, report.tx_ns)?;
     node::write_log(
         &out.join(node::TIMELINE),
         first_start,
@@ -620,34 +580,17 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, Error> {
     if dirs.is_empty() {
         return Err(Error("merge: give the node folders to merge".into()));
     }
-    for d in dirs {
-        if !d.is_dir() {
-            // A folder a node never wrote is that node's failure, named in the report; a
-            // path that is no folder at all is a mistake in the command.
-            if d.exists() {
-                return Err(Error(format!("{}: not a folder", d.display())));
-            }
-        }
-    }
-    let sweeps: Vec<&PathBuf> = dirs
-        .iter()
-        .filter(|d| d.is_dir() && !is_run(d))
-        .filter(|d| {
-            std::fs::read_dir(d).is_ok_and(|mut it| {
-                it.any(|e| {
-                    e.is_ok_and(|e| {
-                        super::sweep::point_of_dir(&e.file_name().to_string_lossy()).is_some()
-                    })
-                })
-            })
-        })
-        .collect();
-    if sweeps.is_empty() {
-        return merge_run(dirs, out, "ringperf | merged");
-    }
-    // Point by point: every point folder any node wrote.
+    // Folders of sweeps merge point by point: every point folder any node wrote.
     let mut points = std::collections::BTreeSet::new();
-    for d in &sweeps {
+    for d in dirs {
+        // A folder a node never wrote is that node's failure, named in the report; a path
+        // that is no folder at all is a mistake in the command.
+        if d.exists() && !d.is_dir() {
+            return Err(Error(format!("{}: not a folder", d.display())));
+        }
+        if !d.is_dir() || is_run(d) {
+            continue;
+        }
         for e in std::fs::read_dir(d).map_err(|e| Error(format!("{}: {e}", d.display())))? {
             let name = e
                 .map_err(|e| Error(format!("{}: {e}", d.display())))?
@@ -658,6 +601,9 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, Error> {
                 points.insert(name);
             }
         }
+    }
+    if points.is_empty() {
+        return merge_run(dirs, out, "ringperf | merged");
     }
     let mut console = String::new();
     let mut incomplete = Vec::new();
@@ -695,7 +641,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ringperf-log-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("t.hlog");
-        let (mut a, mut b) = (node::empty(), node::empty());
+        let (mut a, mut b) = (empty_histogram(), empty_histogram());
         for v in 1..=100u64 {
             a.record(v * 1_000).unwrap();
             b.record(v * 7_000_000).unwrap();

@@ -19,7 +19,7 @@ use super::console::dist_rows;
 use super::{ErrorCount, Report};
 use crate::clock::{Anchor, ServerDate};
 use crate::plan::nodes::Nodes;
-use crate::stats::{Moments, MAX_VALUE};
+use crate::stats::{empty_histogram, Moments, MAX_VALUE};
 
 /// The counters and clock evidence of one run.
 pub const NODE_JSON: &str = "node.json";
@@ -103,7 +103,8 @@ pub struct Span {
 }
 
 impl Span {
-    fn of(times: impl Iterator<Item = u64>) -> Span {
+    /// How many `times`, and the first and last of them.
+    pub(crate) fn of(times: impl Iterator<Item = u64>) -> Span {
         let mut s = Span {
             count: 0,
             first: u64::MAX,
@@ -144,7 +145,7 @@ fn host_name() -> String {
 
 /// The metrics written to `histograms.hlog`: the report's distributions and the client's
 /// own delays, by tag.
-pub(crate) fn tagged(r: &Report) -> Vec<(&'static str, &crate::stats::Dist)> {
+fn tagged(r: &Report) -> Vec<(&'static str, &crate::stats::Dist)> {
     let mut all: Vec<_> = dist_rows(r)
         .into_iter()
         .map(|(t, _, d, _)| (t, d))
@@ -190,11 +191,6 @@ pub(crate) fn write_log(
     f.flush()
 }
 
-/// An empty histogram of the report's layout.
-pub(crate) fn empty() -> Histogram<u32> {
-    Histogram::new_with_bounds(1, MAX_VALUE, 3).expect("valid bounds")
-}
-
 /// Writes `node.json`, `histograms.hlog` and `timeline.hlog` for `r` into `dir`. `clock` was
 /// read at the run's start.
 pub(crate) fn write(
@@ -204,11 +200,7 @@ pub(crate) fn write(
     clock: &Anchor,
     server_date: Option<ServerDate>,
 ) -> std::io::Result<()> {
-    let measured = || {
-        r.records
-            .iter()
-            .filter(|x| x.phase == crate::record::Phase::Profiling && x.start_ns > 0)
-    };
+    let measured = || r.records.iter().filter(|x| x.is_measured_sent());
     let tagged = tagged(r);
     let file = NodeFile {
         schema: SCHEMA.into(),
@@ -243,19 +235,25 @@ pub(crate) fn write(
     j.push(b'\n');
     std::fs::write(dir.join(NODE_JSON), j)?;
 
+    write_histograms(r, dir, file.tx_unix_ns)?;
+    write_timeline(r, dir, clock)
+}
+
+/// `histograms.hlog`: every metric of `r` over its measured window, which starts at Unix ns
+/// `tx_unix_ns`.
+pub(crate) fn write_histograms(r: &Report, dir: &Path, tx_unix_ns: u64) -> std::io::Result<()> {
     let window_s = r.window_ns as f64 / 1e9;
     write_log(
         &dir.join(HISTOGRAMS),
-        file.tx_unix_ns,
+        tx_unix_ns,
         "ringperf: each metric over the measured window (ns; tokens; milli-tokens/s per user)",
         |put| {
-            for (tag, d) in tagged.iter().filter(|(_, d)| d.count() > 0) {
+            for (tag, d) in tagged(r).iter().filter(|(_, d)| d.count() > 0) {
                 put(0.0, window_s, tag, d.histogram())?;
             }
             Ok(())
         },
-    )?;
-    write_timeline(r, dir, clock)
+    )
 }
 
 /// `timeline.hlog`: for each second from the run's start, histograms of the measured
@@ -271,7 +269,7 @@ fn write_timeline(r: &Report, dir: &Path, clock: &Anchor) -> std::io::Result<()>
         .map(|(i, x)| (x.end_ns.saturating_sub(start) / 1_000_000_000, i))
         .collect();
     ends.sort_unstable();
-    let mut hists: Vec<Histogram<u32>> = TIMELINE_TAGS.iter().map(|_| empty()).collect();
+    let mut hists: Vec<Histogram<u32>> = TIMELINE_TAGS.iter().map(|_| empty_histogram()).collect();
     write_log(
         &dir.join(TIMELINE),
         clock.realtime_ns,
