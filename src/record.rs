@@ -219,6 +219,11 @@ impl Record {
         }
     }
 
+    /// True for a measured request that was sent (whatever came of it).
+    pub fn is_measured_sent(&self) -> bool {
+        self.phase == Phase::Profiling && self.start_ns > 0
+    }
+
     /// True for a successful measured request.
     pub fn is_measured_ok(&self) -> bool {
         self.phase == Phase::Profiling && self.outcome == Outcome::Ok

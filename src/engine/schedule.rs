@@ -130,11 +130,8 @@ impl Schedule for OpenLoop {
     }
 }
 
-/// Splits `total` into `parts` shares that differ by at most one.
-pub(super) fn share(total: u64, parts: usize, index: usize) -> u64 {
-    let parts = parts as u64;
-    total / parts + u64::from((index as u64) < total % parts)
-}
+/// Shards split a node's load as nodes split the whole.
+pub(super) use crate::plan::nodes::share;
 
 #[cfg(test)]
 mod tests {

@@ -34,10 +34,9 @@ impl Nodes {
         self.count > 1
     }
 
-    /// This node's share of `total`; the shares differ by at most one, the larger ones on the
-    /// lowest indices.
+    /// This node's share of `total` (see [`share`]).
     pub fn share(&self, total: u64) -> u64 {
-        total / self.count + u64::from(self.index < total % self.count)
+        share(total, self.count as usize, self.index as usize)
     }
 
     /// Where shard `shard` of this node's `shards` stands among every node's shards: it takes
@@ -46,6 +45,13 @@ impl Nodes {
         let count = self.count as usize;
         (self.index as usize + count * shard, count * shards)
     }
+}
+
+/// Share `index` of `total` split into `parts` shares that differ by at most one, the larger
+/// ones on the lowest indices.
+pub fn share(total: u64, parts: usize, index: usize) -> u64 {
+    let parts = parts as u64;
+    total / parts + u64::from((index as u64) < total % parts)
 }
 
 /// Where a node's place comes from: the flags, else the job engine's environment (a

@@ -301,7 +301,7 @@ pub(crate) fn write_records(r: &Report, path: &Path) -> std::io::Result<()> {
             "input_sequence_length".into(),
             json!({"value": rec.isl, "unit": "tokens"}),
         );
-        let line = json!({
+        let mut line = json!({
             "metadata": {
                 "x_request_id": crate::http::request::format_id(rec.id),
                 "shard": rec.shard,
@@ -329,7 +329,6 @@ pub(crate) fn write_records(r: &Report, path: &Path) -> std::io::Result<()> {
             },
             "metrics": metrics,
         });
-        let mut line = line;
         if let Some(n) = r.node {
             line["metadata"]["node"] = json!(n.index);
             line["metadata"]["wall_offset_ns"] = json!(n.wall_offset_ns);

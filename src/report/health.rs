@@ -225,11 +225,7 @@ pub(super) fn merge_window_ns(kernel_stamps: bool, chunk_gaps: &Dist) -> u64 {
 /// measured send (closed loop: the cap is full there but for the gaps between a response
 /// and the next send).
 fn held(records: &[Record], asked: u64) -> Option<Held> {
-    let measured = || {
-        records
-            .iter()
-            .filter(|r| r.phase == Phase::Profiling && r.start_ns > 0)
-    };
+    let measured = || records.iter().filter(|r| r.is_measured_sent());
     let (from, to) = measured().fold((u64::MAX, 0), |(a, b), r| {
         (a.min(r.start_ns), b.max(r.start_ns))
     });

@@ -57,43 +57,36 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Every distribution with its export tag.
+    fn tagged_mut(&mut self) -> [(&'static str, &mut Dist); 12] {
+        [
+            ("time_to_first_token", &mut self.ttft),
+            ("time_to_first_output_token", &mut self.ttfo),
+            ("time_to_second_token", &mut self.ttst),
+            ("inter_token_latency", &mut self.itl),
+            ("inter_chunk_latency", &mut self.icl),
+            ("request_latency", &mut self.latency),
+            ("output_sequence_length", &mut self.osl),
+            ("input_sequence_length", &mut self.isl),
+            ("output_token_throughput_per_user", &mut self.per_user),
+            ("scheduled_time_to_first_token", &mut self.sched_ttft),
+            ("scheduled_request_latency", &mut self.sched_latency),
+            ("dispatch_delay", &mut self.dispatch_delay),
+        ]
+    }
+
     /// Sorts every distribution's values: percentiles are exact from now on.
     pub fn seal(&mut self) {
-        for d in [
-            &mut self.ttft,
-            &mut self.ttfo,
-            &mut self.ttst,
-            &mut self.itl,
-            &mut self.icl,
-            &mut self.latency,
-            &mut self.osl,
-            &mut self.isl,
-            &mut self.per_user,
-            &mut self.sched_ttft,
-            &mut self.sched_latency,
-            &mut self.dispatch_delay,
-        ] {
+        for (_, d) in self.tagged_mut() {
             d.seal();
         }
     }
 
     /// The distribution of a metric by its export tag (`time_to_first_token`, …).
     pub fn by_tag(&mut self, tag: &str) -> Option<&mut Dist> {
-        Some(match tag {
-            "time_to_first_token" => &mut self.ttft,
-            "time_to_first_output_token" => &mut self.ttfo,
-            "time_to_second_token" => &mut self.ttst,
-            "inter_token_latency" => &mut self.itl,
-            "inter_chunk_latency" => &mut self.icl,
-            "request_latency" => &mut self.latency,
-            "output_sequence_length" => &mut self.osl,
-            "input_sequence_length" => &mut self.isl,
-            "output_token_throughput_per_user" => &mut self.per_user,
-            "scheduled_time_to_first_token" => &mut self.sched_ttft,
-            "scheduled_request_latency" => &mut self.sched_latency,
-            "dispatch_delay" => &mut self.dispatch_delay,
-            _ => return None,
-        })
+        self.tagged_mut()
+            .into_iter()
+            .find_map(|(t, d)| (t == tag).then_some(d))
     }
 
     /// Adds one successful measured request.

@@ -471,20 +471,9 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         .iter()
         .filter(|r| r.phase == crate::record::Phase::RampUp)
         .count() as u64;
-    let rate_of = |times: &mut Vec<u64>| {
-        times.sort_unstable();
-        match (times.first(), times.last()) {
-            (Some(a), Some(b)) if b > a => (times.len() - 1) as f64 / ((b - a) as f64 / 1e9),
-            _ => 0.0,
-        }
-    };
-    let measured_sent = || {
-        records
-            .iter()
-            .filter(|r| r.phase == crate::record::Phase::Profiling && r.start_ns > 0)
-    };
-    let achieved_rate = rate_of(&mut measured_sent().map(|r| r.start_ns).collect());
-    let scheduled_rate = rate_of(&mut measured_sent().filter_map(|r| r.intended_ns).collect());
+    let measured_sent = || records.iter().filter(|r| r.is_measured_sent());
+    let achieved_rate = node::Span::of(measured_sent().map(|r| r.start_ns)).rate();
+    let scheduled_rate = node::Span::of(measured_sent().filter_map(|r| r.intended_ns)).rate();
     if metrics.dispatch_delay.count() > 0 {
         let p99 = metrics.dispatch_delay.percentile(99.0);
         if p99 > health::DISPATCH_LIMIT_NS && scheduled_rate > 0.0 {
