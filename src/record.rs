@@ -297,6 +297,53 @@ impl Record {
     }
 }
 
+/// Records per block of a [`RecordLog`] (about 350 KiB).
+const LOG_BLOCK: usize = 1024;
+
+/// A shard's finished requests, kept in fixed-size blocks. A single growing array would be
+/// copied at each doubling and leave the old copy's pages behind in the allocator, which in a
+/// long run about doubled the memory the records take.
+#[derive(Debug, Default)]
+pub struct RecordLog {
+    blocks: Vec<Vec<Record>>,
+    len: usize,
+}
+
+impl RecordLog {
+    /// Keeps `rec`.
+    pub fn push(&mut self, rec: Record) {
+        match self.blocks.last_mut() {
+            Some(b) if b.len() < LOG_BLOCK => b.push(rec),
+            _ => {
+                let mut b = Vec::with_capacity(LOG_BLOCK);
+                b.push(rec);
+                self.blocks.push(b);
+            }
+        }
+        self.len += 1;
+    }
+
+    /// Records kept.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when none is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// All records, in the order kept, in one array of exactly their number; each block is
+    /// freed as soon as it is moved.
+    pub fn into_vec(self) -> Vec<Record> {
+        let mut all = Vec::with_capacity(self.len);
+        for b in self.blocks {
+            all.extend(b);
+        }
+        all
+    }
+}
+
 /// One reading of a server's requests in flight: by `t_ns`, `integral` request·nanoseconds
 /// had accumulated; its rise over a window divided by the window's length is the mean number
 /// of requests in flight.
@@ -328,5 +375,21 @@ mod tests {
         assert_eq!(r.itl(), None);
         assert_eq!(Outcome::HttpStatus(404).name(), "http_404");
         assert_eq!(Outcome::HttpStatus(404).code(), 404);
+    }
+
+    #[test]
+    fn a_record_log_keeps_every_record_in_order_across_blocks() {
+        let mut log = RecordLog::default();
+        assert!(log.is_empty());
+        let n = 2 * LOG_BLOCK + 3;
+        for id in 0..n as u64 {
+            log.push(Record::new(id, 0, Phase::Profiling, 0, 1));
+        }
+        assert_eq!(log.len(), n);
+        assert_eq!(log.blocks.len(), 3);
+        assert!(log.blocks.iter().all(|b| b.capacity() == LOG_BLOCK));
+        let all = log.into_vec();
+        assert_eq!(all.capacity(), n);
+        assert!(all.iter().map(|r| r.id).eq(0..n as u64));
     }
 }

@@ -425,7 +425,7 @@ fn shard_thread(
             .zip(own_schedstat())
             .map(|(a, b)| b.wait_ns.saturating_sub(a.wait_ns));
         shard.close().await;
-        let records = std::mem::take(&mut *shard.records.borrow_mut());
+        let records = std::mem::take(&mut *shard.records.borrow_mut()).into_vec();
         let scratch = std::mem::take(&mut *shard.scratch.borrow_mut());
         let record_lag = std::mem::take(&mut *shard.record_lag.borrow_mut());
         let shared = (

@@ -300,7 +300,8 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
     let mut client_delay = Dist::new();
     let mut record_lag = Dist::new();
     let mut shared = SharedReads::default();
-    let mut records = Vec::new();
+    // One array of the exact size: a doubling one would leave its old copies' pages behind.
+    let mut records = Vec::with_capacity(out.shards.iter().map(|s| s.records.len()).sum());
     let mut driver = String::new();
     let mut starved = vec![0u64; out.watch.len()];
     for s in &mut out.shards {
@@ -317,6 +318,7 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
             starved[i] += n;
         }
         records.append(&mut s.records);
+        s.records = Vec::new();
     }
     records.sort_by_key(|r| r.id);
     for r in &mut records {
