@@ -28,8 +28,12 @@ use crate::record::{Outcome, Record};
 use crate::stats::Dist;
 use crate::timer::FineTimer;
 
-/// Initial read buffer per connection. Only the pages the kernel writes become resident.
-const READ_BUF: usize = 16 * 1024;
+/// Read buffer per connection to start with: a streamed event or two. Small, so that
+/// thousands of idle streams cost little memory.
+const READ_BUF: usize = 2 * 1024;
+/// What a connection's read buffer may grow to, doubling after each read that filled it, so a
+/// backlog (a large body, a shard that fell behind) is taken in a few large reads.
+const READ_BUF_MAX: usize = 64 * 1024;
 /// Requests sent in a row before the dispatcher lets the runtime reap completed I/O.
 const DISPATCH_BATCH: usize = 256;
 /// How often the watcher looks at the stop flag and deadlines.
@@ -94,7 +98,7 @@ pub(crate) struct Shard {
     /// the time since the previous read of the same response, the longest their older events
     /// can have waited unseen (ns).
     pub shared_wait: RefCell<Dist>,
-    pub records: RefCell<Vec<Record>>,
+    pub records: RefCell<crate::record::RecordLog>,
     pub timer: FineTimer,
     progress: Arc<Progress>,
     stop: Arc<AtomicBool>,
@@ -142,7 +146,7 @@ impl Shard {
             record_lag: RefCell::new(Dist::new()),
             shared_events: Cell::new(0),
             shared_wait: RefCell::new(Dist::new()),
-            records: RefCell::new(Vec::new()),
+            records: RefCell::default(),
             timer: FineTimer::start()?,
             progress,
             stop,
@@ -503,7 +507,10 @@ async fn drive(
         if slot.conn.is_none() {
             let tls = plan.target.tls.as_ref().zip(shard.server_name.as_ref());
             let limit = Duration::from_nanos(plan.target.connect_timeout_ns);
-            match monoio::time::timeout(limit, Conn::open(plan.target.endpoint.addr, tls)).await {
+            // Boxed: opening (TLS handshake included) is rare on kept-alive connections, and
+            // inline its state would widen every request's task.
+            let open = Box::pin(Conn::open(plan.target.endpoint.addr, tls));
+            match monoio::time::timeout(limit, open).await {
                 Ok(Ok(mut c)) => {
                     shard.connect_failures.set(0);
                     if plan.spec.engine.kernel_timestamps {
@@ -608,6 +615,9 @@ async fn drive(
                         rbuf.clear();
                     } else {
                         rbuf.drain(..used);
+                    }
+                    if n >= room && rbuf.capacity() < READ_BUF_MAX {
+                        rbuf.reserve_exact(rbuf.capacity());
                     }
                     if measured {
                         let now = now_ns();
