@@ -337,12 +337,13 @@ impl Conn {
     /// Like [`Conn::recv`], and also returns when the kernel received the newest of the bytes
     /// (`CLOCK_MONOTONIC` ns), on plain connections with [`Conn::enable_rx_timestamps`]. The
     /// simulator anchors its timings there, so a burst of requests it has not read yet does
-    /// not shift them.
+    /// not shift them. Without stamps it is [`Conn::recv`]: one receive operation, no
+    /// readiness wait.
     pub(crate) async fn recv_stamped(
         &mut self,
         mut buf: Vec<u8>,
     ) -> (io::Result<(usize, Option<u64>)>, Vec<u8>) {
-        if self.tls.is_some() {
+        if !self.stamped {
             let (r, b) = self.recv(buf).await;
             return (r.map(|n| (n, None)), b);
         }

@@ -198,3 +198,25 @@ fn the_simulator_self_check_measures_both_sides_of_every_request() {
     let jsonl = std::fs::read_to_string(dir.join("profile_export.jsonl")).unwrap();
     assert!(jsonl.contains(r#""start_source":"kernel_tx""#));
 }
+
+#[test]
+fn without_kernel_stamps_every_event_is_read_and_timed_when_read() {
+    let _alone = support::alone();
+    let dir = artifact_dir("no-stamps");
+    let res = profile(
+        "--sim --streaming --no-kernel-timestamps --concurrency 8 --request-count 48 --output-tokens-mean 12 --output-tokens-stddev 0 --synthetic-input-tokens-mean 32 --num-dataset-entries 8",
+        &dir,
+    )
+    .expect("the run completes");
+    let r = &res.report;
+    assert_eq!(r.completed, 48, "{}", res.console);
+    for rec in r.records.iter().filter(|x| x.is_measured_ok()) {
+        assert_eq!(rec.start_source, ringperf::record::StartSource::Write, "{rec:?}");
+        assert_eq!(rec.osl, Some(12), "{rec:?}");
+        // Every content event was read: the first, then one gap per later event.
+        assert_eq!(rec.chunk_gaps_ns.len(), 11, "{rec:?}");
+        let first = rec.first_content_ns.expect("a first token");
+        assert!(first > rec.start_ns, "{rec:?}");
+        assert!(rec.last_content_ns.expect("a last token") >= first);
+    }
+}
