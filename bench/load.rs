@@ -380,8 +380,9 @@ fn profile_args(port: u16, more: &[&str]) -> ringperf::cli::ProfileArgs {
     *args
 }
 
-/// Dispatch delay p50/p99 (µs) and achieved/scheduled rate of an open-loop run.
-fn dispatch_lateness(rate: u64, driver: &str, secs: u64) -> (f64, f64, f64) {
+/// Dispatch delay p50/p99 (µs), achieved/scheduled rate and the shard's CPU share of an
+/// open-loop run.
+fn dispatch_lateness(rate: u64, driver: &str, secs: u64) -> (f64, f64, f64, f64) {
     let sim = spawn_sim("--ttft 5ms --itl 2ms --shards 1", None);
     let (r, dur) = (rate.to_string(), format!("{secs}s"));
     let warm = (rate / 5).to_string();
@@ -405,6 +406,7 @@ fn dispatch_lateness(rate: u64, driver: &str, secs: u64) -> (f64, f64, f64) {
         d.percentile(50.0) as f64 / 1e3,
         d.percentile(99.0) as f64 / 1e3,
         r.achieved_rate / r.scheduled_rate.max(1e-9),
+        r.health.shards[0].cpu_utilization,
     )
 }
 
@@ -706,15 +708,16 @@ fn main() {
     if !opts.dispatch.is_empty() {
         println!("dispatch lateness: Poisson arrivals, simulator on CPU 0, client (1 shard) on CPU 1, driver {driver}, {} s, median of {} runs", opts.secs, opts.runs);
         for &rate in &opts.dispatch {
-            let runs: Vec<(f64, f64, f64)> = (0..opts.runs)
+            let runs: Vec<_> = (0..opts.runs)
                 .map(|_| dispatch_lateness(rate, driver, opts.secs))
                 .collect();
-            let m = |f: fn(&(f64, f64, f64)) -> f64| median(runs.iter().map(f).collect());
+            let m = |f: fn(&(f64, f64, f64, f64)) -> f64| median(runs.iter().map(f).collect());
             println!(
-                "{rate:>6} req/s: dispatch delay p50 {:>6.1} µs  p99 {:>7.1} µs  (target p99 ≤ 200 µs); achieved {:.1}% of the schedule",
+                "{rate:>6} req/s: dispatch delay p50 {:>6.1} µs  p99 {:>7.1} µs  (target p99 ≤ 200 µs); achieved {:.1}% of the schedule; shard CPU {:.0}% (target < 60%)",
                 m(|x| x.0),
                 m(|x| x.1),
-                m(|x| x.2) * 100.0
+                m(|x| x.2) * 100.0,
+                m(|x| x.3) * 100.0
             );
         }
         return;
