@@ -313,7 +313,10 @@ impl Exchange {
                     rec.text.push_str(&p.reasoning);
                     rec.text.push_str(&p.content);
                 }
-                rec.finish_reason = p.finish_reason.map(str::to_string);
+                rec.finish_reason = None;
+                if let Some(f) = p.finish_reason {
+                    rec.set_finish_reason(f);
+                }
                 apply_usage(p.usage, rec);
             }
             Err(e) => self.failure = Some((Outcome::BadJson, cut(&e.to_string()))),
@@ -374,7 +377,7 @@ fn on_event(
         rec.text.push_str(&p.content);
     }
     if let Some(f) = p.finish_reason {
-        rec.finish_reason = Some(f.to_string());
+        rec.set_finish_reason(f);
     }
     apply_usage(p.usage, rec);
 }

@@ -3,6 +3,8 @@
 //! A failed request is data, not an error: its [`Outcome`] says what happened, is counted by
 //! kind, and the request is excluded from latency distributions (as in GenAI-Perf and AIPerf).
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 
 /// Which part of the run a request belonged to.
@@ -154,8 +156,8 @@ pub struct Record {
     pub tokenizer_osl: Option<u64>,
     /// Output tokens the request asked for (`max_tokens`), if any.
     pub requested_osl: Option<u32>,
-    /// The server's `finish_reason`.
-    pub finish_reason: Option<String>,
+    /// The server's `finish_reason` (see [`Record::set_finish_reason`]).
+    pub finish_reason: Option<Cow<'static, str>>,
     /// How it ended.
     pub outcome: Outcome,
     /// Error text (server message or local reason).
@@ -217,6 +219,23 @@ impl Record {
             text: String::new(),
             keep_text: false,
         }
+    }
+
+    /// Keeps the server's `finish_reason`; the usual ones without an allocation, which would
+    /// outlive the request's buffers among them and so keep their memory from the next ones.
+    pub fn set_finish_reason(&mut self, f: &str) {
+        const KNOWN: [&str; 6] = [
+            "stop",
+            "length",
+            "tool_calls",
+            "content_filter",
+            "abort",
+            "eos_token",
+        ];
+        self.finish_reason = Some(match KNOWN.iter().find(|k| **k == f) {
+            Some(k) => Cow::Borrowed(k),
+            None => Cow::Owned(f.to_string()),
+        });
     }
 
     /// True for a measured request that was sent (whatever came of it).
@@ -299,19 +318,31 @@ impl Record {
 
 /// Records per block of a [`RecordLog`] (about 350 KiB).
 const LOG_BLOCK: usize = 1024;
+/// Values per block of a [`RecordLog`]'s gap store (512 KiB).
+const GAP_BLOCK: usize = 64 * 1024;
 
-/// A shard's finished requests, kept in fixed-size blocks. A single growing array would be
-/// copied at each doubling and leave the old copy's pages behind in the allocator, which in a
-/// long run about doubled the memory the records take.
+/// A shard's finished requests, kept in fixed-size blocks, with their inter-chunk gaps moved
+/// into blocks of their own until [`RecordLog::into_vec`]. A single growing array would be
+/// copied at each doubling and leave the old copy's pages behind in the allocator, and each
+/// record's own small gap array, allocated among the short-lived buffers of requests in flight,
+/// would pin their pages: together they about doubled the memory the records took.
 #[derive(Debug, Default)]
 pub struct RecordLog {
     blocks: Vec<Vec<Record>>,
+    /// Each record's gap count, then its gaps, in the records' order.
+    gaps: Vec<Vec<u64>>,
     len: usize,
 }
 
 impl RecordLog {
-    /// Keeps `rec`.
-    pub fn push(&mut self, rec: Record) {
+    /// Keeps `rec`, and gives back its gap array emptied, for the next request to fill.
+    pub fn push(&mut self, mut rec: Record) -> Vec<u64> {
+        let mut gaps = std::mem::take(&mut rec.chunk_gaps_ns);
+        self.put_gap(gaps.len() as u64);
+        for &g in &gaps {
+            self.put_gap(g);
+        }
+        gaps.clear();
         match self.blocks.last_mut() {
             Some(b) if b.len() < LOG_BLOCK => b.push(rec),
             _ => {
@@ -321,6 +352,18 @@ impl RecordLog {
             }
         }
         self.len += 1;
+        gaps
+    }
+
+    fn put_gap(&mut self, v: u64) {
+        match self.gaps.last_mut() {
+            Some(b) if b.len() < GAP_BLOCK => b.push(v),
+            _ => {
+                let mut b = Vec::with_capacity(GAP_BLOCK);
+                b.push(v);
+                self.gaps.push(b);
+            }
+        }
     }
 
     /// Records kept.
@@ -333,14 +376,22 @@ impl RecordLog {
         self.len == 0
     }
 
-    /// All records, in the order kept, in one array of exactly their number; each block is
-    /// freed as soon as it is moved.
-    pub fn into_vec(self) -> Vec<Record> {
-        let mut all = Vec::with_capacity(self.len);
-        for b in self.blocks {
-            all.extend(b);
+    /// The records as kept, without their gaps (which come back with [`RecordLog::move_into`]).
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Record> {
+        self.blocks.iter_mut().flatten()
+    }
+
+    /// Appends the records, in the order kept and with their gaps back, to `all` (reserve
+    /// room first: every copy costs the records' size again); each block is freed as soon as
+    /// it is used up.
+    pub fn move_into(self, all: &mut Vec<Record>) {
+        let mut gaps = self.gaps.into_iter().flatten();
+        for mut rec in self.blocks.into_iter().flatten() {
+            let n = gaps.next().unwrap_or(0) as usize;
+            rec.chunk_gaps_ns = Vec::with_capacity(n);
+            rec.chunk_gaps_ns.extend(gaps.by_ref().take(n));
+            all.push(rec);
         }
-        all
     }
 }
 
@@ -375,21 +426,41 @@ mod tests {
         assert_eq!(r.itl(), None);
         assert_eq!(Outcome::HttpStatus(404).name(), "http_404");
         assert_eq!(Outcome::HttpStatus(404).code(), 404);
+        r.set_finish_reason("length");
+        assert!(matches!(r.finish_reason, Some(Cow::Borrowed("length"))));
+        r.set_finish_reason("my_reason");
+        assert_eq!(r.finish_reason.as_deref(), Some("my_reason"));
     }
 
     #[test]
-    fn a_record_log_keeps_every_record_in_order_across_blocks() {
+    fn a_record_log_gives_back_every_record_and_its_gaps_in_order() {
         let mut log = RecordLog::default();
         assert!(log.is_empty());
+        // Enough records and gaps to cross blocks of both, one record's gaps straddling two.
         let n = 2 * LOG_BLOCK + 3;
+        let gaps_of = |id: u64| {
+            (0..id % 97)
+                .map(move |k| id * 1_000 + k)
+                .collect::<Vec<_>>()
+        };
         for id in 0..n as u64 {
-            log.push(Record::new(id, 0, Phase::Profiling, 0, 1));
+            let mut r = Record::new(id, 0, Phase::Profiling, 0, 1);
+            r.chunk_gaps_ns = gaps_of(id);
+            let back = log.push(r);
+            assert!(back.is_empty());
+            assert_eq!(back.capacity(), gaps_of(id).capacity());
         }
         assert_eq!(log.len(), n);
         assert_eq!(log.blocks.len(), 3);
-        assert!(log.blocks.iter().all(|b| b.capacity() == LOG_BLOCK));
-        let all = log.into_vec();
-        assert_eq!(all.capacity(), n);
-        assert!(all.iter().map(|r| r.id).eq(0..n as u64));
+        assert!(log.gaps.len() >= 2);
+        assert!(log.iter_mut().map(|r| r.id).eq(0..n as u64));
+        let mut all = vec![Record::new(u64::MAX, 0, Phase::Warmup, 0, 1)];
+        log.move_into(&mut all);
+        assert_eq!(all.remove(0).id, u64::MAX);
+        for (id, r) in all.iter().enumerate() {
+            assert_eq!(r.id, id as u64);
+            assert_eq!(r.chunk_gaps_ns, gaps_of(id as u64), "record {id}");
+            assert_eq!(r.chunk_gaps_ns.capacity(), r.chunk_gaps_ns.len());
+        }
     }
 }

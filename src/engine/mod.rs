@@ -24,7 +24,7 @@ pub use shard::Progress;
 use crate::clock::{now_ns, thread_cpu_ns};
 use crate::plan::Plan;
 pub use crate::record::InFlightSample;
-use crate::record::{Outcome, Phase, Record, TokenSource};
+use crate::record::{Outcome, Phase, Record, RecordLog, TokenSource};
 use crate::stats::Dist;
 use gate::Gate;
 use placement::{HostView, Pin, Placement};
@@ -73,7 +73,7 @@ pub struct ShardReport {
     /// I/O driver that ran.
     pub driver: &'static str,
     /// Every request it sent.
-    pub records: Vec<Record>,
+    pub records: RecordLog,
     /// `seen − sent` of simulator-stamped events (ns).
     pub client_delay: Dist,
     /// Time from each read's arrival (kernel stamp, else read completion) to its events being recorded (ns).
@@ -425,12 +425,13 @@ fn shard_thread(
             .zip(own_schedstat())
             .map(|(a, b)| b.wait_ns.saturating_sub(a.wait_ns));
         shard.close().await;
-        let records = std::mem::take(&mut *shard.records.borrow_mut()).into_vec();
+        let records = std::mem::take(&mut *shard.records.borrow_mut());
         let scratch = std::mem::take(&mut *shard.scratch.borrow_mut());
         let record_lag = std::mem::take(&mut *shard.record_lag.borrow_mut());
         let shared = (
             shard.shared_events.get(),
             std::mem::take(&mut *shard.shared_wait.borrow_mut()),
+            shard.measured_events.get(),
         );
         Ok::<_, ShardError>((
             records,
@@ -446,12 +447,7 @@ fn shard_thread(
         outcome?;
     drop(rt);
     // After the measured window: count output tokens the server did not report.
-    retokenize(&mut records, &plan);
-    let events = records
-        .iter()
-        .filter(|r| r.is_measured_ok())
-        .map(|r| r.chunk_gaps_ns.len() as u64 + u64::from(r.first_content_ns.is_some()))
-        .sum();
+    retokenize(records.iter_mut(), &plan);
     Ok(ShardReport {
         index,
         pin: me.pin,
@@ -467,13 +463,13 @@ fn shard_thread(
         wait_ns,
         measured,
         peak_in_flight: peak,
-        events,
+        events: shared.2,
     })
 }
 
 /// Fills in `osl` from the response text for successful requests without server usage.
-pub fn retokenize(records: &mut [Record], plan: &Plan) {
-    for r in records.iter_mut() {
+pub fn retokenize<'a>(records: impl Iterator<Item = &'a mut Record>, plan: &Plan) {
+    for r in records {
         if r.outcome == Outcome::Ok && r.osl.is_some() && !r.text.is_empty() {
             r.tokenizer_osl = plan
                 .workload

@@ -98,7 +98,12 @@ pub(crate) struct Shard {
     /// the time since the previous read of the same response, the longest their older events
     /// can have waited unseen (ns).
     pub shared_wait: RefCell<Dist>,
+    /// Content events of measured, successful requests.
+    pub measured_events: Cell<u64>,
     pub records: RefCell<crate::record::RecordLog>,
+    /// Emptied gap arrays of finished requests, for those that start (at most one per
+    /// request in flight is ever needed).
+    gap_arrays: RefCell<Vec<Vec<u64>>>,
     pub timer: FineTimer,
     progress: Arc<Progress>,
     stop: Arc<AtomicBool>,
@@ -146,7 +151,9 @@ impl Shard {
             record_lag: RefCell::new(Dist::new()),
             shared_events: Cell::new(0),
             shared_wait: RefCell::new(Dist::new()),
+            measured_events: Cell::new(0),
             records: RefCell::default(),
+            gap_arrays: RefCell::default(),
             timer: FineTimer::start()?,
             progress,
             stop,
@@ -290,7 +297,12 @@ impl Shard {
                 }
             }
         }
-        self.records.borrow_mut().push(rec);
+        if rec.is_measured_ok() {
+            let n = self.measured_events.get() + content_events(&rec) as u64;
+            self.measured_events.set(n);
+        }
+        let gaps = self.records.borrow_mut().push(rec);
+        self.gap_arrays.borrow_mut().push(gaps);
     }
 }
 
@@ -426,7 +438,11 @@ async fn session(shard: Rc<Shard>, ticket: Ticket, mut due: Option<u64>) {
 async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record) {
     let plan = &shard.plan;
     let mut slot = shard.pool.borrow_mut().pop().unwrap_or_default();
-    // One allocation of the right size instead of repeated growth while tokens stream in.
+    // A finished request's array, grown if need be to the tokens asked for, instead of an
+    // allocation per request and repeated growth while tokens stream in.
+    if rec.chunk_gaps_ns.capacity() == 0 {
+        rec.chunk_gaps_ns = shard.gap_arrays.borrow_mut().pop().unwrap_or_default();
+    }
     rec.chunk_gaps_ns
         .reserve_exact(rec.requested_osl.map_or(0, |n| n as usize));
     let fd_slot = shard.fds.borrow_mut().insert();

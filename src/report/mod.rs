@@ -303,7 +303,6 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
     // One array of the exact size: a doubling one would leave its old copies' pages behind.
     let mut records = Vec::with_capacity(out.shards.iter().map(|s| s.records.len()).sum());
     let mut driver = String::new();
-    let mut starved = vec![0u64; out.watch.len()];
     for s in &mut out.shards {
         client_delay.merge(&s.client_delay);
         record_lag.merge(&s.record_lag);
@@ -311,15 +310,9 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         shared.of_events += s.events;
         shared.wait.merge(&s.shared_wait);
         driver = s.driver.to_string();
-        for (i, n) in health::mark_starved(&mut s.records, &out.watch)
-            .into_iter()
-            .enumerate()
-        {
-            starved[i] += n;
-        }
-        records.append(&mut s.records);
-        s.records = Vec::new();
+        std::mem::take(&mut s.records).move_into(&mut records);
     }
+    let starved = health::mark_starved(&mut records, &out.watch);
     records.sort_by_key(|r| r.id);
     for r in &mut records {
         if let Some(e) = &mut r.error {

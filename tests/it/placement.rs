@@ -211,7 +211,11 @@ fn without_kernel_stamps_every_event_is_read_and_timed_when_read() {
     let r = &res.report;
     assert_eq!(r.completed, 48, "{}", res.console);
     for rec in r.records.iter().filter(|x| x.is_measured_ok()) {
-        assert_eq!(rec.start_source, ringperf::record::StartSource::Write, "{rec:?}");
+        assert_eq!(
+            rec.start_source,
+            ringperf::record::StartSource::Write,
+            "{rec:?}"
+        );
         assert_eq!(rec.osl, Some(12), "{rec:?}");
         // Every content event was read: the first, then one gap per later event.
         assert_eq!(rec.chunk_gaps_ns.len(), 11, "{rec:?}");

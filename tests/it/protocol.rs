@@ -61,7 +61,7 @@ fn decode_as(id: u64, pieces: &[&[u8]]) -> (Seen, Record) {
             text: rec.text.clone(),
             osl: rec.osl,
             server_isl: rec.server_isl,
-            finish: rec.finish_reason.clone(),
+            finish: rec.finish_reason.as_deref().map(str::to_string),
             done: ex.is_done(),
             keep_alive: ex.keep_alive(),
         },
