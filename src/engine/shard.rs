@@ -594,6 +594,12 @@ async fn drive(
         // When the previous read of this response emptied the socket: whatever the next read
         // takes arrived after it.
         let mut drained_at: Option<u64> = None;
+        // A read after one that filled the buffer takes the rest of the same queue, so its
+        // events and the previous read's carry one arrival stamp: they count as one group.
+        let mut full = false;
+        // Content events of the current group, whether it holds the response's first one, and
+        // when the read before it emptied the socket.
+        let (mut group, mut group_first, mut group_since) = (0usize, false, None);
         let retry = loop {
             let room = rbuf.capacity() - rbuf.len();
             let (res, buf) = conn.recv_stamped(rbuf).await;
@@ -639,18 +645,27 @@ async fn drive(
                         let now = now_ns();
                         shard.record_lag.borrow_mut().record(now - t);
                         let events = content_events(rec).saturating_sub(events_before);
-                        if events >= 2 {
-                            // The older events carry the newest one's stamp: say how many, and
-                            // how long they can have waited.
-                            shard
-                                .shared_events
-                                .set(shard.shared_events.get() + events as u64 - 1);
-                            if !had_first {
-                                rec.first_token_shared_read = true;
-                            } else if let Some(d) = drained_at {
-                                shard.shared_wait.borrow_mut().record(now.saturating_sub(d));
+                        if !full {
+                            (group, group_first, group_since) = (0, false, drained_at);
+                        }
+                        if events > 0 {
+                            // All but the group's newest event carry its stamp: say how many,
+                            // and how long they can have waited.
+                            let shared = if group > 0 { events } else { events - 1 };
+                            group += events;
+                            group_first |= !had_first;
+                            if shared > 0 {
+                                shard
+                                    .shared_events
+                                    .set(shard.shared_events.get() + shared as u64);
+                                if group_first {
+                                    rec.first_token_shared_read = true;
+                                } else if let Some(d) = group_since.take() {
+                                    shard.shared_wait.borrow_mut().record(now.saturating_sub(d));
+                                }
                             }
                         }
+                        full = n >= room;
                         drained_at = (n < room).then_some(now);
                     }
                     if slot.exchange.is_done() {

@@ -309,8 +309,9 @@ fn a_tokenizer_is_not_judged_on_a_few_short_outputs_or_on_several_choices() {
 #[test]
 fn events_read_together_carry_one_stamp_and_the_report_says_so() {
     let _alone = support::alone();
-    // A server that writes each whole stream at once: every response's events come in one
-    // read, so they all carry the stamp of its newest bytes.
+    // A server that writes each whole stream at once: every response's events are queued
+    // together (taken in one read, or in reads that each fill the buffer), so they all carry
+    // the stamp of its newest bytes.
     let body = support::capture("vllm/chat-stream.http");
     let server = support::fake_server(move |_, _| (body.clone(), false));
     let url = format!("http://{}", server.addr);
