@@ -313,7 +313,6 @@ impl Exchange {
                     rec.text.push_str(&p.reasoning);
                     rec.text.push_str(&p.content);
                 }
-                rec.finish_reason = None;
                 if let Some(f) = p.finish_reason {
                     rec.set_finish_reason(f);
                 }

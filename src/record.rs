@@ -322,7 +322,7 @@ const LOG_BLOCK: usize = 1024;
 const GAP_BLOCK: usize = 64 * 1024;
 
 /// A shard's finished requests, kept in fixed-size blocks, with their inter-chunk gaps moved
-/// into blocks of their own until [`RecordLog::into_vec`]. A single growing array would be
+/// into blocks of their own until [`RecordLog::move_into`]. A single growing array would be
 /// copied at each doubling and leave the old copy's pages behind in the allocator, and each
 /// record's own small gap array, allocated among the short-lived buffers of requests in flight,
 /// would pin their pages: together they about doubled the memory the records took.
@@ -331,49 +331,44 @@ pub struct RecordLog {
     blocks: Vec<Vec<Record>>,
     /// Each record's gap count, then its gaps, in the records' order.
     gaps: Vec<Vec<u64>>,
-    len: usize,
+}
+
+/// Appends `items` to `blocks`, opening a block of `cap` whenever the last one is full.
+fn append<T>(blocks: &mut Vec<Vec<T>>, cap: usize, items: impl IntoIterator<Item = T>) {
+    for v in items {
+        match blocks.last_mut() {
+            Some(b) if b.len() < cap => b.push(v),
+            _ => {
+                let mut b = Vec::with_capacity(cap);
+                b.push(v);
+                blocks.push(b);
+            }
+        }
+    }
 }
 
 impl RecordLog {
     /// Keeps `rec`, and gives back its gap array emptied, for the next request to fill.
     pub fn push(&mut self, mut rec: Record) -> Vec<u64> {
         let mut gaps = std::mem::take(&mut rec.chunk_gaps_ns);
-        self.put_gap(gaps.len() as u64);
-        for &g in &gaps {
-            self.put_gap(g);
-        }
-        gaps.clear();
-        match self.blocks.last_mut() {
-            Some(b) if b.len() < LOG_BLOCK => b.push(rec),
-            _ => {
-                let mut b = Vec::with_capacity(LOG_BLOCK);
-                b.push(rec);
-                self.blocks.push(b);
-            }
-        }
-        self.len += 1;
+        let count = gaps.len() as u64;
+        append(
+            &mut self.gaps,
+            GAP_BLOCK,
+            std::iter::once(count).chain(gaps.drain(..)),
+        );
+        append(&mut self.blocks, LOG_BLOCK, [rec]);
         gaps
-    }
-
-    fn put_gap(&mut self, v: u64) {
-        match self.gaps.last_mut() {
-            Some(b) if b.len() < GAP_BLOCK => b.push(v),
-            _ => {
-                let mut b = Vec::with_capacity(GAP_BLOCK);
-                b.push(v);
-                self.gaps.push(b);
-            }
-        }
     }
 
     /// Records kept.
     pub fn len(&self) -> usize {
-        self.len
+        self.blocks.iter().map(Vec::len).sum()
     }
 
     /// True when none is kept.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.blocks.is_empty()
     }
 
     /// The records as kept, without their gaps (which come back with [`RecordLog::move_into`]).

@@ -428,23 +428,31 @@ fn shard_thread(
         let records = std::mem::take(&mut *shard.records.borrow_mut());
         let scratch = std::mem::take(&mut *shard.scratch.borrow_mut());
         let record_lag = std::mem::take(&mut *shard.record_lag.borrow_mut());
-        let shared = (
+        // Content events measured, those of them that shared a read, and those reads' waits.
+        let events = (
+            shard.measured_events.get(),
             shard.shared_events.get(),
             std::mem::take(&mut *shard.shared_wait.borrow_mut()),
-            shard.measured_events.get(),
         );
         Ok::<_, ShardError>((
             records,
             scratch.client_delay,
-            (record_lag, shared),
+            (record_lag, events),
             cpu_ns,
             (t0, t1),
             wait_ns,
             shard.peak_in_flight.get(),
         ))
     });
-    let (mut records, client_delay, (record_lag, shared), cpu_ns, measured, wait_ns, peak) =
-        outcome?;
+    let (
+        mut records,
+        client_delay,
+        (record_lag, (events, shared_events, shared_wait)),
+        cpu_ns,
+        measured,
+        wait_ns,
+        peak,
+    ) = outcome?;
     drop(rt);
     // After the measured window: count output tokens the server did not report.
     retokenize(records.iter_mut(), &plan);
@@ -456,14 +464,14 @@ fn shard_thread(
         records,
         client_delay,
         record_lag,
-        shared_events: shared.0,
-        shared_wait: shared.1,
+        shared_events,
+        shared_wait,
         cpu_ns,
         wall_ns: measured.1 - measured.0,
         wait_ns,
         measured,
         peak_in_flight: peak,
-        events: shared.2,
+        events,
     })
 }
 

@@ -440,9 +440,7 @@ async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record)
     let mut slot = shard.pool.borrow_mut().pop().unwrap_or_default();
     // A finished request's array, grown if need be to the tokens asked for, instead of an
     // allocation per request and repeated growth while tokens stream in.
-    if rec.chunk_gaps_ns.capacity() == 0 {
-        rec.chunk_gaps_ns = shard.gap_arrays.borrow_mut().pop().unwrap_or_default();
-    }
+    rec.chunk_gaps_ns = shard.gap_arrays.borrow_mut().pop().unwrap_or_default();
     rec.chunk_gaps_ns
         .reserve_exact(rec.requested_osl.map_or(0, |n| n as usize));
     let fd_slot = shard.fds.borrow_mut().insert();
@@ -638,7 +636,8 @@ async fn drive(
                     } else {
                         rbuf.drain(..used);
                     }
-                    if n >= room && rbuf.capacity() < READ_BUF_MAX {
+                    let filled = n >= room;
+                    if filled && rbuf.capacity() < READ_BUF_MAX {
                         rbuf.reserve_exact(rbuf.capacity());
                     }
                     if measured {
@@ -665,8 +664,8 @@ async fn drive(
                                 }
                             }
                         }
-                        full = n >= room;
-                        drained_at = (n < room).then_some(now);
+                        full = filled;
+                        drained_at = (!filled).then_some(now);
                     }
                     if slot.exchange.is_done() {
                         break false;
