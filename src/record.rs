@@ -318,19 +318,24 @@ impl Record {
 
 /// Records per block of a [`RecordLog`] (about 350 KiB).
 const LOG_BLOCK: usize = 1024;
-/// Values per block of a [`RecordLog`]'s gap store (512 KiB).
+/// Words per block of a [`RecordLog`]'s gap store (256 KiB).
 const GAP_BLOCK: usize = 64 * 1024;
+/// A gap-store word that says the value is in the two words after it (high, then low): gaps
+/// of 4.3 s or more, which a stalled stream can have.
+const WIDE: u32 = u32::MAX;
 
 /// A shard's finished requests, kept in fixed-size blocks, with their inter-chunk gaps moved
 /// into blocks of their own until [`RecordLog::move_into`]. A single growing array would be
 /// copied at each doubling and leave the old copy's pages behind in the allocator, and each
 /// record's own small gap array, allocated among the short-lived buffers of requests in flight,
-/// would pin their pages: together they about doubled the memory the records took.
+/// would pin their pages: together they about doubled the memory the records took. Gaps are
+/// stored as 32-bit words (nanoseconds; wider values escaped), half the size of the record's
+/// array: with tokens in chunks of one, gaps are most of what a long run keeps.
 #[derive(Debug, Default)]
 pub struct RecordLog {
     blocks: Vec<Vec<Record>>,
-    /// Each record's gap count, then its gaps, in the records' order.
-    gaps: Vec<Vec<u64>>,
+    /// Each record's gap count, then its gaps, in the records' order, as [`words`].
+    gaps: Vec<Vec<u32>>,
 }
 
 /// Appends `items` to `blocks`, opening a block of `cap` whenever the last one is full.
@@ -347,6 +352,25 @@ fn append<T>(blocks: &mut Vec<Vec<T>>, cap: usize, items: impl IntoIterator<Item
     }
 }
 
+/// `v` as one gap-store word, or as [`WIDE`] and two words when it does not fit below it.
+fn words(v: u64) -> impl Iterator<Item = u32> {
+    let wide = v >= u64::from(WIDE);
+    let first = if wide { WIDE } else { v as u32 };
+    std::iter::once(first).chain(
+        [(v >> 32) as u32, v as u32]
+            .into_iter()
+            .filter(move |_| wide),
+    )
+}
+
+/// The next value of a gap store read as [`words`] wrote it.
+fn next_value(w: &mut impl Iterator<Item = u32>) -> Option<u64> {
+    match w.next()? {
+        WIDE => Some(u64::from(w.next()?) << 32 | u64::from(w.next()?)),
+        v => Some(u64::from(v)),
+    }
+}
+
 impl RecordLog {
     /// Keeps `rec`, and gives back its gap array emptied, for the next request to fill.
     pub fn push(&mut self, mut rec: Record) -> Vec<u64> {
@@ -355,7 +379,7 @@ impl RecordLog {
         append(
             &mut self.gaps,
             GAP_BLOCK,
-            std::iter::once(count).chain(gaps.drain(..)),
+            std::iter::once(count).chain(gaps.drain(..)).flat_map(words),
         );
         append(&mut self.blocks, LOG_BLOCK, [rec]);
         gaps
@@ -380,11 +404,12 @@ impl RecordLog {
     /// room first: every copy costs the records' size again); each block is freed as soon as
     /// it is used up.
     pub fn move_into(self, all: &mut Vec<Record>) {
-        let mut gaps = self.gaps.into_iter().flatten();
+        let mut w = self.gaps.into_iter().flatten();
         for mut rec in self.blocks.into_iter().flatten() {
-            let n = gaps.next().unwrap_or(0) as usize;
+            let n = next_value(&mut w).unwrap_or(0) as usize;
             rec.chunk_gaps_ns = Vec::with_capacity(n);
-            rec.chunk_gaps_ns.extend(gaps.by_ref().take(n));
+            rec.chunk_gaps_ns
+                .extend(std::iter::from_fn(|| next_value(&mut w)).take(n));
             all.push(rec);
         }
     }
@@ -433,9 +458,14 @@ mod tests {
         assert!(log.is_empty());
         // Enough records and gaps to cross blocks of both, one record's gaps straddling two.
         let n = 2 * LOG_BLOCK + 3;
+        // Some gaps too wide for one word, at the edge and far past it.
         let gaps_of = |id: u64| {
             (0..id % 97)
-                .map(move |k| id * 1_000 + k)
+                .map(move |k| match k % 31 {
+                    7 => u64::from(WIDE) - 1 + id % 3,
+                    13 => u64::MAX - id,
+                    _ => id * 1_000 + k,
+                })
                 .collect::<Vec<_>>()
         };
         for id in 0..n as u64 {
