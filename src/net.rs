@@ -339,20 +339,31 @@ impl Conn {
     /// simulator anchors its timings there, so a burst of requests it has not read yet does
     /// not shift them. Without stamps it is [`Conn::recv`]: one receive operation, no
     /// readiness wait.
+    ///
+    /// A `buf` without capacity is replaced by `fresh()` just before the read; with stamps,
+    /// that is after the wait for data, so a connection that waits holds no buffer.
     pub(crate) async fn recv_stamped(
         &mut self,
         mut buf: Vec<u8>,
+        fresh: impl FnOnce() -> Vec<u8>,
     ) -> (io::Result<(usize, Option<u64>)>, Vec<u8>) {
         if !self.stamped {
+            if buf.capacity() == 0 {
+                buf = fresh();
+            }
             let (r, b) = self.recv(buf).await;
             return (r.map(|n| (n, None)), b);
         }
-        if buf.capacity() - buf.len() < 1024 {
-            buf.reserve(buf.capacity().max(4096));
-        }
+        let mut fresh = Some(fresh);
         loop {
             if let Err(e) = self.tcp.readable(false).await {
                 return (Err(e), buf);
+            }
+            if let Some(f) = fresh.take().filter(|_| buf.capacity() == 0) {
+                buf = f();
+            }
+            if buf.capacity() - buf.len() < 1024 {
+                buf.reserve(buf.capacity().max(4096));
             }
             match sys::recvmsg_stamped(self.fd(), &mut buf) {
                 // A transmit stamp on the error queue also wakes a wait for input: read it, so

@@ -28,11 +28,10 @@ use crate::record::{Outcome, Record};
 use crate::stats::Dist;
 use crate::timer::FineTimer;
 
-/// Read buffer per connection to start with: a streamed event or two. Small, so that
-/// thousands of idle streams cost little memory.
+/// A read buffer to start with: a streamed event or two.
 const READ_BUF: usize = 2 * 1024;
-/// What a connection's read buffer may grow to, doubling after each read that filled it, so a
-/// backlog (a large body, a shard that fell behind) is taken in a few large reads.
+/// What a read buffer may grow to, doubling after each read that filled it, so a backlog (a
+/// large body, a shard that fell behind) is taken in a few large reads.
 const READ_BUF_MAX: usize = 64 * 1024;
 /// Requests sent in a row before the dispatcher lets the runtime reap completed I/O.
 const DISPATCH_BATCH: usize = 256;
@@ -63,8 +62,6 @@ pub struct Progress {
 #[derive(Default)]
 struct Slot {
     conn: Option<Conn>,
-    read_buf: Vec<u8>,
-    write_buf: Vec<u8>,
     exchange: Exchange,
 }
 
@@ -104,6 +101,13 @@ pub(crate) struct Shard {
     /// Emptied gap arrays of finished requests, for those that start (at most one per
     /// request in flight is ever needed).
     gap_arrays: RefCell<Vec<Vec<u64>>>,
+    /// Buffers requests are written into, taken for the send and given back after it: only
+    /// sends under way hold one (a connection kept one each, as big as its largest prompt).
+    write_bufs: RefCell<Vec<Vec<u8>>>,
+    /// Read buffers not in use. A response holds one from a read until its bytes are all
+    /// parsed; with kernel stamps the read takes it only once data has come, so the thousands
+    /// of streams waiting for their next event hold none.
+    read_bufs: RefCell<Vec<Vec<u8>>>,
     pub timer: FineTimer,
     progress: Arc<Progress>,
     stop: Arc<AtomicBool>,
@@ -154,6 +158,8 @@ impl Shard {
             measured_events: Cell::new(0),
             records: RefCell::default(),
             gap_arrays: RefCell::default(),
+            write_bufs: RefCell::default(),
+            read_bufs: RefCell::default(),
             timer: FineTimer::start()?,
             progress,
             stop,
@@ -563,10 +569,10 @@ async fn drive(
         conn.used = true;
         let may_retry = reused && attempt == 0;
 
-        let mut wbuf = std::mem::take(&mut slot.write_buf);
+        let mut wbuf = shard.write_bufs.borrow_mut().pop().unwrap_or_default();
         template.write_into(&mut wbuf, rec.id);
         let (res, wbuf) = conn.send(wbuf).await;
-        slot.write_buf = wbuf;
+        shard.write_bufs.borrow_mut().push(wbuf);
         rec.start_ns = *res.as_ref().unwrap_or(&now_ns());
         rec.start_source = crate::record::StartSource::Write;
         let mut want_tx = true;
@@ -583,11 +589,11 @@ async fn drive(
         }
 
         slot.exchange.reset();
-        let mut rbuf = std::mem::take(&mut slot.read_buf);
-        rbuf.clear();
-        if rbuf.capacity() < READ_BUF {
-            rbuf.reserve(READ_BUF);
-        }
+        let mut rbuf = Vec::new();
+        let fresh = || {
+            let b = shard.read_bufs.borrow_mut().pop();
+            b.unwrap_or_else(|| Vec::with_capacity(READ_BUF))
+        };
         let measured = rec.phase == crate::record::Phase::Profiling;
         // When the previous read of this response emptied the socket: whatever the next read
         // takes arrived after it.
@@ -599,9 +605,9 @@ async fn drive(
         // when the read before it emptied the socket.
         let (mut group, mut group_first, mut group_since) = (0usize, false, None);
         let retry = loop {
-            let room = rbuf.capacity() - rbuf.len();
-            let (res, buf) = conn.recv_stamped(rbuf).await;
+            let (res, buf) = conn.recv_stamped(rbuf, fresh).await;
             rbuf = buf;
+            let filled = rbuf.len() == rbuf.capacity();
             // The kernel's receive time when stamps are on (the kernel starts stamping a moment
             // after the first socket asks), else now: every event in this read gets it, and its
             // lag behind now is the shard's own delay.
@@ -617,7 +623,7 @@ async fn drive(
                     slot.exchange.eof(t, rec, &mut shard.scratch.borrow_mut());
                     break false;
                 }
-                Ok(n) => {
+                Ok(_) => {
                     if want_tx {
                         // The kernel's transmit stamp is queued before any reply can arrive.
                         want_tx = false;
@@ -636,9 +642,11 @@ async fn drive(
                     } else {
                         rbuf.drain(..used);
                     }
-                    let filled = n >= room;
                     if filled && rbuf.capacity() < READ_BUF_MAX {
                         rbuf.reserve_exact(rbuf.capacity());
+                    }
+                    if rbuf.is_empty() {
+                        shard.read_bufs.borrow_mut().push(std::mem::take(&mut rbuf));
                     }
                     if measured {
                         let now = now_ns();
@@ -682,7 +690,10 @@ async fn drive(
                 }
             }
         };
-        slot.read_buf = rbuf;
+        if rbuf.capacity() > 0 {
+            rbuf.clear();
+            shard.read_bufs.borrow_mut().push(rbuf);
+        }
         if retry {
             slot.conn = None;
             rec.reconnected = true;
