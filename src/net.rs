@@ -356,7 +356,7 @@ impl Conn {
         }
         let mut fresh = Some(fresh);
         loop {
-            if let Err(e) = self.tcp.readable(false).await {
+            if let Err(e) = self.wait_readable().await {
                 return (Err(e), buf);
             }
             if let Some(f) = fresh.take().filter(|_| buf.capacity() == 0) {
@@ -372,6 +372,31 @@ impl Conn {
                 r => return (r, buf),
             }
         }
+    }
+}
+
+impl Conn {
+    /// Waits until data may have come, for a `recvmsg` to take it. On epoll, monoio's wait
+    /// checks the socket with a `poll` call before it sleeps (needed: that is how it learns
+    /// that the socket has run dry) and again after it wakes; the second is skipped here, as
+    /// the `recvmsg` right after is the same check: a wake of this task counts as readiness,
+    /// and a spurious one costs a receive that finds nothing, then another wait. On io_uring
+    /// the wait is one poll request whose completion is the wake.
+    async fn wait_readable(&self) -> io::Result<()> {
+        if !monoio::utils::is_legacy() {
+            return self.tcp.readable(false).await;
+        }
+        let mut wait = std::pin::pin!(self.tcp.readable(false));
+        let mut slept = false;
+        std::future::poll_fn(|cx| {
+            if slept {
+                return std::task::Poll::Ready(Ok(()));
+            }
+            let r = std::future::Future::poll(wait.as_mut(), cx);
+            slept = r.is_pending();
+            r
+        })
+        .await
     }
 }
 
