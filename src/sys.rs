@@ -34,13 +34,37 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Conversions that reuse a measured `CLOCK_REALTIME` − `CLOCK_MONOTONIC` offset before it is
+/// measured again. The offset moves only when the wall clock is stepped (frequency slewing
+/// moves both clocks alike), and a step backwards is caught at once (a stamp lands after now);
+/// a step forwards shifts at most this many stamps.
+const OFFSET_REUSE: u32 = 64;
+
+thread_local! {
+    /// The offset (ns) and how many more conversions may use it.
+    static REAL_OFFSET: std::cell::Cell<(i128, u32)> = const { std::cell::Cell::new((0, 0)) };
+}
+
 /// Converts a `CLOCK_REALTIME` stamp (as the kernel puts on packets) to `CLOCK_MONOTONIC`.
-/// `None` for a stamp that is missing (0) or lies in the future.
+/// `None` for a stamp that is missing (0) or lies in the future. One clock read per stamp;
+/// the clocks' offset is read again every [`OFFSET_REUSE`] stamps, and at once when a stamp
+/// would land after now.
 fn realtime_to_monotonic(real_ns: i128) -> Option<u64> {
-    let now_real = clock_ns(libc::CLOCK_REALTIME) as i128;
-    let now_mono = monotonic_ns() as i128;
-    let mono = now_mono - (now_real - real_ns);
-    (real_ns > 0 && mono > 0 && mono <= now_mono).then_some(mono as u64)
+    let valid = |mono: i128, now: i128| real_ns > 0 && mono > 0 && mono <= now;
+    let (cached, left) = REAL_OFFSET.with(|c| c.get());
+    if left > 0 {
+        REAL_OFFSET.with(|c| c.set((cached, left - 1)));
+        let mono = real_ns - cached;
+        if valid(mono, monotonic_ns() as i128) {
+            return Some(mono as u64);
+        }
+    }
+    // The wall clock read first: the offset comes out a little small, so a stamp of now
+    // never maps after the monotonic reading that follows.
+    let off = clock_ns(libc::CLOCK_REALTIME) as i128 - monotonic_ns() as i128;
+    REAL_OFFSET.with(|c| c.set((off, OFFSET_REUSE)));
+    let mono = real_ns - off;
+    valid(mono, monotonic_ns() as i128).then_some(mono as u64)
 }
 
 /// The calling thread's kernel id (what `/proc/self/task/<tid>` and affinity calls take).
@@ -443,6 +467,38 @@ mod tests {
             b - a
         );
         assert!(b - a < 1_000_000_000);
+    }
+
+    #[test]
+    fn wall_clock_stamps_map_to_the_monotonic_clock_with_the_offset_reused_and_renewed() {
+        let real_now = || clock_ns(libc::CLOCK_REALTIME) as i128;
+        // More conversions than one offset serves, so it is renewed on the way.
+        for _ in 0..3 * OFFSET_REUSE {
+            let before = monotonic_ns();
+            let m = realtime_to_monotonic(real_now()).expect("a stamp of now converts");
+            let after = monotonic_ns();
+            // A stamp of now maps between the reads around it (within the reads' own cost).
+            assert!(
+                m + 1_000_000 >= before && m <= after,
+                "{before} ≤ {m} ≤ {after}"
+            );
+            let past = realtime_to_monotonic(real_now() - 5_000_000).unwrap();
+            assert!(past + 4_000_000 <= monotonic_ns() && past + 6_000_000 >= before);
+        }
+        assert_eq!(realtime_to_monotonic(real_now() + 1_000_000_000), None);
+        assert_eq!(realtime_to_monotonic(0), None);
+        // A wrong offset (as after a step of the wall clock backwards) that puts a stamp after
+        // now is measured again at once instead of refusing the stamp.
+        REAL_OFFSET.with(|c| c.set((c.get().0 - 10_000_000_000, OFFSET_REUSE)));
+        let m = realtime_to_monotonic(real_now()).expect("renewed offset converts");
+        assert!(m <= monotonic_ns() && m + 1_000_000 >= monotonic_ns());
+        // One that puts stamps early (a step forwards) serves out its count, then is renewed.
+        REAL_OFFSET.with(|c| c.set((c.get().0 + 1_000_000_000, 3)));
+        let early = |m: u64| m + 900_000_000 < monotonic_ns();
+        for _ in 0..3 {
+            assert!(early(realtime_to_monotonic(real_now()).unwrap()));
+        }
+        assert!(!early(realtime_to_monotonic(real_now()).unwrap()));
     }
 
     #[test]
