@@ -742,11 +742,9 @@ fn main() {
         let pairs: Vec<(Figures, Figures)> = (0..opts.runs)
             .map(|_| (measure("ringperf", n), measure("raw", n)))
             .collect();
-        for (name, side) in [("ringperf", 0), ("raw drain", 1)] {
-            let runs: Vec<&Figures> = pairs
-                .iter()
-                .map(|p| if side == 0 { &p.0 } else { &p.1 })
-                .collect();
+        let ours: Vec<&Figures> = pairs.iter().map(|p| &p.0).collect();
+        let raw: Vec<&Figures> = pairs.iter().map(|p| &p.1).collect();
+        for (name, runs) in [("ringperf", ours), ("raw drain", raw)] {
             let m = |g: fn(&Figures) -> f64| median(runs.iter().map(|f| g(f)).collect());
             println!(
                 "{n:>8} {name:>10} | {:>12.2} {:>8.0}µs {:>8.0}µs {:>12.1} {:>10.0} {:>8.0}% {:>8.0}%",

@@ -273,10 +273,8 @@ impl Conn {
     /// Appends received bytes to `buf` (at least one, or none at end of file) and returns how
     /// many.
     pub(crate) async fn recv(&mut self, mut buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>) {
+        make_room(&mut buf);
         let len = buf.len();
-        if buf.capacity() - len < 1024 {
-            buf.reserve(buf.capacity().max(4096));
-        }
         if self.tls.is_none() {
             let cap = buf.capacity();
             let (res, slice) = self.tcp.read(buf.slice_mut(len..cap)).await;
@@ -345,7 +343,7 @@ impl Conn {
     pub(crate) async fn recv_stamped(
         &mut self,
         mut buf: Vec<u8>,
-        fresh: impl FnOnce() -> Vec<u8>,
+        fresh: impl Fn() -> Vec<u8>,
     ) -> (io::Result<(usize, Option<u64>)>, Vec<u8>) {
         if !self.stamped {
             if buf.capacity() == 0 {
@@ -354,17 +352,14 @@ impl Conn {
             let (r, b) = self.recv(buf).await;
             return (r.map(|n| (n, None)), b);
         }
-        let mut fresh = Some(fresh);
         loop {
             if let Err(e) = self.wait_readable().await {
                 return (Err(e), buf);
             }
-            if let Some(f) = fresh.take().filter(|_| buf.capacity() == 0) {
-                buf = f();
+            if buf.capacity() == 0 {
+                buf = fresh();
             }
-            if buf.capacity() - buf.len() < 1024 {
-                buf.reserve(buf.capacity().max(4096));
-            }
+            make_room(&mut buf);
             match sys::recvmsg_stamped(self.fd(), &mut buf) {
                 // A transmit stamp on the error queue also wakes a wait for input: read it, so
                 // the next wait sleeps until data comes.
@@ -373,9 +368,7 @@ impl Conn {
             }
         }
     }
-}
 
-impl Conn {
     /// Waits until data may have come, for a `recvmsg` to take it. On epoll, monoio's wait
     /// checks the socket with a `poll` call before it sleeps (needed: that is how it learns
     /// that the socket has run dry) and again after it wakes; the second is skipped here, as
@@ -397,6 +390,13 @@ impl Conn {
             r
         })
         .await
+    }
+}
+
+/// Grows `buf` when less than 1 KiB of it is free, so that a read can take a useful amount.
+fn make_room(buf: &mut Vec<u8>) {
+    if buf.capacity() - buf.len() < 1024 {
+        buf.reserve(buf.capacity().max(4096));
     }
 }
 

@@ -334,7 +334,7 @@ const WIDE: u32 = u32::MAX;
 #[derive(Debug, Default)]
 pub struct RecordLog {
     blocks: Vec<Vec<Record>>,
-    /// Each record's gap count, then its gaps, in the records' order, as [`words`].
+    /// Each record's gap count, then its gaps, in the records' order (see [`push_value`]).
     gaps: Vec<Vec<u32>>,
 }
 
@@ -352,18 +352,17 @@ fn append<T>(blocks: &mut Vec<Vec<T>>, cap: usize, items: impl IntoIterator<Item
     }
 }
 
-/// `v` as one gap-store word, or as [`WIDE`] and two words when it does not fit below it.
-fn words(v: u64) -> impl Iterator<Item = u32> {
-    let wide = v >= u64::from(WIDE);
-    let first = if wide { WIDE } else { v as u32 };
-    std::iter::once(first).chain(
-        [(v >> 32) as u32, v as u32]
-            .into_iter()
-            .filter(move |_| wide),
-    )
+/// Appends `v` to a gap store: one word, or [`WIDE`] and two words when it does not fit below
+/// it.
+fn push_value(store: &mut Vec<Vec<u32>>, v: u64) {
+    if v < u64::from(WIDE) {
+        append(store, GAP_BLOCK, [v as u32]);
+    } else {
+        append(store, GAP_BLOCK, [WIDE, (v >> 32) as u32, v as u32]);
+    }
 }
 
-/// The next value of a gap store read as [`words`] wrote it.
+/// The next value of a gap store as [`push_value`] wrote it.
 fn next_value(w: &mut impl Iterator<Item = u32>) -> Option<u64> {
     match w.next()? {
         WIDE => Some(u64::from(w.next()?) << 32 | u64::from(w.next()?)),
@@ -375,12 +374,10 @@ impl RecordLog {
     /// Keeps `rec`, and gives back its gap array emptied, for the next request to fill.
     pub fn push(&mut self, mut rec: Record) -> Vec<u64> {
         let mut gaps = std::mem::take(&mut rec.chunk_gaps_ns);
-        let count = gaps.len() as u64;
-        append(
-            &mut self.gaps,
-            GAP_BLOCK,
-            std::iter::once(count).chain(gaps.drain(..)).flat_map(words),
-        );
+        push_value(&mut self.gaps, gaps.len() as u64);
+        for g in gaps.drain(..) {
+            push_value(&mut self.gaps, g);
+        }
         append(&mut self.blocks, LOG_BLOCK, [rec]);
         gaps
     }
