@@ -72,11 +72,12 @@ fn main() {
     });
     println!("{:<40} {t:>8.1} ns/event", "SSE framing");
 
-    let mut bufs = simd_json::Buffers::new(4096);
+    let mut bufs = ringperf::api::openai::Json::default();
     let mut scratch_events = events.clone();
     let t = median_ns_per(n, || {
         for (e, src) in scratch_events.iter_mut().zip(&events) {
-            e.copy_from_slice(src);
+            e.clear();
+            e.extend_from_slice(src);
             if e.as_slice() != b"[DONE]" {
                 std::hint::black_box(ringperf::api::openai::decode(e, &mut bufs).unwrap());
             }

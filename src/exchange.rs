@@ -25,8 +25,8 @@ const ERROR_TEXT_LIMIT: usize = 512;
 
 /// Per-shard scratch space shared by every exchange on the shard.
 pub struct Scratch {
-    /// simd-json's reusable buffers.
-    pub json: simd_json::Buffers,
+    /// simd-json's reusable memory.
+    pub json: openai::Json,
     /// Distribution of `seen − sent` for simulator-stamped events of measured requests.
     pub client_delay: Dist,
     /// JSON pointers for non-OpenAI servers (`--endpoint-type template`).
@@ -38,7 +38,7 @@ pub struct Scratch {
 impl Scratch {
     fn decode<'a>(
         &mut self,
-        json: &'a mut [u8],
+        json: &'a mut Vec<u8>,
     ) -> Result<openai::Payload<'a>, openai::DecodeError> {
         match &self.pointers {
             Some(p) => openai::decode_with(json, &mut self.json, p),
@@ -50,7 +50,7 @@ impl Scratch {
 impl Default for Scratch {
     fn default() -> Self {
         Scratch {
-            json: simd_json::Buffers::new(4096),
+            json: openai::Json::default(),
             client_delay: Dist::new(),
             pointers: None,
             expects_text: true,
@@ -330,7 +330,7 @@ fn on_head(head: &Head, status: &mut u16, keep_alive: &mut bool, streaming: &mut
 }
 
 fn on_event(
-    data: &mut [u8],
+    data: &mut Vec<u8>,
     t: u64,
     rec: &mut Record,
     scratch: &mut Scratch,

@@ -7,8 +7,8 @@
 //! (llama.cpp's keep-alive pings); a line without a colon is a field with an empty value; one
 //! space after the colon is dropped; an empty line dispatches the event if it has data.
 //!
-//! The event's data is handed out as a mutable slice of the framer's own buffer, so the JSON
-//! decoder can parse it in place (simd-json needs that) without another copy.
+//! The event's data is handed out as the framer's own buffer, so the JSON decoder can parse
+//! it in place (simd-json needs that, with padding after it) without another copy.
 //!
 //! Memory is bounded: an event (its unfinished line plus its data so far) may hold at most
 //! [`MAX_EVENT`] bytes. A server that never ends a line or an event gets [`TooLarge`], not
@@ -34,8 +34,9 @@ pub struct TooLarge;
 pub struct Event<'a> {
     /// The event type; empty means the default, `message`.
     pub event: &'a [u8],
-    /// The data lines joined with `\n`, without the final newline.
-    pub data: &'a mut [u8],
+    /// The data lines joined with `\n`, without the final newline. The framer's own buffer:
+    /// the handler may parse it in place, and append to it (the framer clears it after).
+    pub data: &'a mut Vec<u8>,
 }
 
 /// Incremental event-stream parser.
@@ -110,7 +111,7 @@ impl Framer {
                     continue;
                 }
             }
-            match input.iter().position(|&b| b == b'\n' || b == b'\r') {
+            match memchr::memchr2(b'\n', b'\r', input) {
                 Some(end) => {
                     self.after_cr = input[end] == b'\r';
                     if self.line.is_empty() {
@@ -173,7 +174,7 @@ impl Framer {
             self.comments += 1;
             return;
         }
-        let (field, value) = match line.iter().position(|&b| b == b':') {
+        let (field, value) = match memchr::memchr(b':', line) {
             Some(colon) => {
                 let v = &line[colon + 1..];
                 (&line[..colon], v.strip_prefix(b" ").unwrap_or(v))

@@ -173,13 +173,35 @@ pub struct Payload<'a> {
 #[error("invalid JSON in response: {0}")]
 pub struct DecodeError(String);
 
-/// Decodes one JSON document (an event's data or a whole body) in place.
-pub fn decode<'a>(
-    json: &'a mut [u8],
-    buffers: &mut simd_json::Buffers,
-) -> Result<Payload<'a>, DecodeError> {
-    let wire: Wire<'a> = simd_json::serde::from_slice_with_buffers(json, buffers)
-        .map_err(|e| DecodeError(e.to_string()))?;
+/// simd-json's working memory, kept from one document to the next: its buffers and its tape.
+/// Once they have grown to the largest document, decoding allocates nothing.
+pub struct Json {
+    buffers: simd_json::Buffers,
+    tape: simd_json::Tape<'static>,
+}
+
+impl Default for Json {
+    fn default() -> Json {
+        Json {
+            buffers: simd_json::Buffers::new(4096),
+            tape: simd_json::Tape(Vec::new()),
+        }
+    }
+}
+
+/// Decodes one JSON document (an event's data or a whole body) where it lies: simd-json's
+/// padding is appended to `json` (the parser then needs no copy of it) and string escapes are
+/// rewritten in place, so the bytes are spent afterwards.
+pub fn decode<'a>(json: &'a mut Vec<u8>, j: &mut Json) -> Result<Payload<'a>, DecodeError> {
+    let len = json.len();
+    json.resize(len + simd_json::INPUT_PADDING, b' ');
+    let json: &'a mut [u8] = json;
+    let mut tape = std::mem::replace(&mut j.tape, simd_json::Tape(Vec::new())).reset();
+    let filled = simd_json::fill_tape_padded(json, len, &mut j.buffers, &mut tape);
+    let mut de = simd_json::Deserializer::from_tape(tape);
+    let wire = filled.and_then(|()| Wire::deserialize(&mut de));
+    j.tape = de.into_tape().reset();
+    let wire = wire.map_err(|e| DecodeError(e.to_string()))?;
     let choice = wire.choices.0.unwrap_or_default();
     let msg = choice.delta.or(choice.message).unwrap_or_default();
     let mut p = Payload {
@@ -256,11 +278,11 @@ fn lookup<'v, 'a>(
 /// Decodes one document through `pointers`; an `error` member is reported as a server error.
 pub fn decode_with<'a>(
     json: &'a mut [u8],
-    buffers: &mut simd_json::Buffers,
+    j: &mut Json,
     pointers: &Pointers,
 ) -> Result<Payload<'a>, DecodeError> {
     use simd_json::prelude::*;
-    let v = simd_json::to_borrowed_value_with_buffers(json, buffers)
+    let v = simd_json::to_borrowed_value_with_buffers(json, &mut j.buffers)
         .map_err(|e| DecodeError(e.to_string()))?;
     let text = lookup(&v, &pointers.text)
         .and_then(|t| t.as_str())
@@ -305,7 +327,7 @@ mod tests {
         Option<String>,
     ) {
         let mut b = s.as_bytes().to_vec();
-        let mut bufs = simd_json::Buffers::new(256);
+        let mut bufs = Json::default();
         let p = decode(&mut b, &mut bufs).unwrap();
         (
             p.content.to_string(),
@@ -412,7 +434,7 @@ mod tests {
             tokens: Some("/details/generated_tokens".into()),
         };
         let mut b = br#"{"index":1,"token":{"id":5,"text":" world","logprob":-0.1,"special":false},"generated_text":null,"details":null}"#.to_vec();
-        let mut bufs = simd_json::Buffers::new(256);
+        let mut bufs = Json::default();
         let p = decode_with(&mut b, &mut bufs, &ptr).unwrap();
         assert_eq!(p.content, " world");
         assert_eq!(p.usage, None);
@@ -435,10 +457,51 @@ mod tests {
         );
     }
 
+    /// One [`Json`] decodes document after document, large and small, after a failure too,
+    /// exactly as a fresh one does.
+    #[test]
+    fn reused_json_memory_decodes_each_document_as_a_fresh_one_would() {
+        let long = "x\\n\\u00e9\\ud83d\\ude00".repeat(2000);
+        let docs = [
+            format!(r#"{{"choices":[{{"delta":{{"content":"{long}"}},"finish_reason":null}}]}}"#),
+            r#"{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":3}}"#.into(),
+            r#"{"choices":[{"delta":{"content":"#.into(),
+            r#"{"choices":[{"text":"b\"c","finish_reason":"stop"}]}"#.into(),
+        ];
+        let fresh = |d: &String| {
+            let mut b = d.clone().into_bytes();
+            decode(&mut b, &mut Json::default())
+                .map(|p| {
+                    (
+                        p.content.into_owned(),
+                        p.finish_reason.map(str::to_string),
+                        p.usage,
+                    )
+                })
+                .map_err(|e| e.to_string())
+        };
+        let mut j = Json::default();
+        for d in docs.iter().chain(docs.iter().rev()) {
+            let mut b = d.clone().into_bytes();
+            let got = decode(&mut b, &mut j)
+                .map(|p| {
+                    (
+                        p.content.into_owned(),
+                        p.finish_reason.map(str::to_string),
+                        p.usage,
+                    )
+                })
+                .map_err(|e| e.to_string());
+            assert_eq!(got, fresh(d), "{}", &d[..d.len().min(60)]);
+        }
+        assert_eq!(fresh(&docs[0]).unwrap().0, "x\né😀".repeat(2000));
+        assert!(fresh(&docs[2]).is_err());
+    }
+
     #[test]
     fn bad_json_is_an_error() {
         let mut b = b"{\"choices\": [".to_vec();
-        let mut bufs = simd_json::Buffers::new(16);
+        let mut bufs = Json::default();
         assert!(decode(&mut b, &mut bufs).is_err());
     }
 }
