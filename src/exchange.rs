@@ -20,6 +20,8 @@ const BODY_LIMIT: usize = 4 << 20;
 /// One request in this many keeps its text even with server usage, so the run can check the
 /// tokenizer against the server's counts.
 const TOKENIZER_CHECK_EVERY: u64 = 16;
+/// Text buffers up to this size are kept for the next requests (a few thousand tokens).
+const SPARE_TEXT_MAX: usize = 16 << 10;
 /// Error texts in records are cut to this many bytes.
 const ERROR_TEXT_LIMIT: usize = 512;
 
@@ -33,6 +35,9 @@ pub struct Scratch {
     pub pointers: Option<openai::Pointers>,
     /// Responses must carry generated text (every kind but embeddings).
     pub expects_text: bool,
+    /// Emptied text buffers of finished requests that did not keep their text, for the next
+    /// ones to fill without growing a new one token by token.
+    pub(crate) spare_texts: Vec<String>,
 }
 
 impl Scratch {
@@ -54,6 +59,7 @@ impl Default for Scratch {
             client_delay: Dist::new(),
             pointers: None,
             expects_text: true,
+            spare_texts: Vec::new(),
         }
     }
 }
@@ -296,7 +302,11 @@ impl Exchange {
         }
         rec.outcome = Outcome::Ok;
         if rec.osl.is_some() && rec.id % TOKENIZER_CHECK_EVERY != 0 && !rec.keep_text {
-            rec.text = String::new();
+            let mut text = std::mem::take(&mut rec.text);
+            if text.capacity() <= SPARE_TEXT_MAX {
+                text.clear();
+                scratch.spare_texts.push(text);
+            }
         }
     }
 
@@ -372,6 +382,9 @@ fn on_event(
             rec.first_output_ns = Some(t);
         }
         rec.last_content_ns = Some(t);
+        if rec.text.capacity() == 0 {
+            rec.text = scratch.spare_texts.pop().unwrap_or_default();
+        }
         rec.text.push_str(&p.reasoning);
         rec.text.push_str(&p.content);
     }

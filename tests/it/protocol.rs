@@ -38,8 +38,12 @@ fn decode(pieces: &[&[u8]]) -> (Seen, Record) {
 
 /// [`decode`] as request `id`.
 fn decode_as(id: u64, pieces: &[&[u8]]) -> (Seen, Record) {
+    decode_on(&mut Scratch::default(), id, pieces)
+}
+
+/// [`decode_as`] with the shard's `scratch`, as kept from request to request.
+fn decode_on(scratch: &mut Scratch, id: u64, pieces: &[&[u8]]) -> (Seen, Record) {
     let mut ex = Exchange::default();
-    let mut scratch = Scratch::default();
     let mut rec = Record::new(id, 0, Phase::Profiling, 0, 0);
     let mut pending: Vec<u8> = Vec::new();
     for (i, p) in pieces.iter().enumerate() {
@@ -47,11 +51,11 @@ fn decode_as(id: u64, pieces: &[&[u8]]) -> (Seen, Record) {
             break;
         }
         pending.extend_from_slice(p);
-        let used = ex.feed(&pending, i as u64 + 1, &mut rec, &mut scratch);
+        let used = ex.feed(&pending, i as u64 + 1, &mut rec, scratch);
         pending.drain(..used);
     }
     if !ex.is_done() {
-        ex.eof(pieces.len() as u64 + 1, &mut rec, &mut scratch);
+        ex.eof(pieces.len() as u64 + 1, &mut rec, scratch);
     }
     let events = rec.chunk_gaps_ns.len() + usize::from(rec.first_content_ns.is_some());
     (
@@ -139,6 +143,33 @@ fn streamed(name: &str, osl: u64, isl: Option<u64>, keep_alive: bool) {
     // length the server reported; in full for request 0, which is sampled.
     assert_eq!(seen.text, "", "{name}");
     assert_eq!(decode_as(0, &[&raw]).0.text, text, "{name}");
+}
+
+/// A shard's scratch (the JSON parser's memory, the text buffers of finished requests) serves
+/// one response after another: nothing of one reaches the next, whatever the order.
+#[test]
+fn one_scratch_serves_many_responses_and_carries_nothing_over() {
+    let _shared = support::shared();
+    let names = [
+        "vllm/chat-stream.http",
+        "llamacpp/completions-stream.http",
+        "vllm/completions-stream.http",
+        "llamacpp/chat-stream.http",
+    ];
+    let mut scratch = Scratch::default();
+    for round in 0..2 {
+        for name in names {
+            let raw = capture(name);
+            // Request 1's text is dropped (the server counted its tokens), request 16's kept
+            // for the tokenizer check: it must be this response's text alone.
+            for id in [1, 16, 1] {
+                let bytes: Vec<&[u8]> = raw.chunks(7 + round).collect();
+                let (shared, _) = decode_on(&mut scratch, id, &bytes);
+                assert_eq!(shared, decode_as(id, &[&raw]).0, "{name}, request {id}");
+            }
+            assert_eq!(decode_on(&mut scratch, 16, &[&raw]).0.text, oracle(&raw).1);
+        }
+    }
 }
 
 #[test]
