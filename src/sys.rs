@@ -367,8 +367,17 @@ pub fn recvmsg_stamped(fd: RawFd, buf: &mut Vec<u8>) -> io::Result<(usize, Optio
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // The system call itself: libc's wrapper is a thread-cancellation point, which costs two
+    // calls around every receive on this, the hottest path (no thread here is ever cancelled).
     // SAFETY: msg points at live buffers for the duration of the call.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_recvmsg,
+            fd,
+            &mut msg as *mut libc::msghdr,
+            libc::MSG_DONTWAIT,
+        )
+    };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
