@@ -2,7 +2,8 @@
 //! beside a raw-drain client (same driver, same connections, same request bytes; it reads and
 //! discards) so the cost of measuring is visible as a ratio.
 //!
-//!     cargo bench --bench load -- [--streams 1000,10000] [--runs 3] [--driver auto|uring|epoll]
+//!     cargo bench --bench load -- [--streams 1000,10000] [--runs 3] [--driver auto|uring|epoll] \
+//!         [--client-flags "--no-kernel-timestamps"]
 //!
 //! The simulator runs in a child process pinned to CPU 0; the client runs one shard pinned to
 //! CPU 1 (on a 2-core machine that is all there is). Printed per stream count: client CPU µs
@@ -268,13 +269,14 @@ fn itl_for(streams: usize, rate: u64) -> String {
     format!("{}us", streams as u64 * 1_000_000 / rate.max(1))
 }
 
-fn run_ringperf(streams: usize, rate: u64, driver: &str, secs: u64) -> Figures {
+fn run_ringperf(streams: usize, rate: u64, driver: &str, secs: u64, flags: &str) -> Figures {
     let sim = spawn_sim(
         &format!("--ttft 5ms --itl {} --shards 1", itl_for(streams, rate)),
         None,
     );
     let load = closed_loop(streams, secs, OSL);
-    let load: Vec<&str> = load.iter().map(String::as_str).collect();
+    let mut load: Vec<&str> = load.iter().map(String::as_str).collect();
+    load.extend(flags.split_whitespace());
     let args = client_args(sim.port, driver, &load);
     // The plan (prompts, tokenizer) is built before the baseline, and the report after the
     // peak is taken: RSS per stream is the engine's alone, as the raw drain's is its loop's.
@@ -649,7 +651,8 @@ struct Opts {
     /// Co-located: tokens per response.
     #[arg(long, default_value_t = 64)]
     osl: u32,
-    /// Co-located: extra `ringperf profile` flags (e.g. "--shards 2 --cpus 0,1").
+    /// Extra `ringperf profile` flags: co-located, e.g. "--shards 2 --cpus 0,1"; load, e.g.
+    /// "--no-kernel-timestamps" (the load bench keeps its one shard on CPU 1).
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     client_flags: String,
     #[arg(long, hide = true)]
@@ -680,7 +683,7 @@ fn main() {
         // A measurement in a fresh process, so that RSS is this client's alone.
         let n = opts.streams[0];
         let f = if which == "ringperf" {
-            run_ringperf(n, opts.rate, driver, opts.secs)
+            run_ringperf(n, opts.rate, driver, opts.secs, &opts.client_flags)
         } else {
             run_raw(n, opts.rate, opts.driver, opts.secs)
         };
@@ -697,6 +700,7 @@ fn main() {
                 &opts.rate.to_string(),
             ])
             .args(["--secs", &opts.secs.to_string(), "--driver", driver])
+            .args(["--client-flags", &opts.client_flags])
             .output()
             .expect("client child");
         Figures::parse(
@@ -723,7 +727,8 @@ fn main() {
         }
         return;
     }
-    println!("load benchmark: simulator on CPU 0, client (1 shard) on CPU 1, driver {driver}, {} run(s) of {} s, OSL {OSL}, {} events/s in all", opts.runs, opts.secs, opts.rate);
+    println!("load benchmark: simulator on CPU 0, client (1 shard) on CPU 1, driver {driver}, {} run(s) of {} s, OSL {OSL}, {} events/s in all{}", opts.runs, opts.secs, opts.rate,
+        if opts.client_flags.is_empty() { String::new() } else { format!("; ringperf plus {}", opts.client_flags) });
     println!(
         "{:>8} {:>10} | {:>12} {:>10} {:>10} {:>12} {:>10} {:>9} {:>9}",
         "streams",
