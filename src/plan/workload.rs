@@ -152,8 +152,10 @@ impl Workload {
                     s.num_dataset_entries as usize
                 };
                 let items = match kind {
-                    DatasetType::Jsonl => files::read_jsonl(path, limit)?,
-                    DatasetType::Sharegpt => files::read_sharegpt(path, limit, &tokenizer)?,
+                    DatasetType::Jsonl => files::read_jsonl(path, limit, files::CAPS)?,
+                    DatasetType::Sharegpt => {
+                        files::read_sharegpt(path, limit, &tokenizer, files::CAPS)?
+                    }
                     DatasetType::Mooncake => {
                         files::read_mooncake(path, limit, &tokenizer, s.random_seed)?
                     }

@@ -54,13 +54,17 @@ pub fn detect(path: &Path) -> Result<DatasetType, WorkloadError> {
     if path.extension().is_some_and(|e| e == "json") {
         return Ok(DatasetType::Sharegpt);
     }
-    let f = std::fs::File::open(path).map_err(|e| err(path, 0, e))?;
-    for line in BufReader::new(f).lines().take(50) {
-        let line = line.map_err(|e| err(path, 0, e))?;
-        if line.trim().is_empty() {
+    let mut r = open(path)?;
+    let mut line = Vec::new();
+    for n in 1..=50 {
+        if !next_line(&mut r, &mut line, CAPS.line).map_err(|e| err(path, n, e))? {
+            break;
+        }
+        if line.trim_ascii().is_empty() {
             continue;
         }
-        let looks_mooncake = line.contains("\"hash_ids\"") || line.contains("\"input_length\"");
+        let has = |key: &[u8]| line.windows(key.len()).any(|w| w == key);
+        let looks_mooncake = has(b"\"hash_ids\"") || has(b"\"input_length\"");
         return Ok(if looks_mooncake {
             DatasetType::Mooncake
         } else {
@@ -76,25 +80,101 @@ fn open(path: &Path) -> Result<BufReader<std::fs::File>, WorkloadError> {
         .map_err(|e| err(path, 0, e))
 }
 
-/// The file's non-empty lines, parsed, with their 1-based numbers.
+/// What a run takes from a dataset file at most, checked as it is read: the longest line, and
+/// the bytes of all the requests it keeps (its lines, or ShareGPT's prompts).
+#[derive(Debug, Clone, Copy)]
+pub struct Caps {
+    /// Bytes in one line.
+    pub line: usize,
+    /// Bytes kept in all.
+    pub kept: u64,
+}
+
+/// A line may hold a prompt at the token cap ([`super::MAX_PROMPT_TOKENS`], ~40 MB of text)
+/// with room for its JSON; a run keeps as many bytes as the synthetic prompts' budget
+/// ([`super::MAX_PLAN_TOKENS`] at ~4 bytes a token).
+pub const CAPS: Caps = Caps {
+    line: 128 << 20,
+    kept: 4 * super::MAX_PLAN_TOKENS,
+};
+
+/// Bytes as a person reads them: MiB when whole, else bytes.
+fn size(n: u64) -> String {
+    if n >= 1 << 20 && n % (1 << 20) == 0 {
+        format!("{} MiB", n >> 20)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
+/// Reads the next line, without its end, into `buf`; `false` at the end of the file. A line
+/// over `max` bytes is an error, found having read at most `max + 2` of them (room for a CRLF).
+fn next_line(r: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> std::io::Result<bool> {
+    buf.clear();
+    if <&mut _ as std::io::Read>::take(r, max as u64 + 2).read_until(b'\n', buf)? == 0 {
+        return Ok(false);
+    }
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+        if buf.last() == Some(&b'\r') {
+            buf.pop();
+        }
+    }
+    if buf.len() > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("the line is longer than {}, the most one may be", size(max as u64)),
+        ));
+    }
+    Ok(true)
+}
+
+/// Counts the bytes a run keeps against [`Caps::kept`].
+struct Kept {
+    bytes: u64,
+    cap: u64,
+}
+
+impl Kept {
+    /// Counts `n` more bytes; what is wrong when they pass the cap.
+    fn add(&mut self, n: usize) -> Result<(), String> {
+        self.bytes += n as u64;
+        if self.bytes > self.cap {
+            return Err(format!(
+                "the requests kept reach {} by here; a run holds at most {} of a file (lower \
+                 --num-dataset-entries or cut the file)",
+                size(self.bytes),
+                size(self.cap)
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The file's non-empty lines, parsed, with their 1-based numbers and lengths.
 fn json_lines(
     path: &Path,
-) -> Result<impl Iterator<Item = Result<(usize, Value), WorkloadError>> + '_, WorkloadError> {
-    Ok(open(path)?
-        .lines()
-        .enumerate()
-        .filter_map(move |(i, line)| {
-            let n = i + 1;
-            match line {
-                Err(e) => Some(Err(err(path, n, e))),
-                Ok(l) if l.trim().is_empty() => None,
-                Ok(l) => Some(
-                    serde_json::from_str(&l)
-                        .map(|v| (n, v))
+    max_line: usize,
+) -> Result<impl Iterator<Item = Result<(usize, usize, Value), WorkloadError>> + '_, WorkloadError>
+{
+    let mut r = open(path)?;
+    let mut line = Vec::new();
+    let mut n = 0;
+    Ok(std::iter::from_fn(move || loop {
+        n += 1;
+        match next_line(&mut r, &mut line, max_line) {
+            Err(e) => return Some(Err(err(path, n, e))),
+            Ok(false) => return None,
+            Ok(true) if line.trim_ascii().is_empty() => continue,
+            Ok(true) => {
+                return Some(
+                    serde_json::from_slice(&line)
+                        .map(|v| (n, line.len(), v))
                         .map_err(|e| err(path, n, format!("invalid JSON: {e}"))),
-                ),
+                )
             }
-        }))
+        }
+    }))
 }
 
 /// Refuses timestamps that go backwards.
@@ -114,15 +194,20 @@ impl Clock {
     }
 }
 
-/// Reads up to `limit` items of a custom JSONL file.
-pub fn read_jsonl(path: &Path, limit: usize) -> Result<Vec<Item>, WorkloadError> {
+/// Reads up to `limit` items of a custom JSONL file, within `caps`.
+pub fn read_jsonl(path: &Path, limit: usize, caps: Caps) -> Result<Vec<Item>, WorkloadError> {
     let mut out = Vec::new();
     let mut clock = Clock(f64::NEG_INFINITY);
-    for line in json_lines(path)? {
+    let mut kept = Kept {
+        bytes: 0,
+        cap: caps.kept,
+    };
+    for line in json_lines(path, caps.line)? {
         if out.len() >= limit {
             break;
         }
-        let (n, v) = line?;
+        let (n, len, v) = line?;
+        kept.add(len).map_err(|m| err(path, n, m))?;
         // `prompt` and `output_tokens` are the names of `vllm bench serve`'s custom dataset.
         let text = v.get("text").or_else(|| v.get("prompt"));
         let prompt = if let Some(t) = text.and_then(Value::as_str) {
@@ -161,11 +246,14 @@ pub fn read_jsonl(path: &Path, limit: usize) -> Result<Vec<Item>, WorkloadError>
     Ok(out)
 }
 
-/// Reads up to `limit` ShareGPT conversations that start with a human turn.
+/// Reads up to `limit` ShareGPT conversations that start with a human turn, keeping at most
+/// `caps.kept` bytes of prompts. (The file is one JSON array, not lines: a conversation is
+/// held whole while it is read.)
 pub fn read_sharegpt(
     path: &Path,
     limit: usize,
     tokenizer: &Tokenizer,
+    caps: Caps,
 ) -> Result<Vec<Item>, WorkloadError> {
     use serde::de::{Deserializer, SeqAccess, Visitor};
 
@@ -184,15 +272,19 @@ pub fn read_sharegpt(
     struct Collect<'a> {
         limit: usize,
         tokenizer: &'a Tokenizer,
+        kept: Kept,
+        path: &'a Path,
     }
     impl<'de> Visitor<'de> for Collect<'_> {
         type Value = Result<Vec<Item>, WorkloadError>;
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str("a JSON array of conversations")
         }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Self::Value, A::Error> {
             let mut out = Vec::new();
+            let mut i = 0;
             while let Some(c) = seq.next_element::<Conversation>()? {
+                i += 1;
                 if out.len() >= self.limit {
                     // The rest is skipped without building it.
                     while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
@@ -215,6 +307,10 @@ pub fn read_sharegpt(
                     },
                     None => None,
                 };
+                if let Err(m) = self.kept.add(turns[h].value.len()) {
+                    let at = format!("{}: conversation {i}", self.path.display());
+                    return Ok(Err(WorkloadError::Dataset(format!("{at}: {m}"))));
+                }
                 out.push(Item {
                     prompt: Prompt::Text(turns[h].value.clone()),
                     max_tokens,
@@ -226,7 +322,15 @@ pub fn read_sharegpt(
         }
     }
     let mut de = serde_json::Deserializer::from_reader(open(path)?);
-    let collect = Collect { limit, tokenizer };
+    let collect = Collect {
+        limit,
+        tokenizer,
+        kept: Kept {
+            bytes: 0,
+            cap: caps.kept,
+        },
+        path,
+    };
     let items = (&mut de)
         .deserialize_seq(collect)
         .map_err(|e| err(path, e.line(), format!("not ShareGPT JSON: {e}")))??;
@@ -248,11 +352,11 @@ pub fn read_mooncake(
     let mut out = Vec::new();
     let mut clock = Clock(f64::NEG_INFINITY);
     let mut planned = 0u64;
-    for line in json_lines(path)? {
+    for line in json_lines(path, CAPS.line)? {
         if out.len() >= limit {
             break;
         }
-        let (n, v) = line?;
+        let (n, _, v) = line?;
         let num = |k: &str| v.get(k).and_then(Value::as_u64);
         let ts = v
             .get("timestamp")
@@ -330,4 +434,77 @@ pub fn read_mooncake(
         return Err(err(path, 0, "no request in the trace"));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(name: &str, text: &str) -> std::path::PathBuf {
+        let p = std::env::temp_dir().join(format!("ringperf-files-{}-{name}", std::process::id()));
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn lines_up_to_the_cap_are_read_and_a_longer_one_is_refused() {
+        let text = "abcd\r\n\nabcde\nxy";
+        let mut r = std::io::BufReader::new(text.as_bytes());
+        let mut got = Vec::new();
+        let mut line = Vec::new();
+        while next_line(&mut r, &mut line, 5).unwrap() {
+            got.push(String::from_utf8(line.clone()).unwrap());
+        }
+        assert_eq!(got, ["abcd", "", "abcde", "xy"]);
+        let mut r = std::io::BufReader::new(text.as_bytes());
+        assert!(next_line(&mut r, &mut line, 4).unwrap(), "4 bytes and CRLF");
+        assert!(next_line(&mut r, &mut line, 4).unwrap());
+        let e = next_line(&mut r, &mut line, 4).unwrap_err();
+        assert!(e.to_string().contains("longer than 4 bytes"), "{e}");
+        assert!(line.len() <= 6, "read past the cap: {}", line.len());
+    }
+
+    #[test]
+    fn a_file_past_its_caps_is_refused_at_the_line_that_passes_them() {
+        let line = r#"{"text": "0123456789"}"#; // 22 bytes
+        let p = file("caps.jsonl", &format!("{line}\n\n{line}\n{line}\n"));
+        let caps = |line, kept| Caps { line, kept };
+        assert_eq!(read_jsonl(&p, 10, caps(22, 66)).unwrap().len(), 3);
+        // The limit stops reading before the cap matters.
+        assert_eq!(read_jsonl(&p, 2, caps(22, 44)).unwrap().len(), 2);
+        let e = read_jsonl(&p, 10, caps(22, 65)).unwrap_err().to_string();
+        assert!(
+            e.contains("caps.jsonl:4: the requests kept reach 66 bytes"),
+            "{e}"
+        );
+        let e = read_jsonl(&p, 10, caps(21, 66)).unwrap_err().to_string();
+        assert!(
+            e.contains("caps.jsonl:1: the line is longer than 21 bytes"),
+            "{e}"
+        );
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn sharegpt_prompts_past_the_cap_are_refused_with_the_conversation() {
+        let c = |q: &str| format!(r#"{{"conversations": [{{"from": "human", "value": "{q}"}}]}}"#);
+        let p = file(
+            "caps.json",
+            &format!("[{}, {}, {}]", c("abc"), c("de"), c("f")),
+        );
+        let tok = Tokenizer::embedded().unwrap();
+        let caps = |kept| Caps {
+            line: 1 << 20,
+            kept,
+        };
+        assert_eq!(read_sharegpt(&p, 10, &tok, caps(6)).unwrap().len(), 3);
+        let e = read_sharegpt(&p, 10, &tok, caps(5))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("caps.json: conversation 3: the requests kept reach 6 bytes"),
+            "{e}"
+        );
+        std::fs::remove_file(p).unwrap();
+    }
 }
