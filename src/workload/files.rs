@@ -98,10 +98,12 @@ pub const CAPS: Caps = Caps {
     kept: 4 * super::MAX_PLAN_TOKENS,
 };
 
-/// Bytes as a person reads them: MiB when whole, else bytes.
+/// Bytes as a person reads them: whole MiB, MB, or bytes.
 fn size(n: u64) -> String {
     if n >= 1 << 20 && n % (1 << 20) == 0 {
         format!("{} MiB", n >> 20)
+    } else if n >= 1_000_000 {
+        format!("{:.1} MB", n as f64 / 1e6)
     } else {
         format!("{n} bytes")
     }
@@ -123,7 +125,10 @@ fn next_line(r: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> std::io::Re
     if buf.len() > max {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
-            format!("the line is longer than {}, the most one may be", size(max as u64)),
+            format!(
+                "the line is longer than {}, the most one may be",
+                size(max as u64)
+            ),
         ));
     }
     Ok(true)
@@ -444,6 +449,14 @@ mod tests {
         let p = std::env::temp_dir().join(format!("ringperf-files-{}-{name}", std::process::id()));
         std::fs::write(&p, text).unwrap();
         p
+    }
+
+    #[test]
+    fn sizes_read_as_a_person_reads_them() {
+        assert_eq!(size(CAPS.line as u64), "128 MiB");
+        assert_eq!(size(CAPS.kept), "400.0 MB");
+        assert_eq!(size(1_048_577), "1.0 MB");
+        assert_eq!(size(999_999), "999999 bytes");
     }
 
     #[test]
