@@ -22,6 +22,10 @@ const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 /// all misbehave under 64 MiB, allocator overhead included.
 pub const MAX_EVENT: usize = 512 << 10;
 
+/// Room an event's data buffer keeps after its largest event, for a parser that reads past the
+/// data's end (simd-json's padding): a full event then grows it no further.
+pub const SLACK: usize = 64;
+
 /// Buffers grown past this are given back when the framer is reset for the next stream.
 const KEEP_CAPACITY: usize = 64 << 10;
 
@@ -219,7 +223,7 @@ impl Framer {
 fn append(buf: &mut Vec<u8>, bytes: &[u8]) {
     let need = buf.len() + bytes.len();
     if need > buf.capacity() && need > KEEP_CAPACITY {
-        buf.reserve_exact(MAX_EVENT.max(need) - buf.len());
+        buf.reserve_exact(MAX_EVENT.max(need) + SLACK - buf.len());
     }
     buf.extend_from_slice(bytes);
 }

@@ -193,6 +193,7 @@ impl Default for Json {
 /// padding is appended to `json` (the parser then needs no copy of it) and string escapes are
 /// rewritten in place, so the bytes are spent afterwards.
 pub fn decode<'a>(json: &'a mut Vec<u8>, j: &mut Json) -> Result<Payload<'a>, DecodeError> {
+    const _: () = assert!(crate::sse::SLACK >= simd_json::INPUT_PADDING);
     let len = json.len();
     json.resize(len + simd_json::INPUT_PADDING, b' ');
     let json: &'a mut [u8] = json;
@@ -468,31 +469,19 @@ mod tests {
             r#"{"choices":[{"delta":{"content":"#.into(),
             r#"{"choices":[{"text":"b\"c","finish_reason":"stop"}]}"#.into(),
         ];
-        let fresh = |d: &String| {
+        let run = |d: &String, j: &mut Json| {
             let mut b = d.clone().into_bytes();
-            decode(&mut b, &mut Json::default())
+            decode(&mut b, j)
                 .map(|p| {
-                    (
-                        p.content.into_owned(),
-                        p.finish_reason.map(str::to_string),
-                        p.usage,
-                    )
+                    let finish = p.finish_reason.map(str::to_string);
+                    (p.content.into_owned(), finish, p.usage)
                 })
                 .map_err(|e| e.to_string())
         };
+        let fresh = |d: &String| run(d, &mut Json::default());
         let mut j = Json::default();
         for d in docs.iter().chain(docs.iter().rev()) {
-            let mut b = d.clone().into_bytes();
-            let got = decode(&mut b, &mut j)
-                .map(|p| {
-                    (
-                        p.content.into_owned(),
-                        p.finish_reason.map(str::to_string),
-                        p.usage,
-                    )
-                })
-                .map_err(|e| e.to_string());
-            assert_eq!(got, fresh(d), "{}", &d[..d.len().min(60)]);
+            assert_eq!(run(d, &mut j), fresh(d), "{}", &d[..d.len().min(60)]);
         }
         assert_eq!(fresh(&docs[0]).unwrap().0, "x\né😀".repeat(2000));
         assert!(fresh(&docs[2]).is_err());
