@@ -42,10 +42,15 @@ impl InFlight {
 pub(super) struct Busy<'a>(&'a std::sync::Mutex<InFlight>);
 
 impl<'a> Busy<'a> {
-    pub(super) fn enter(m: &'a std::sync::Mutex<InFlight>) -> Busy<'a> {
+    /// A request in flight since `arrived_ns`, when its bytes reached the kernel (as a
+    /// reference server stamps arrivals): the time it waited for the simulator to read it is
+    /// the simulator's lateness, not the client's, and counts in the integral.
+    pub(super) fn enter(m: &'a std::sync::Mutex<InFlight>, arrived_ns: u64) -> Busy<'a> {
         let mut f = m.lock().unwrap_or_else(|e| e.into_inner());
-        f.advance(now_ns());
+        let now = now_ns();
+        f.advance(now);
         f.now += 1;
+        f.integral += u128::from(now.saturating_sub(arrived_ns));
         Busy(m)
     }
 }
@@ -120,4 +125,30 @@ pub(super) fn metrics_page(model: &str, c: &Counters) -> String {
         integral.integral as f64 / 1e9,
         g(&c.accept_failures)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_counts_from_its_arrival_until_it_is_answered() {
+        let m = std::sync::Mutex::new(InFlight::default());
+        let read = |m: &std::sync::Mutex<InFlight>| {
+            let mut f = m.lock().unwrap();
+            f.advance(now_ns());
+            (f.now, f.integral)
+        };
+        let t0 = now_ns();
+        let late = Busy::enter(&m, t0 - 2_000_000_000);
+        let fresh = Busy::enter(&m, now_ns());
+        assert_eq!(read(&m).0, 2);
+        drop((late, fresh));
+        let (now, integral) = read(&m);
+        assert_eq!(now, 0);
+        let spent = u128::from(now_ns() - t0);
+        // 2 s before it was read, then both for as long as this test ran.
+        assert!(integral >= 2_000_000_000, "{integral}");
+        assert!(integral <= 2_000_000_000 + 2 * spent, "{integral} {spent}");
+    }
 }

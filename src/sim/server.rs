@@ -468,7 +468,7 @@ async fn handle(
                 return respond(stream, out, 404, json, b.as_bytes(), req.close).await;
             }
             ctx.counters.requests.fetch_add(1, Ordering::Relaxed);
-            let _busy = Busy::enter(&ctx.counters.in_flight);
+            let _busy = Busy::enter(&ctx.counters.in_flight, arrived);
             if api == Kind::Embeddings {
                 return embed(ctx, stream, out, &r, req.close, arrived).await;
             }
