@@ -684,7 +684,7 @@ fn measure(
         &report,
         dir,
         &plan.input_config(),
-        &plan.workload.inputs_json(),
+        &|w| plan.workload.write_inputs_json(w),
         &times,
     )
     .map_err(|e| Fatal(format!("writing artifacts to {}: {e}", dir.display())))?;

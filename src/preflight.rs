@@ -224,7 +224,13 @@ pub fn probe(plan: &Plan) -> Result<Probe, Failure> {
                 turn.isl,
             )
         }
-        (None, Some(e)) => (e.template.clone(), e.isl),
+        // Counting the first prompt here finds a tokenizer that cannot count the file's text
+        // before the run, not after it.
+        (None, Some(e)) => (
+            e.template.clone(),
+            e.isl(&plan.workload.tokenizer)
+                .map_err(|err| Failure::Probe(err.to_string()))?,
+        ),
         (None, None) => return Err(Failure::Probe("the plan holds no request".into())),
     };
     let mut request = Vec::new();

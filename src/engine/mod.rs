@@ -267,6 +267,15 @@ pub fn run(
             }
         }
     }
+    // After the run: the prompt tokens of the file lines it sent.
+    let records = shards.iter_mut().flat_map(|s| s.records.iter_mut());
+    if let Err(e) = plan
+        .workload
+        .dataset
+        .count_sent(records, &plan.workload.tokenizer)
+    {
+        failures.push(e);
+    }
     Ok(RunOutput {
         shards,
         failures,

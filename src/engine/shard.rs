@@ -370,7 +370,8 @@ async fn request(shard: Rc<Shard>, ticket: Ticket, due: Option<u64>) {
         shard.index,
         ticket.phase,
         ticket.entry,
-        entry.isl,
+        // A file's prompt is counted after the run (`Dataset::count_sent`).
+        entry.known_isl().unwrap_or(0),
     );
     rec.intended_ns = ticket.intended_ns;
     rec.due_ns = due;

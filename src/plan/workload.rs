@@ -178,10 +178,7 @@ impl Workload {
                 } else {
                     None
                 };
-                (
-                    Dataset::from_items(&gen, &target.head, &tokenizer, &items)?,
-                    trace,
-                )
+                (Dataset::from_items(&gen, &target.head, items)?, trace)
             }
         };
         let sessions = match s.session_turns_mean {
@@ -215,12 +212,19 @@ impl Workload {
         })
     }
 
-    /// `inputs.json`: the request bodies, GenAI-Perf's layout.
-    pub fn inputs_json(&self) -> Vec<u8> {
+    /// Writes `inputs.json`: the request bodies, GenAI-Perf's layout.
+    pub fn write_inputs_json(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
         match &self.sessions {
-            Some(s) => s.inputs_json(),
-            None => self.dataset.inputs_json(),
+            Some(s) => s.write_inputs_json(w),
+            None => self.dataset.write_inputs_json(w),
         }
+    }
+
+    /// `inputs.json`, in memory.
+    pub fn inputs_json(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.write_inputs_json(&mut out).expect("writing to memory");
+        out
     }
 }
 
@@ -260,7 +264,7 @@ mod tests {
         assert_eq!(w.dataset.entries.len(), 5);
         assert!(w.trace.is_none() && w.sessions.is_none());
         for e in &w.dataset.entries {
-            assert_eq!((e.isl, e.requested_osl), (40, Some(7)));
+            assert_eq!((e.known_isl(), e.requested_osl), (Some(40), Some(7)));
         }
         let again = Workload::build(&workload_spec(), &target).unwrap();
         assert_eq!(

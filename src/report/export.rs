@@ -344,7 +344,7 @@ pub(crate) fn write_all(
     r: &Report,
     dir: &Path,
     input_config: &Value,
-    inputs_json: &[u8],
+    inputs_json: &dyn Fn(&mut dyn Write) -> std::io::Result<()>,
     times: &Times,
 ) -> std::io::Result<Value> {
     std::fs::create_dir_all(dir)?;
@@ -362,7 +362,7 @@ pub(crate) fn write_all(
     let csv = profile_csv(r).map_err(std::io::Error::other)?;
     std::fs::write(dir.join("profile_export_ringperf.csv"), csv)?;
     write_records(r, &dir.join("profile_export.jsonl"))?;
-    std::fs::write(dir.join("inputs.json"), inputs_json)?;
+    inputs_json(&mut std::fs::File::create(dir.join("inputs.json"))?)?;
     if let Some(t) = &r.telemetry {
         if !t.series.is_empty() {
             let mut w = BufWriter::new(std::fs::File::create(

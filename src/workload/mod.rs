@@ -1,4 +1,5 @@
-//! Prompts, request bodies and the tokenizer, all prepared before the clock starts.
+//! Prompts, request bodies and the tokenizer, all prepared before the clock starts (but for
+//! the token counts of a file's prompts, taken once the run has sent them).
 //!
 //! Synthetic prompts are built as GenAI-Perf builds them: lines of real text (Shakespeare's
 //! sonnets, public domain) drawn at random until the token count is reached, then cut to the
@@ -21,6 +22,7 @@ use serde_json::{Map, Value};
 
 pub use crate::api::Prompt;
 use crate::http::request::{Target, Template};
+use crate::record::Record;
 pub use tokenizer::Tokenizer;
 
 const CORPUS: &str = include_str!("corpus.txt");
@@ -98,32 +100,19 @@ pub struct Sessions {
 }
 
 impl Sessions {
-    /// `inputs.json` for sessions: one entry per session, a payload per turn with that turn's
-    /// user message (the history and the answers are only known while the run goes on).
-    pub fn inputs_json(&self) -> Vec<u8> {
-        let data: Vec<Value> = self
-            .list
-            .iter()
-            .map(|s| {
-                let payload: Vec<Value> = s
-                    .turns
-                    .iter()
-                    .map(|t| {
-                        let user = serde_json::json!([{ "role": "user", "content": t.prompt }]);
-                        let body = self.body.render(
-                            &Prompt::Messages(user.as_array().cloned().unwrap_or_default()),
-                            t.osl,
-                        );
-                        serde_json::from_slice(&body).unwrap_or(Value::Null)
-                    })
-                    .collect();
-                serde_json::json!({ "payload": payload })
-            })
-            .collect();
-        let mut out =
-            serde_json::to_vec_pretty(&serde_json::json!({ "data": data })).expect("serializable");
-        out.push(b'\n');
-        out
+    /// `inputs.json` for sessions (see [`write_inputs_json`]): one entry per session, a
+    /// payload per turn with that turn's user message (the history and the answers are only
+    /// known while the run goes on).
+    pub fn write_inputs_json(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        write_inputs_json(
+            w,
+            self.list.iter().map(|s| {
+                s.turns.iter().map(|t| {
+                    let user = serde_json::json!({ "role": "user", "content": t.prompt });
+                    self.body.render(&Prompt::Messages(vec![user]), t.osl)
+                })
+            }),
+        )
     }
 
     /// Makes `spec.entries` sessions of about `turns` (mean, std) turns each.
@@ -160,15 +149,77 @@ impl Sessions {
     }
 }
 
+/// Writes `inputs.json` in GenAI-Perf's layout, `{"data": [{"payload": [body, …]}, …]}`, one
+/// entry a line: the request bodies as sent, streamed (a large dataset's file is never held
+/// whole). A body that is not JSON is written as `null`.
+pub fn write_inputs_json<P: AsRef<[u8]>>(
+    w: &mut dyn std::io::Write,
+    entries: impl Iterator<Item = impl IntoIterator<Item = P>>,
+) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut w = std::io::BufWriter::new(w);
+    w.write_all(b"{\n  \"data\": [")?;
+    for (i, payload) in entries.enumerate() {
+        w.write_all(if i == 0 { b"\n    " } else { b",\n    " })?;
+        w.write_all(b"{\"payload\": [")?;
+        for (j, body) in payload.into_iter().enumerate() {
+            let body = body.as_ref();
+            if j > 0 {
+                w.write_all(b", ")?;
+            }
+            let json = serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok();
+            w.write_all(if json { body } else { b"null" })?;
+        }
+        w.write_all(b"]}")?;
+    }
+    w.write_all(b"\n  ]\n}\n")?;
+    w.flush()
+}
+
 /// One prepared request: its bytes and what it asked for.
 #[derive(Debug, Clone)]
 pub struct Entry {
     /// The complete HTTP request.
     pub template: Template,
-    /// Prompt tokens as counted by the run's tokenizer.
-    pub isl: u32,
+    /// Prompt tokens as counted by the run's tokenizer: known when the entry is made
+    /// (synthetic prompts, a trace's own lengths), or counted the first time it is asked for.
+    isl: std::sync::OnceLock<u32>,
+    /// A file's prompt, kept to be counted: a file's lines are counted once a run has sent
+    /// them ([`Dataset::count_sent`]), not all before the first request.
+    prompt: Option<Box<Prompt>>,
     /// `max_tokens` sent, if any.
     pub requested_osl: Option<u32>,
+}
+
+impl Entry {
+    /// The prompt's tokens when they are known without counting.
+    pub fn known_isl(&self) -> Option<u32> {
+        self.isl.get().copied()
+    }
+
+    /// The prompt's tokens, counted now if need be (once: the count is kept).
+    pub fn isl(&self, tokenizer: &Tokenizer) -> Result<u32, WorkloadError> {
+        if let Some(n) = self.known_isl() {
+            return Ok(n);
+        }
+        let n = match self.prompt.as_deref() {
+            Some(p) => count_prompt(p, tokenizer)?,
+            None => 0,
+        };
+        Ok(*self.isl.get_or_init(|| n))
+    }
+}
+
+/// The tokens of a prompt: its text, or the content of every message.
+fn count_prompt(p: &Prompt, tokenizer: &Tokenizer) -> Result<u32, WorkloadError> {
+    Ok(match p {
+        Prompt::Text(t) => tokenizer.count(t)? as u32,
+        Prompt::Messages(m) => m
+            .iter()
+            .filter_map(|x| x.get("content").and_then(Value::as_str))
+            .map(|c| tokenizer.count(c))
+            .sum::<Result<usize, _>>()? as u32,
+    })
 }
 
 /// All prepared requests of a run.
@@ -398,15 +449,14 @@ impl Dataset {
                 tokens: Some(tokens),
             })
         })?;
-        Dataset::from_items(spec, target, tokenizer, &items)
+        Dataset::from_items(spec, target, items)
     }
 
     /// Prepares one request per item; an item's own `max_tokens` wins over `--output-tokens-*`.
     pub fn from_items(
         spec: &Gen,
         target: &Target,
-        tokenizer: &Tokenizer,
-        items: &[files::Item],
+        items: Vec<files::Item>,
     ) -> Result<Dataset, WorkloadError> {
         let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x0051);
         let osls: Vec<Option<u32>> = items
@@ -417,41 +467,72 @@ impl Dataset {
             })
             .collect();
         let work: Vec<(&files::Item, Option<u32>)> = items.iter().zip(osls).collect();
-        let entries = par_map(&work, |(item, osl)| {
-            let isl = match (item.tokens, &item.prompt) {
-                (Some(n), _) => n,
-                (None, Prompt::Text(t)) => tokenizer.count(t)? as u32,
-                (None, Prompt::Messages(m)) => {
-                    m.iter()
-                        .filter_map(|x| x.get("content").and_then(Value::as_str))
-                        .map(|c| tokenizer.count(c))
-                        .sum::<Result<usize, _>>()? as u32
-                }
-            };
+        let mut entries = par_map(&work, |(item, osl)| {
             let body = spec.body.render(&item.prompt, *osl);
             Ok(Entry {
                 template: Template::post_json(target, &body),
-                isl,
+                isl: item
+                    .tokens
+                    .map(std::sync::OnceLock::from)
+                    .unwrap_or_default(),
+                prompt: None,
                 requested_osl: *osl,
             })
         })?;
+        // Counting a prompt costs about a millisecond: a file's are counted once sent.
+        for (e, item) in entries.iter_mut().zip(items) {
+            if e.known_isl().is_none() {
+                e.prompt = Some(Box::new(item.prompt));
+            }
+        }
         Ok(Dataset { entries })
     }
 
-    /// `inputs.json` in GenAI-Perf's layout: `{"data": [{"payload": [body]}, …]}`.
-    pub fn inputs_json(&self) -> Vec<u8> {
-        let data: Vec<Value> = self
-            .entries
-            .iter()
-            .map(|e| {
-                let body: Value = serde_json::from_slice(e.template.body()).unwrap_or(Value::Null);
-                serde_json::json!({ "payload": [body] })
+    /// Fills in the prompt tokens of `records` whose entries had no count when sent (a
+    /// file's lines), counting each entry once, on every core. A prompt the tokenizer cannot
+    /// count keeps 0, and the error is returned with how many records it left so.
+    pub fn count_sent<'a>(
+        &self,
+        records: impl Iterator<Item = &'a mut Record>,
+        tokenizer: &Tokenizer,
+    ) -> Result<(), String> {
+        let mut records: Vec<&mut Record> = records
+            .filter(|r| {
+                self.entries
+                    .get(r.entry as usize)
+                    .is_some_and(|e| e.known_isl().is_none())
             })
             .collect();
-        let mut out =
-            serde_json::to_vec_pretty(&serde_json::json!({ "data": data })).expect("serializable");
-        out.push(b'\n');
-        out
+        let mut todo: Vec<u32> = records.iter().map(|r| r.entry).collect();
+        todo.sort_unstable();
+        todo.dedup();
+        let first_error = par_map(&todo, |&i| {
+            Ok(self.entries[i as usize].isl(tokenizer).err())
+        })
+        .expect("errors are kept, not returned")
+        .into_iter()
+        .flatten()
+        .next();
+        let mut uncounted = 0;
+        for r in &mut records {
+            r.isl = self.entries[r.entry as usize]
+                .known_isl()
+                .unwrap_or_else(|| {
+                    uncounted += 1;
+                    0
+                });
+        }
+        match first_error {
+            None => Ok(()),
+            Some(e) => Err(format!(
+                "{uncounted} request(s) have no prompt token count (ISL 0): {e}"
+            )),
+        }
+    }
+
+    /// Writes `inputs.json` (see [`write_inputs_json`]): a payload per entry.
+    pub fn write_inputs_json(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        write_inputs_json(w, self.entries.iter().map(|e| [e.template.body()]))
     }
 }
 
@@ -491,6 +572,24 @@ mod tests {
         let d = slow.draft(50, &mut rng);
         let (text, count) = slow.text(&d).unwrap();
         assert_eq!(count as usize, tok.count(&text).unwrap());
+    }
+
+    #[test]
+    fn inputs_json_holds_every_body_and_null_for_one_that_is_not_json() {
+        let write = |entries: Vec<Vec<&[u8]>>| {
+            let mut out = Vec::new();
+            write_inputs_json(&mut out, entries.into_iter()).unwrap();
+            serde_json::from_slice::<Value>(&out).unwrap()
+        };
+        let v = write(vec![
+            vec![br#"{"a":1}"#],
+            vec![br#"{"b":[2]}"#, b"not json"],
+        ]);
+        assert_eq!(
+            v,
+            serde_json::json!({"data": [{"payload": [{"a": 1}]}, {"payload": [{"b": [2]}, null]}]})
+        );
+        assert_eq!(write(vec![]), serde_json::json!({"data": []}));
     }
 
     #[test]

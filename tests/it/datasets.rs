@@ -59,9 +59,60 @@ fn custom_jsonl_text_messages_and_max_tokens() {
     let tok = ringperf::workload::Tokenizer::embedded().unwrap();
     let want = tok.count("Be brief.").unwrap() + tok.count("Hi").unwrap();
     assert_eq!(
-        p.workload.dataset.entries[1].isl as usize, want,
+        p.workload.dataset.entries[1]
+            .isl(&p.workload.tokenizer)
+            .unwrap() as usize,
+        want,
         "tokens of every message"
     );
+}
+
+#[test]
+fn a_files_prompts_are_counted_after_the_run() {
+    let _shared = support::shared();
+    let texts = [
+        "Shall I compare thee to a summer's day?",
+        "Thou art more lovely and more temperate:",
+        "Rough winds do shake the darling buds of May, and summer's lease hath all too short a date;",
+    ];
+    let lines: Vec<String> = texts
+        .iter()
+        .map(|t| serde_json::json!({ "text": t }).to_string())
+        .collect();
+    let f = write("counted.jsonl", &(lines.join("\n") + "\n"));
+    let p = plan(&["--input-file", f.to_str().unwrap()]).unwrap();
+    // Nothing is counted before the run: that cost a 100,000-line file a minute.
+    assert!(p
+        .workload
+        .dataset
+        .entries
+        .iter()
+        .all(|e| e.known_isl().is_none()));
+    let s = support::sim("--ttft 1ms --itl 1ms");
+    let dir = support::artifact_dir("dataset-counted-run");
+    let res = support::profile(
+        &format!(
+            "--url http://{} -m ringperf-sim --input-file {} --num-dataset-entries 3 \
+             --request-count 7 --output-tokens-mean 2",
+            s.addr,
+            f.display()
+        ),
+        &dir,
+    )
+    .unwrap();
+    let tok = ringperf::workload::Tokenizer::embedded().unwrap();
+    let want: Vec<u32> = texts.iter().map(|t| tok.count(t).unwrap() as u32).collect();
+    assert!(want[0] != want[2], "{want:?}");
+    let recs = &res.report.records;
+    assert_eq!(recs.len(), 7);
+    for r in recs {
+        assert_eq!(r.isl, want[r.entry as usize], "entry {}", r.entry);
+    }
+    let sent: u64 = [0, 1, 2, 0, 1, 2, 0]
+        .iter()
+        .map(|&i| u64::from(want[i]))
+        .sum();
+    assert_eq!(res.report.input_tokens, sent, "{}", res.console);
 }
 
 #[test]
@@ -161,7 +212,9 @@ fn mooncake_prompts_share_blocks_by_hash_id() {
         "different hash ids, different text"
     );
     for (i, want) in [1100, 600, 700, 300].into_iter().enumerate() {
-        let got = p.workload.dataset.entries[i].isl as i64;
+        let got = p.workload.dataset.entries[i]
+            .isl(&p.workload.tokenizer)
+            .unwrap() as i64;
         assert!(
             (got - want).abs() <= 8,
             "entry {i}: {got} tokens for {want}"

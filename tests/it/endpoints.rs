@@ -26,8 +26,13 @@ fn responses_api_streamed_and_whole() {
     assert_eq!(r.metrics.icl.count(), 12 * 9);
     let ttft = r.metrics.ttft.percentile(50.0) as f64;
     assert!(support::rel(ttft, 20e6) < 0.05, "{ttft}");
-    let inputs = std::fs::read_to_string(dir.join("inputs.json")).unwrap();
-    assert!(inputs.contains("\"max_output_tokens\": 10") && inputs.contains("\"input\""));
+    let inputs: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("inputs.json")).unwrap()).unwrap();
+    let body = &inputs["data"][0]["payload"][0];
+    assert!(
+        body["max_output_tokens"] == 10 && body["input"].is_string(),
+        "{body}"
+    );
 
     let res = profile(
         &format!("--url {url} --endpoint-type responses --concurrency 2 --request-count 4 --output-tokens-mean 6"),

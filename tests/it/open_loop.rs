@@ -104,15 +104,9 @@ fn same_seed_same_schedule_and_inputs() {
     let a = args("7").plan().unwrap();
     let b = args("7").plan().unwrap();
     let c = args("8").plan().unwrap();
-    assert_eq!(
-        a.workload.dataset.inputs_json(),
-        b.workload.dataset.inputs_json()
-    );
+    assert_eq!(a.workload.inputs_json(), b.workload.inputs_json());
     assert_eq!(a.load.offsets, b.load.offsets);
-    assert_ne!(
-        a.workload.dataset.inputs_json(),
-        c.workload.dataset.inputs_json()
-    );
+    assert_ne!(a.workload.inputs_json(), c.workload.inputs_json());
     assert_ne!(a.load.offsets, c.load.offsets);
 }
 

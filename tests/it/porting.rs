@@ -140,8 +140,11 @@ fn genai_perf_commands_run_as_they_are() {
     assert!(has_note(&notes, "--verbose") && has_note(&notes, "-- (perf_analyzer"));
     let r = run(&extra.replace("100", "8"), &url, "port-gp-extra");
     assert_eq!(r.report.completed, 8);
-    let inputs = std::fs::read_to_string(r.artifact_dir.join("inputs.json")).unwrap();
-    assert!(inputs.contains(r#""top_k": 5"#), "{}", &inputs[..300]);
+    let inputs: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(r.artifact_dir.join("inputs.json")).unwrap())
+            .unwrap();
+    let body = &inputs["data"][0]["payload"][0];
+    assert_eq!(body["top_k"], 5, "{body}");
 
     // Goodput with GenAI-Perf's metric names, a rate, an endpoint without its slash.
     let goodput = "-m gpt2 --endpoint-type completions --endpoint v1/completions --streaming \
