@@ -63,7 +63,7 @@ pub fn detect(path: &Path) -> Result<DatasetType, WorkloadError> {
         if line.trim_ascii().is_empty() {
             continue;
         }
-        let has = |key: &[u8]| line.windows(key.len()).any(|w| w == key);
+        let has = |key: &[u8]| memchr::memmem::find(&line, key).is_some();
         let looks_mooncake = has(b"\"hash_ids\"") || has(b"\"input_length\"");
         return Ok(if looks_mooncake {
             DatasetType::Mooncake
