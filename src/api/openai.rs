@@ -299,11 +299,16 @@ mod tape {
         Some(())
     }
 
-    /// Marks field `i` as seen, or gives up on a field given twice (serde's reader calls that
-    /// an error).
-    fn once(seen: &mut u32, i: usize) -> Option<()> {
+    /// Sets field `i` to `value`: gives up on a value of the wrong type (`None`) and on a
+    /// field given twice (serde's reader calls that an error).
+    fn set<T>(seen: &mut u32, i: usize, field: &mut T, value: Option<T>) -> Option<()> {
         let bit = 1 << i;
-        (*seen & bit == 0).then(|| *seen |= bit)
+        if *seen & bit != 0 {
+            return None;
+        }
+        *seen |= bit;
+        *field = value?;
+        Some(())
     }
 
     /// A string or `null`.
@@ -334,50 +339,23 @@ mod tape {
             return Some(None);
         }
         let (mut m, mut seen) = (Message::default(), 0);
-        members(v, |key, v| {
-            match key {
-                "content" => {
-                    once(&mut seen, 0)?;
-                    m.content = text(v)?;
-                }
-                "reasoning_content" => {
-                    once(&mut seen, 1)?;
-                    m.reasoning_content = text(v)?;
-                }
-                "reasoning" => {
-                    once(&mut seen, 2)?;
-                    m.reasoning = text(v)?;
-                }
-                _ => {}
-            }
-            Some(())
+        members(v, |key, v| match key {
+            "content" => set(&mut seen, 0, &mut m.content, text(v)),
+            "reasoning_content" => set(&mut seen, 1, &mut m.reasoning_content, text(v)),
+            "reasoning" => set(&mut seen, 2, &mut m.reasoning, text(v)),
+            _ => Some(()),
         })?;
         Some(Some(m))
     }
 
     fn choice<'a>(v: &[Node<'a>]) -> Option<Choice<'a>> {
         let (mut c, mut seen) = (Choice::default(), 0);
-        members(v, |key, v| {
-            match key {
-                "delta" => {
-                    once(&mut seen, 0)?;
-                    c.delta = message(v)?;
-                }
-                "message" => {
-                    once(&mut seen, 1)?;
-                    c.message = message(v)?;
-                }
-                "text" => {
-                    once(&mut seen, 2)?;
-                    c.text = text(v)?;
-                }
-                "finish_reason" => {
-                    once(&mut seen, 3)?;
-                    c.finish_reason = text(v)?;
-                }
-                _ => {}
-            }
-            Some(())
+        members(v, |key, v| match key {
+            "delta" => set(&mut seen, 0, &mut c.delta, message(v)),
+            "message" => set(&mut seen, 1, &mut c.message, message(v)),
+            "text" => set(&mut seen, 2, &mut c.text, text(v)),
+            "finish_reason" => set(&mut seen, 3, &mut c.finish_reason, text(v)),
+            _ => Some(()),
         })?;
         Some(c)
     }
@@ -387,19 +365,12 @@ mod tape {
             return Some(None);
         }
         let (mut u, mut seen) = (Usage::default(), 0);
-        members(v, |key, v| {
-            match key {
-                "prompt_tokens" | "input_tokens" => {
-                    once(&mut seen, 0)?;
-                    u.prompt_tokens = count(v)?;
-                }
-                "completion_tokens" | "output_tokens" => {
-                    once(&mut seen, 1)?;
-                    u.completion_tokens = count(v)?;
-                }
-                _ => {}
+        members(v, |key, v| match key {
+            "prompt_tokens" | "input_tokens" => set(&mut seen, 0, &mut u.prompt_tokens, count(v)),
+            "completion_tokens" | "output_tokens" => {
+                set(&mut seen, 1, &mut u.completion_tokens, count(v))
             }
-            Some(())
+            _ => Some(()),
         })?;
         Some(Some(u))
     }
@@ -417,31 +388,14 @@ mod tape {
     /// The event, or `None` for serde's reader to decide.
     pub(super) fn wire<'a>(t: &[Node<'a>]) -> Option<Wire<'a>> {
         let (mut w, mut seen) = (Wire::default(), 0);
-        members(t, |key, v| {
-            match key {
-                "choices" => {
-                    once(&mut seen, 0)?;
-                    w.choices = first_choice(v)?;
-                }
-                "usage" => {
-                    once(&mut seen, 1)?;
-                    w.usage = usage(v)?;
-                }
-                "x_ringperf_sent_ns" => {
-                    once(&mut seen, 2)?;
-                    w.x_ringperf_sent_ns = count(v)?;
-                }
-                "x_ringperf_arrived_ns" => {
-                    once(&mut seen, 3)?;
-                    w.x_ringperf_arrived_ns = count(v)?;
-                }
-                // Errors and the Responses API's shapes: serde's reader.
-                "error" | "detail" | "type" | "delta" | "response" | "output" | "message" => {
-                    return None
-                }
-                _ => {}
-            }
-            Some(())
+        members(t, |key, v| match key {
+            "choices" => set(&mut seen, 0, &mut w.choices, first_choice(v)),
+            "usage" => set(&mut seen, 1, &mut w.usage, usage(v)),
+            "x_ringperf_sent_ns" => set(&mut seen, 2, &mut w.x_ringperf_sent_ns, count(v)),
+            "x_ringperf_arrived_ns" => set(&mut seen, 3, &mut w.x_ringperf_arrived_ns, count(v)),
+            // Errors and the Responses API's shapes: serde's reader.
+            "error" | "detail" | "type" | "delta" | "response" | "output" | "message" => None,
+            _ => Some(()),
         })?;
         Some(w)
     }
