@@ -1,9 +1,9 @@
 //! The OpenAI-compatible wire format: what a streamed event or a whole response says.
 //!
-//! Decoding parses the event's own buffer with simd-json (strings are borrowed, unescaped in
-//! place) with per-shard reused scratch buffers, so an event costs no allocation. The common
-//! event is read straight off simd-json's tape; anything else goes through its serde front end.
-//! Only the first choice is kept, as every peer does. Both chat (`delta.content`,
+//! Decoding works in the event's own buffer (strings are borrowed, unescaped in place), so an
+//! event costs no allocation. The common event (`choices`, `usage`) is read in one pass by a
+//! small checking reader (`scan`); anything else goes to simd-json and its serde front end,
+//! with per-shard reused scratch buffers. Only the first choice is kept, as every peer does. Both chat (`delta.content`,
 //! `delta.reasoning_content` or `delta.reasoning`) and completions (`text`) shapes decode
 //! through the same types; an `error` member may be an object or, as vLLM's 401, a string.
 
@@ -12,6 +12,8 @@ use std::fmt;
 
 use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::Deserialize;
+
+mod scan;
 
 /// Token counts the server reported (chat and completions names; the Responses API's
 /// `input_tokens`/`output_tokens` read into the same fields).
@@ -190,28 +192,28 @@ impl Default for Json {
     }
 }
 
-/// Decodes one JSON document (an event's data or a whole body) where it lies: simd-json's
-/// padding is appended to `json` (the parser then needs no copy of it) and string escapes are
-/// rewritten in place, so the bytes are spent afterwards.
+/// Decodes one JSON document (an event's data or a whole body) where it lies: string escapes
+/// are rewritten in place (and simd-json's padding appended when it reads the document), so
+/// the bytes are spent afterwards.
 pub fn decode<'a>(json: &'a mut Vec<u8>, j: &mut Json) -> Result<Payload<'a>, DecodeError> {
     const _: () = assert!(crate::sse::SLACK >= simd_json::INPUT_PADDING);
+    if let Some(e) = scan::read(json) {
+        return Ok(scan::payload(json, e));
+    }
+    decode_general(json, j)
+}
+
+/// [`decode`] for what the one-pass reader declines: simd-json, then serde.
+fn decode_general<'a>(json: &'a mut Vec<u8>, j: &mut Json) -> Result<Payload<'a>, DecodeError> {
     let len = json.len();
     json.resize(len + simd_json::INPUT_PADDING, b' ');
     let json: &'a mut [u8] = json;
     let mut tape = std::mem::replace(&mut j.tape, simd_json::Tape(Vec::new())).reset();
     let filled = simd_json::fill_tape_padded(json, len, &mut j.buffers, &mut tape);
-    let wire = match filled.as_ref().ok().and_then(|()| tape::wire(&tape.0)) {
-        Some(w) => {
-            j.tape = tape.reset();
-            w
-        }
-        None => {
-            let mut de = simd_json::Deserializer::from_tape(tape);
-            let wire = filled.and_then(|()| Wire::deserialize(&mut de));
-            j.tape = de.into_tape().reset();
-            wire.map_err(|e| DecodeError(e.to_string()))?
-        }
-    };
+    let mut de = simd_json::Deserializer::from_tape(tape);
+    let wire = filled.and_then(|()| Wire::deserialize(&mut de));
+    j.tape = de.into_tape().reset();
+    let wire = wire.map_err(|e| DecodeError(e.to_string()))?;
     let choice = wire.choices.0.unwrap_or_default();
     let msg = choice.delta.or(choice.message).unwrap_or_default();
     let mut p = Payload {
@@ -258,147 +260,6 @@ pub fn decode<'a>(json: &'a mut Vec<u8>, j: &mut Json) -> Result<Payload<'a>, De
         }
     }
     Ok(p)
-}
-
-/// The common event (chat or completions `choices`, `usage`, the simulator's stamps) read
-/// straight off simd-json's tape: the same [`Wire`] serde's reader makes, without its
-/// per-field machinery. Any other document (an error, a Responses API event, a field of an
-/// unexpected type, a key given twice) gives `None`, and serde's reader decides it, errors
-/// included.
-mod tape {
-    use simd_json::{Node, StaticNode};
-
-    use super::{Choice, FirstChoice, Message, Usage, Wire};
-
-    /// The nodes a value spans: itself and, for an object or array, all it holds.
-    fn span(n: &Node<'_>) -> usize {
-        match n {
-            Node::Object { count, .. } | Node::Array { count, .. } => count + 1,
-            _ => 1,
-        }
-    }
-
-    /// Calls `f(key, value)` for each member of the object at `t[0]`; `f` returns `None` to
-    /// give up, as does anything but an object.
-    fn members<'a>(
-        t: &[Node<'a>],
-        mut f: impl FnMut(&'a str, &[Node<'a>]) -> Option<()>,
-    ) -> Option<()> {
-        let Node::Object { len, .. } = *t.first()? else {
-            return None;
-        };
-        let mut at = 1;
-        for _ in 0..len {
-            let Node::String(key) = *t.get(at)? else {
-                return None;
-            };
-            let value = t.get(at + 1..)?;
-            f(key, value)?;
-            at += 1 + span(value.first()?);
-        }
-        Some(())
-    }
-
-    /// Sets field `i` to `value`: gives up on a value of the wrong type (`None`) and on a
-    /// field given twice (serde's reader calls that an error).
-    fn set<T>(seen: &mut u32, i: usize, field: &mut T, value: Option<T>) -> Option<()> {
-        let bit = 1 << i;
-        if *seen & bit != 0 {
-            return None;
-        }
-        *seen |= bit;
-        *field = value?;
-        Some(())
-    }
-
-    /// A string or `null`.
-    fn text<'a>(v: &[Node<'a>]) -> Option<Option<&'a str>> {
-        match *v.first()? {
-            Node::String(s) => Some(Some(s)),
-            Node::Static(StaticNode::Null) => Some(None),
-            _ => None,
-        }
-    }
-
-    /// A whole number of at least 0, or `null`.
-    fn count(v: &[Node<'_>]) -> Option<Option<u64>> {
-        match *v.first()? {
-            Node::Static(StaticNode::U64(n)) => Some(Some(n)),
-            Node::Static(StaticNode::I64(n)) => u64::try_from(n).ok().map(Some),
-            Node::Static(StaticNode::Null) => Some(None),
-            _ => None,
-        }
-    }
-
-    fn is_null(v: &[Node<'_>]) -> bool {
-        matches!(v.first(), Some(Node::Static(StaticNode::Null)))
-    }
-
-    fn message<'a>(v: &[Node<'a>]) -> Option<Option<Message<'a>>> {
-        if is_null(v) {
-            return Some(None);
-        }
-        let (mut m, mut seen) = (Message::default(), 0);
-        members(v, |key, v| match key {
-            "content" => set(&mut seen, 0, &mut m.content, text(v)),
-            "reasoning_content" => set(&mut seen, 1, &mut m.reasoning_content, text(v)),
-            "reasoning" => set(&mut seen, 2, &mut m.reasoning, text(v)),
-            _ => Some(()),
-        })?;
-        Some(Some(m))
-    }
-
-    fn choice<'a>(v: &[Node<'a>]) -> Option<Choice<'a>> {
-        let (mut c, mut seen) = (Choice::default(), 0);
-        members(v, |key, v| match key {
-            "delta" => set(&mut seen, 0, &mut c.delta, message(v)),
-            "message" => set(&mut seen, 1, &mut c.message, message(v)),
-            "text" => set(&mut seen, 2, &mut c.text, text(v)),
-            "finish_reason" => set(&mut seen, 3, &mut c.finish_reason, text(v)),
-            _ => Some(()),
-        })?;
-        Some(c)
-    }
-
-    fn usage(v: &[Node<'_>]) -> Option<Option<Usage>> {
-        if is_null(v) {
-            return Some(None);
-        }
-        let (mut u, mut seen) = (Usage::default(), 0);
-        members(v, |key, v| match key {
-            "prompt_tokens" | "input_tokens" => set(&mut seen, 0, &mut u.prompt_tokens, count(v)),
-            "completion_tokens" | "output_tokens" => {
-                set(&mut seen, 1, &mut u.completion_tokens, count(v))
-            }
-            _ => Some(()),
-        })?;
-        Some(Some(u))
-    }
-
-    /// The first of `choices` (an array of objects, or `null`).
-    fn first_choice<'a>(v: &[Node<'a>]) -> Option<FirstChoice<'a>> {
-        match *v.first()? {
-            Node::Static(StaticNode::Null) => Some(FirstChoice(None)),
-            Node::Array { len: 0, .. } => Some(FirstChoice(None)),
-            Node::Array { .. } => Some(FirstChoice(Some(choice(v.get(1..)?)?))),
-            _ => None,
-        }
-    }
-
-    /// The event, or `None` for serde's reader to decide.
-    pub(super) fn wire<'a>(t: &[Node<'a>]) -> Option<Wire<'a>> {
-        let (mut w, mut seen) = (Wire::default(), 0);
-        members(t, |key, v| match key {
-            "choices" => set(&mut seen, 0, &mut w.choices, first_choice(v)),
-            "usage" => set(&mut seen, 1, &mut w.usage, usage(v)),
-            "x_ringperf_sent_ns" => set(&mut seen, 2, &mut w.x_ringperf_sent_ns, count(v)),
-            "x_ringperf_arrived_ns" => set(&mut seen, 3, &mut w.x_ringperf_arrived_ns, count(v)),
-            // Errors and the Responses API's shapes: serde's reader.
-            "error" | "detail" | "type" | "delta" | "response" | "output" | "message" => None,
-            _ => Some(()),
-        })?;
-        Some(w)
-    }
 }
 
 /// JSON pointers (RFC 6901) to the generated text and, optionally, the output token count,
@@ -467,87 +328,6 @@ pub fn decode_with<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// What the tape reader makes of `doc` (`None`: declined), and what serde's reader makes
-    /// of it, both as their debug forms.
-    fn both_readers(doc: &[u8]) -> (Option<String>, Result<String, String>) {
-        let mut b = doc.to_vec();
-        b.resize(doc.len() + simd_json::INPUT_PADDING, b' ');
-        let mut bufs = simd_json::Buffers::new(64);
-        let mut t = simd_json::Tape(Vec::new());
-        simd_json::fill_tape_padded(&mut b, doc.len(), &mut bufs, &mut t).unwrap();
-        let fast = tape::wire(&t.0).map(|w| format!("{w:?}"));
-        let mut de = simd_json::Deserializer::from_tape(t);
-        let slow = Wire::deserialize(&mut de)
-            .map(|w| format!("{w:?}"))
-            .map_err(|e| e.to_string());
-        (fast, slow)
-    }
-
-    #[test]
-    fn the_tape_reader_gives_serdes_result_or_declines() {
-        let taken = [
-            r#"{"id":"x","choices":[{"index":0,"delta":{"role":"assistant","content":"a\"b\n\u00e9","reasoning_content":"hm","tool_calls":[{"a":[1,{"b":null}]}]},"logprobs":null,"finish_reason":null},{"index":1,"delta":{"content":"ignored"}}],"created":1}"#,
-            r#"{"choices":[{"text":"x","finish_reason":"length","stop_reason":null}],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7,"prompt_tokens_details":{"cached_tokens":0}}}"#,
-            r#"{"choices":[],"usage":{"input_tokens":1,"output_tokens":2}}"#,
-            r#"{"choices":null,"usage":null}"#,
-            r#"{"choices":[{"delta":null,"message":{"content":null,"reasoning":"r"}}]}"#,
-            r#"{"choices":[{"delta":{"content":"a"}}],"x_ringperf_sent_ns":123,"x_ringperf_arrived_ns":18446744073709551615}"#,
-            r#"{}"#,
-        ];
-        for doc in taken {
-            let (fast, slow) = both_readers(doc.as_bytes());
-            assert_eq!(fast.as_deref(), Some(slow.as_deref().unwrap()), "{doc}");
-        }
-        let declined = [
-            r#"{"error":{"message":"x"}}"#,
-            r#"{"type":"response.output_text.delta","delta":"x"}"#,
-            r#"{"choices":[],"choices":[]}"#,
-            r#"{"usage":{"prompt_tokens":1,"input_tokens":2}}"#,
-            r#"{"choices":[{"delta":{"content":5}}]}"#,
-            r#"{"choices":[{"finish_reason":"a","finish_reason":"b"}]}"#,
-            r#"{"usage":{"prompt_tokens":-1}}"#,
-            r#"{"x_ringperf_sent_ns":1.5}"#,
-            r#"{"choices":[1]}"#,
-            r#"{"choices":{"text":"x"}}"#,
-            r#"[1]"#,
-        ];
-        for doc in declined {
-            assert_eq!(both_readers(doc.as_bytes()).0, None, "{doc}");
-        }
-        // Declined documents are serde's to judge: a wrong type is still an error.
-        let mut b = br#"{"choices":[{"delta":{"content":5}}]}"#.to_vec();
-        assert!(decode(&mut b, &mut Json::default()).is_err());
-    }
-
-    #[test]
-    fn the_tape_reader_takes_every_event_of_the_real_captures() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/captures");
-        let mut taken = 0;
-        for server in ["vllm", "llamacpp"] {
-            for f in std::fs::read_dir(dir.join(server)).unwrap() {
-                let raw = std::fs::read(f.unwrap().path()).unwrap();
-                for line in raw.split(|&b| b == b'\n') {
-                    let line = line.strip_prefix(b"data: ").unwrap_or(line).trim_ascii();
-                    if serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(line)
-                        .is_err()
-                    {
-                        continue;
-                    }
-                    let (fast, slow) = both_readers(line);
-                    let text = String::from_utf8_lossy(line);
-                    match fast {
-                        Some(f) => {
-                            assert_eq!(f, slow.unwrap(), "{text}");
-                            taken += 1;
-                        }
-                        None => assert!(text.contains("\"error\""), "declined: {text}"),
-                    }
-                }
-            }
-        }
-        assert!(taken >= 100, "{taken}");
-    }
 
     fn dec(
         s: &str,

@@ -1,0 +1,597 @@
+//! The common event read straight off its bytes: chat or completions `choices`, `usage` and the
+//! simulator's stamps, in one pass with no tape and no per-field machinery.
+//!
+//! A streamed event is a couple of hundred bytes, and a general parser's fixed cost per
+//! document (simd-json's structural index, then its tape) is most of what decoding one costs.
+//! This reader checks the whole document against the JSON grammar (RFC 8259) as it goes and
+//! accepts it only when it is sure of the answer. Anything else makes it decline (`None`), and
+//! the general path decides, errors included: an `error` or `detail` member, a Responses API
+//! shape, a member of an unexpected type, a member given twice, a key with escapes, a number
+//! with an exponent or more than 19 digits, a lone surrogate, a control character in a
+//! string, nesting deeper than [`MAX_DEPTH`], bytes that are not UTF-8. So an accepted
+//! document gets exactly what the general path would give it.
+//!
+//! Reading is two steps. [`read`] only looks: it finds where the kept strings lie. Once the
+//! document is accepted, [`payload`] unescapes those strings where they lie and borrows them;
+//! a declined document is left untouched for the general path.
+
+use std::borrow::Cow;
+
+use super::{Payload, Usage};
+
+/// Nesting deeper than this is declined.
+const MAX_DEPTH: u32 = 32;
+
+/// Where a kept string's text lies (between its quotes), and whether it holds escapes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Span {
+    start: usize,
+    end: usize,
+    escaped: bool,
+}
+
+/// A `delta` or `message` object.
+#[derive(Debug, Default, Clone, Copy)]
+struct Message {
+    content: Option<Span>,
+    reasoning_content: Option<Span>,
+    reasoning: Option<Span>,
+}
+
+/// What an accepted event says, its strings as spans.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Event {
+    content: Option<Span>,
+    reasoning: Option<Span>,
+    finish_reason: Option<Span>,
+    usage: Option<Usage>,
+    sent_ns: Option<u64>,
+    arrived_ns: Option<u64>,
+}
+
+/// Reads `doc`, or declines it (`None`).
+pub(super) fn read(doc: &[u8]) -> Option<Event> {
+    std::str::from_utf8(doc).ok()?;
+    let mut r = Reader { b: doc, at: 0 };
+    let mut e = Event::default();
+    let mut choice = Choice::default();
+    let mut seen = 0;
+    r.object(0, |r, key| match key {
+        b"choices" => set(&mut seen, 0, &mut choice, r.first_choice()),
+        b"usage" => set(&mut seen, 1, &mut e.usage, r.usage()),
+        b"x_ringperf_sent_ns" => set(&mut seen, 2, &mut e.sent_ns, r.count()),
+        b"x_ringperf_arrived_ns" => set(&mut seen, 3, &mut e.arrived_ns, r.count()),
+        // Errors and the Responses API's shapes: the general path.
+        b"error" | b"detail" | b"type" | b"delta" | b"response" | b"output" | b"message" => None,
+        _ => r.skip(1),
+    })?;
+    r.ws();
+    if r.at != doc.len() {
+        return None;
+    }
+    // The first choice's `delta` if it has one, else its `message`.
+    let m = choice.delta.or(choice.message).unwrap_or_default();
+    e.content = m.content.or(choice.text);
+    e.reasoning = m.reasoning_content.or(m.reasoning);
+    e.finish_reason = choice.finish_reason;
+    Some(e)
+}
+
+/// The payload of an event [`read`] accepted from `doc`: its kept strings are unescaped in
+/// place and borrowed.
+pub(super) fn payload<'a>(doc: &'a mut [u8], e: Event) -> Payload<'a> {
+    let mut spans = [(e.content, 0), (e.reasoning, 1), (e.finish_reason, 2)];
+    spans.sort_unstable_by_key(|(s, _)| s.map_or(0, |s| s.start));
+    let mut texts: [Option<&'a str>; 3] = [None; 3];
+    let (mut rest, mut at) = (doc, 0);
+    for (span, i) in spans {
+        let Some(s) = span else { continue };
+        let (_, tail) = std::mem::take(&mut rest).split_at_mut(s.start - at);
+        let (text, tail) = tail.split_at_mut(s.end - s.start);
+        (rest, at) = (tail, s.end);
+        let len = if s.escaped {
+            unescape(text)
+        } else {
+            text.len()
+        };
+        let text: &'a [u8] = text;
+        let text = &text[..len];
+        // Valid: the document was, and unescaping writes whole characters.
+        texts[i] = std::str::from_utf8(text).ok();
+    }
+    Payload {
+        content: Cow::Borrowed(texts[0].unwrap_or("")),
+        reasoning: Cow::Borrowed(texts[1].unwrap_or("")),
+        finish_reason: texts[2],
+        usage: e.usage,
+        error: None,
+        sent_ns: e.sent_ns,
+        arrived_ns: e.arrived_ns,
+    }
+}
+
+/// The first of `choices`.
+#[derive(Debug, Default, Clone, Copy)]
+struct Choice {
+    delta: Option<Message>,
+    message: Option<Message>,
+    text: Option<Span>,
+    finish_reason: Option<Span>,
+}
+
+/// Sets field `i` to `value`: declines a value of the wrong type (`None`) and a field given
+/// twice (the general path calls that an error).
+fn set<T>(seen: &mut u32, i: u32, field: &mut T, value: Option<T>) -> Option<()> {
+    let bit = 1 << i;
+    if *seen & bit != 0 {
+        return None;
+    }
+    *seen |= bit;
+    *field = value?;
+    Some(())
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.at).copied()
+    }
+
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.at += 1;
+        }
+    }
+
+    /// Whitespace, then `c`.
+    fn eat(&mut self, c: u8) -> Option<()> {
+        self.ws();
+        (self.peek()? == c).then(|| self.at += 1)
+    }
+
+    /// Whitespace, then `null` (`true`) or something else, left unread (`false`).
+    fn null(&mut self) -> Option<bool> {
+        self.ws();
+        Some(
+            self.b.get(self.at..)?.starts_with(b"null") && {
+                self.at += 4;
+                true
+            },
+        )
+    }
+
+    /// An object: `member(reader, key)` reads each member's value (after its colon) and
+    /// returns `None` to decline. Keys with escapes are declined.
+    fn object(
+        &mut self,
+        depth: u32,
+        mut member: impl FnMut(&mut Self, &[u8]) -> Option<()>,
+    ) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        self.eat(b'{')?;
+        self.ws();
+        if self.peek()? == b'}' {
+            self.at += 1;
+            return Some(());
+        }
+        loop {
+            self.ws();
+            let key = self.string()?;
+            if key.escaped {
+                return None;
+            }
+            self.eat(b':')?;
+            let b = self.b;
+            member(self, &b[key.start..key.end])?;
+            self.ws();
+            match self.peek()? {
+                b',' => self.at += 1,
+                b'}' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// An array: `element(reader, index)` reads each element and returns `None` to decline.
+    fn array(
+        &mut self,
+        depth: u32,
+        mut element: impl FnMut(&mut Self, usize) -> Option<()>,
+    ) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        self.eat(b'[')?;
+        self.ws();
+        if self.peek()? == b']' {
+            self.at += 1;
+            return Some(());
+        }
+        for i in 0.. {
+            element(self, i)?;
+            self.ws();
+            match self.peek()? {
+                b',' => self.at += 1,
+                b']' => break,
+                _ => return None,
+            }
+        }
+        self.at += 1;
+        Some(())
+    }
+
+    /// Any value, checked and passed over; `depth` is the nesting it sits at.
+    fn skip(&mut self, depth: u32) -> Option<()> {
+        self.ws();
+        match self.peek()? {
+            b'{' => self.object(depth, |r, _| r.skip(depth + 1)),
+            b'[' => self.array(depth, |r, _| r.skip(depth + 1)),
+            b'"' => self.string().map(drop),
+            b't' => self.word(b"true"),
+            b'f' => self.word(b"false"),
+            b'n' => self.word(b"null"),
+            _ => self.number().map(drop),
+        }
+    }
+
+    fn word(&mut self, w: &[u8]) -> Option<()> {
+        self.b
+            .get(self.at..)?
+            .starts_with(w)
+            .then(|| self.at += w.len())
+    }
+
+    /// A string (the reader at its opening quote), checked: valid escapes, no control
+    /// characters, surrogates only in pairs.
+    fn string(&mut self) -> Option<Span> {
+        if self.peek()? != b'"' {
+            return None;
+        }
+        let start = self.at + 1;
+        let mut at = start;
+        let mut escaped = false;
+        loop {
+            at = plain(self.b, at);
+            match *self.b.get(at)? {
+                b'"' => break,
+                b'\\' => {
+                    escaped = true;
+                    at += match *self.b.get(at + 1)? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => 2,
+                        b'u' => match hex4(self.b, at + 2)? {
+                            0xD800..=0xDBFF => {
+                                let low = self.b.get(at + 6..at + 8)? == b"\\u";
+                                (low && matches!(hex4(self.b, at + 8)?, 0xDC00..=0xDFFF))
+                                    .then_some(12)?
+                            }
+                            0xDC00..=0xDFFF => return None,
+                            _ => 6,
+                        },
+                        _ => return None,
+                    };
+                }
+                0..=0x1f => return None,
+                _ => at += 1,
+            }
+        }
+        self.at = at + 1;
+        Some(Span {
+            start,
+            end: at,
+            escaped,
+        })
+    }
+
+    /// A number, checked: `-?(0|[1-9][0-9]*)(.[0-9]+)?` with at most 19 digits on either side
+    /// of the point (what the general path reads exactly). Its value when it is a whole
+    /// number of at least 0.
+    fn number(&mut self) -> Option<Option<u64>> {
+        let negative = self.peek()? == b'-';
+        self.at += usize::from(negative);
+        let (whole, digits) = self.digits()?;
+        if digits > 1 && self.b[self.at - digits] == b'0' {
+            return None;
+        }
+        if self.peek() == Some(b'.') {
+            self.at += 1;
+            self.digits()?;
+            return Some(None);
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            return None;
+        }
+        Some((!negative).then_some(whole))
+    }
+
+    /// 1 to 19 decimal digits: their value and count.
+    fn digits(&mut self) -> Option<(u64, usize)> {
+        let start = self.at;
+        let mut v = 0u64;
+        while let Some(d @ b'0'..=b'9') = self.peek() {
+            if self.at - start == 19 {
+                return None;
+            }
+            v = v * 10 + u64::from(d - b'0');
+            self.at += 1;
+        }
+        let n = self.at - start;
+        (n > 0).then_some((v, n))
+    }
+
+    /// A string or `null`.
+    fn text(&mut self) -> Option<Option<Span>> {
+        if self.null()? {
+            return Some(None);
+        }
+        self.string().map(Some)
+    }
+
+    /// A whole number of at least 0, or `null`.
+    fn count(&mut self) -> Option<Option<u64>> {
+        if self.null()? {
+            return Some(None);
+        }
+        self.number()?.map(Some)
+    }
+
+    /// A `delta` or `message`: an object or `null`.
+    fn message(&mut self) -> Option<Option<Message>> {
+        if self.null()? {
+            return Some(None);
+        }
+        let (mut m, mut seen) = (Message::default(), 0);
+        self.object(3, |r, key| match key {
+            b"content" => set(&mut seen, 0, &mut m.content, r.text()),
+            b"reasoning_content" => set(&mut seen, 1, &mut m.reasoning_content, r.text()),
+            b"reasoning" => set(&mut seen, 2, &mut m.reasoning, r.text()),
+            _ => r.skip(4),
+        })?;
+        Some(Some(m))
+    }
+
+    /// `choices`: an array whose first element (an object) is read and the rest checked, or
+    /// `null`.
+    fn first_choice(&mut self) -> Option<Choice> {
+        let mut c = Choice::default();
+        if self.null()? {
+            return Some(c);
+        }
+        self.array(1, |r, i| {
+            if i > 0 {
+                return r.skip(2);
+            }
+            let mut seen = 0;
+            r.object(2, |r, key| match key {
+                b"delta" => set(&mut seen, 0, &mut c.delta, r.message()),
+                b"message" => set(&mut seen, 1, &mut c.message, r.message()),
+                b"text" => set(&mut seen, 2, &mut c.text, r.text()),
+                b"finish_reason" => set(&mut seen, 3, &mut c.finish_reason, r.text()),
+                _ => r.skip(3),
+            })
+        })?;
+        Some(c)
+    }
+
+    /// `usage`: an object or `null`.
+    fn usage(&mut self) -> Option<Option<Usage>> {
+        if self.null()? {
+            return Some(None);
+        }
+        let (mut u, mut seen) = (Usage::default(), 0);
+        self.object(1, |r, key| match key {
+            b"prompt_tokens" | b"input_tokens" => {
+                set(&mut seen, 0, &mut u.prompt_tokens, r.count())
+            }
+            b"completion_tokens" | b"output_tokens" => {
+                set(&mut seen, 1, &mut u.completion_tokens, r.count())
+            }
+            _ => r.skip(2),
+        })?;
+        Some(Some(u))
+    }
+}
+
+/// Where the plain run of string bytes from `b[at]` ends: the first quote, backslash or
+/// control character (or the end), looked for eight bytes at a time.
+fn plain(b: &[u8], mut at: usize) -> usize {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGH: u64 = ONES << 7;
+    // A high bit of `has_zero(w)` is set for each zero byte of `w`, and nowhere below the
+    // first one.
+    let has_zero = |w: u64| w.wrapping_sub(ONES) & !w & HIGH;
+    while let Some(chunk) = b.get(at..at + 8) {
+        let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        let stop = has_zero(w ^ (ONES * u64::from(b'"')))
+            | has_zero(w ^ (ONES * u64::from(b'\\')))
+            | (w.wrapping_sub(ONES * 0x20) & !w & HIGH);
+        if stop != 0 {
+            return at + (stop.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    at
+}
+
+/// The four hex digits at `b[at..]`.
+fn hex4(b: &[u8], at: usize) -> Option<u32> {
+    let digits = std::str::from_utf8(b.get(at..at + 4)?).ok()?;
+    if !digits.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    u32::from_str_radix(digits, 16).ok()
+}
+
+/// Unescapes a string [`Reader::string`] checked, in place; returns its new length.
+fn unescape(s: &mut [u8]) -> usize {
+    let (mut r, mut w) = (0, 0);
+    while r < s.len() {
+        if s[r] != b'\\' {
+            s[w] = s[r];
+            (r, w) = (r + 1, w + 1);
+            continue;
+        }
+        let c = match s[r + 1] {
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let hi = hex4(s, r + 2).unwrap_or(0);
+                let code = if (0xD800..0xDC00).contains(&hi) {
+                    let lo = hex4(s, r + 8).unwrap_or(0xDC00);
+                    r += 6;
+                    0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+                } else {
+                    hi
+                };
+                r += 4;
+                char::from_u32(code).unwrap_or('\u{FFFD}')
+            }
+            other => char::from(other),
+        };
+        r += 2;
+        w += c.encode_utf8(&mut s[w..]).len();
+    }
+    w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{decode_general, Json};
+
+    /// What the fast reader makes of `doc` (`None`: declined) and what the general path makes
+    /// of it, as their debug forms.
+    fn both(doc: &[u8]) -> (Option<String>, Result<String, String>) {
+        let mut b = doc.to_vec();
+        let fast = super::read(&b).map(|e| format!("{:?}", super::payload(&mut b, e)));
+        let mut b = doc.to_vec();
+        let general = decode_general(&mut b, &mut Json::default())
+            .map(|p| format!("{p:?}"))
+            .map_err(|e| e.to_string());
+        (fast, general)
+    }
+
+    #[test]
+    fn the_fast_reader_gives_the_general_paths_result_or_declines() {
+        let taken = [
+            r#"{"id":"x","choices":[{"index":0,"delta":{"role":"assistant","content":"a\"b\n\u00e9\ud83d\ude00\/\\\b\f\r\t","reasoning_content":"hm","tool_calls":[{"a":[1,{"b":null}]}]},"logprobs":null,"finish_reason":null},{"index":1,"delta":{"content":"ignored"}}],"created":1}"#,
+            r#"{"choices":[{"text":"x","finish_reason":"length","stop_reason":null}],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7,"prompt_tokens_details":{"cached_tokens":0}}}"#,
+            r#"{"choices":[],"usage":{"input_tokens":1,"output_tokens":2}}"#,
+            r#"{"choices":null,"usage":null}"#,
+            r#"{"choices":[{"delta":null,"message":{"content":null,"reasoning":"r"}}]}"#,
+            r#"{"choices":[{"message":{"content":"m"},"text":"t"}]}"#,
+            r#"{"choices":[{"delta":{"reasoning":"r\u00e9","content":null},"text":"t","finish_reason":"st\u006fp"}]}"#,
+            r#"{"choices":[{"delta":{"content":"a"}}],"x_ringperf_sent_ns":123,"x_ringperf_arrived_ns":9999999999999999999}"#,
+            " \t\r\n{ \"choices\" : [ { \"delta\" : { \"content\" : \"ü\" } } , 1 , [ ] , { } ] , \"n\" : [ -0 , 0.5 , -12.25 , true , false , null , \"\" ] } \n",
+            r#"{}"#,
+        ];
+        for doc in taken {
+            let (fast, general) = both(doc.as_bytes());
+            assert_eq!(fast.as_deref(), Some(general.as_deref().unwrap()), "{doc}");
+        }
+        let declined: [&[u8]; 24] = [
+            br#"{"error":{"message":"x"}}"#,
+            br#"{"detail":"Not Found"}"#,
+            br#"{"type":"response.output_text.delta","delta":"x"}"#,
+            br#"{"choices":[],"choices":[]}"#,
+            br#"{"usage":{"prompt_tokens":1,"input_tokens":2}}"#,
+            br#"{"choices":[{"delta":{"content":5}}]}"#,
+            br#"{"choices":[{"finish_reason":"a","finish_reason":"b"}]}"#,
+            br#"{"usage":{"prompt_tokens":-1}}"#,
+            br#"{"x_ringperf_sent_ns":1.5}"#,
+            br#"{"x_ringperf_sent_ns":18446744073709551616}"#,
+            br#"{"choices":[1]}"#,
+            br#"{"choices":{"text":"x"}}"#,
+            br#"[1]"#,
+            br#"{"n":1e5}"#,
+            br#"{"n":01}"#,
+            br#"{"choices":[{"delta":{"content":"\ud800"}}]}"#,
+            br#"{"choices":[{"delta":{"content":"a	b"}}]}"#,
+            br#"{"choices":[{"delta":{"cont\u0065nt":"x"}}]}"#,
+            br#"{"choices":[{"delta":{"content":"\x"}}]}"#,
+            b"{\"choices\":[{\"delta\":{\"content\":\"\xff\"}}]}",
+            br#"{"n":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}"#,
+            br#"{"choices":[]} x"#,
+            br#"{"choices":[],}"#,
+            br#"{"choices":[{"delta":{"content":"a"}}]"#,
+        ];
+        for doc in declined {
+            assert_eq!(both(doc).0, None, "{}", String::from_utf8_lossy(doc));
+        }
+    }
+
+    /// Every JSON event of the recorded vLLM and llama.cpp responses.
+    fn capture_events() -> Vec<Vec<u8>> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/captures");
+        let mut events = Vec::new();
+        for server in ["vllm", "llamacpp"] {
+            for f in std::fs::read_dir(dir.join(server)).unwrap() {
+                let raw = std::fs::read(f.unwrap().path()).unwrap();
+                for line in raw.split(|&b| b == b'\n') {
+                    let line = line.strip_prefix(b"data: ").unwrap_or(line).trim_ascii();
+                    if serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(line)
+                        .is_ok()
+                    {
+                        events.push(line.to_vec());
+                    }
+                }
+            }
+        }
+        events
+    }
+
+    #[test]
+    fn the_fast_reader_takes_every_event_of_the_real_captures() {
+        let mut taken = 0;
+        for e in capture_events() {
+            let (fast, general) = both(&e);
+            let text = String::from_utf8_lossy(&e);
+            match fast {
+                Some(f) => {
+                    assert_eq!(f, general.unwrap(), "{text}");
+                    taken += 1;
+                }
+                None => assert!(text.contains("\"error\""), "declined: {text}"),
+            }
+        }
+        assert!(taken >= 100, "{taken}");
+    }
+
+    /// Each capture event broken one byte at a time (dropped, replaced, or a byte put before
+    /// it): whatever the fast reader accepts, the general path reads the same.
+    #[test]
+    fn broken_events_are_read_as_the_general_path_reads_them_or_declined() {
+        let events = capture_events();
+        let (mut accepted, mut declined) = (0, 0);
+        for e in events.iter().step_by(events.len() / 12 + 1) {
+            for i in 0..e.len() {
+                let mut docs = vec![[&e[..i], &e[i + 1..]].concat()];
+                for b in *b"\"\\{}[],:0-.e5n \x01\xc3" {
+                    docs.push([&e[..i], &[b], &e[i + 1..]].concat());
+                    docs.push([&e[..i], &[b], &e[i..]].concat());
+                }
+                for d in docs {
+                    match both(&d) {
+                        (Some(f), general) => {
+                            let text = String::from_utf8_lossy(&d);
+                            assert_eq!(Ok(f), general, "{text}");
+                            accepted += 1;
+                        }
+                        (None, _) => declined += 1,
+                    }
+                }
+            }
+        }
+        assert!(accepted > 1000 && declined > 1000, "{accepted} {declined}");
+    }
+}
