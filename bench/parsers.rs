@@ -83,10 +83,7 @@ fn main() {
             }
         }
     });
-    println!(
-        "{:<40} {t:>8.1} ns/event",
-        "OpenAI event decoding (simd-json)"
-    );
+    println!("{:<40} {t:>8.1} ns/event", "OpenAI event decoding");
 
     let mut ex = Exchange::default();
     let mut scratch = Scratch::default();

@@ -528,6 +528,18 @@ mod tests {
         for doc in declined {
             assert_eq!(both(doc).0, None, "{}", String::from_utf8_lossy(doc));
         }
+        // Nesting: objects and arrays down to the limit are read, one more level is declined.
+        let depth = super::MAX_DEPTH as usize;
+        let objects = |n: usize| format!("{}1{}", r#"{"n":"#.repeat(n + 1), "}".repeat(n + 1));
+        let arrays = |n: usize| format!(r#"{{"n":{}1{}}}"#, "[".repeat(n), "]".repeat(n));
+        for (nest, name) in [
+            (&objects as &dyn Fn(usize) -> String, "objects"),
+            (&arrays, "arrays"),
+        ] {
+            let (fast, general) = both(nest(depth).as_bytes());
+            assert_eq!(fast, Some(general.unwrap()), "{name} {depth} deep");
+            assert_eq!(both(nest(depth + 1).as_bytes()).0, None, "{name} deeper");
+        }
     }
 
     /// Every JSON event of the recorded vLLM and llama.cpp responses.
