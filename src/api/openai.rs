@@ -3,9 +3,10 @@
 //! Decoding works in the event's own buffer (strings are borrowed, unescaped in place), so an
 //! event costs no allocation. The common event (`choices`, `usage`) is read in one pass by a
 //! small checking reader (`scan`); anything else goes to simd-json and its serde front end,
-//! with per-shard reused scratch buffers. Only the first choice is kept, as every peer does. Both chat (`delta.content`,
-//! `delta.reasoning_content` or `delta.reasoning`) and completions (`text`) shapes decode
-//! through the same types; an `error` member may be an object or, as vLLM's 401, a string.
+//! with per-shard reused scratch buffers. Only the first choice is kept, as every peer does.
+//! Both chat (`delta.content`, `delta.reasoning_content` or `delta.reasoning`) and completions
+//! (`text`) shapes decode through the same types; an `error` member may be an object or, as
+//! vLLM's 401, a string.
 
 use std::borrow::Cow;
 use std::fmt;
