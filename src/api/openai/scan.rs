@@ -51,7 +51,6 @@ pub(super) struct Event {
 
 /// Reads `doc`, or declines it (`None`).
 pub(super) fn read(doc: &[u8]) -> Option<Event> {
-    std::str::from_utf8(doc).ok()?;
     let mut r = Reader { b: doc, at: 0 };
     let mut e = Event::default();
     let mut choice = Choice::default();
@@ -243,15 +242,16 @@ impl Reader<'_> {
             .then(|| self.at += w.len())
     }
 
-    /// A string (the reader at its opening quote), checked: valid escapes, no control
-    /// characters, surrogates only in pairs.
+    /// A string (the reader at its opening quote), checked: UTF-8, valid escapes, no control
+    /// characters, surrogates only in pairs. Outside strings the grammar admits only ASCII, so
+    /// this is where a document's UTF-8 is checked.
     fn string(&mut self) -> Option<Span> {
         if self.peek()? != b'"' {
             return None;
         }
         let start = self.at + 1;
         let mut at = start;
-        let mut escaped = false;
+        let (mut escaped, mut wide) = (false, false);
         loop {
             at = plain(self.b, at);
             match *self.b.get(at)? {
@@ -273,8 +273,13 @@ impl Reader<'_> {
                     };
                 }
                 0..=0x1f => return None,
+                0x80.. => (wide, at) = (true, at + 1),
                 _ => at += 1,
             }
+        }
+        // Escapes are ASCII: the raw text is UTF-8 exactly when the string's value is.
+        if wide {
+            std::str::from_utf8(&self.b[start..at]).ok()?;
         }
         self.at = at + 1;
         Some(Span {
@@ -388,8 +393,8 @@ impl Reader<'_> {
     }
 }
 
-/// Where the plain run of string bytes from `b[at]` ends: the first quote, backslash or
-/// control character (or the end), looked for eight bytes at a time.
+/// Where the plain run of string bytes from `b[at]` ends: the first quote, backslash, control
+/// character or non-ASCII byte (or the end), looked for eight bytes at a time.
 fn plain(b: &[u8], mut at: usize) -> usize {
     const ONES: u64 = u64::from_ne_bytes([1; 8]);
     const HIGH: u64 = ONES << 7;
@@ -400,7 +405,8 @@ fn plain(b: &[u8], mut at: usize) -> usize {
         let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
         let stop = has_zero(w ^ (ONES * u64::from(b'"')))
             | has_zero(w ^ (ONES * u64::from(b'\\')))
-            | (w.wrapping_sub(ONES * 0x20) & !w & HIGH);
+            | (w.wrapping_sub(ONES * 0x20) & !w & HIGH)
+            | (w & HIGH);
         if stop != 0 {
             return at + (stop.trailing_zeros() / 8) as usize;
         }
