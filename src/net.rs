@@ -403,37 +403,161 @@ fn make_room(buf: &mut Vec<u8>) {
 /// Shuts a socket down so that any pending read on it completes.
 pub(crate) use sys::shutdown;
 
-/// Descriptors of connections in use, so that a stop can cut them all.
+/// Descriptors of connections in use, so that a stop can cut them all, and the deadline of
+/// the request each one carries.
+///
+/// A request past its deadline is cut the same way as by a stop: its socket is shut down, so
+/// whatever it waits on (connect aside, which has its own limit) ends at once. One table
+/// checked by the shard's watcher replaces a timer per request, which would be polled again
+/// on every event and would widen every request's task by a timer entry.
 #[derive(Default)]
 pub(crate) struct FdSet {
-    fds: Vec<RawFd>,
+    entries: Vec<Entry>,
     free: Vec<usize>,
+    /// No deadline of a request in the table is earlier than this (it may be later than the
+    /// earliest: a request that left does not raise it).
+    next_deadline: u64,
+}
+
+#[derive(Clone, Copy)]
+struct Entry {
+    fd: RawFd,
+    deadline: u64,
+    expired: bool,
 }
 
 impl FdSet {
-    /// Reserves a place; fill it with [`FdSet::set`].
-    pub(crate) fn insert(&mut self) -> usize {
+    /// Reserves a place for a request that must end by `deadline` (`u64::MAX`: never); fill
+    /// it with [`FdSet::set`].
+    pub(crate) fn insert(&mut self, deadline: u64) -> usize {
+        let e = Entry {
+            fd: -1,
+            deadline,
+            expired: false,
+        };
+        self.next_deadline = self.next_deadline.min(deadline);
         match self.free.pop() {
-            Some(i) => i,
+            Some(i) => {
+                self.entries[i] = e;
+                i
+            }
             None => {
-                self.fds.push(-1);
-                self.fds.len() - 1
+                self.entries.push(e);
+                self.entries.len() - 1
             }
         }
     }
-    /// Records the descriptor at place `i`.
+    /// Records the descriptor at place `i`; shuts it down at once if the request there is
+    /// already past its deadline.
     pub(crate) fn set(&mut self, i: usize, fd: RawFd) {
-        self.fds[i] = fd;
+        let e = &mut self.entries[i];
+        e.fd = fd;
+        if e.expired {
+            shutdown(fd);
+        }
     }
-    /// Frees place `i`.
-    pub(crate) fn remove(&mut self, i: usize) {
-        self.fds[i] = -1;
+    /// Frees place `i`; true if its request went past its deadline.
+    pub(crate) fn remove(&mut self, i: usize) -> bool {
+        let e = std::mem::replace(
+            &mut self.entries[i],
+            Entry {
+                fd: -1,
+                deadline: u64::MAX,
+                expired: false,
+            },
+        );
         self.free.push(i);
+        e.expired
+    }
+    /// True if the request at place `i` went past its deadline.
+    pub(crate) fn expired(&self, i: usize) -> bool {
+        self.entries[i].expired
+    }
+    /// Marks the requests whose deadline is at or before `now` as expired and shuts their
+    /// sockets down. Looks at the table only when the earliest deadline may have passed.
+    pub(crate) fn expire(&mut self, now: u64) {
+        if now < self.next_deadline {
+            return;
+        }
+        let mut next = u64::MAX;
+        for e in self.entries.iter_mut().filter(|e| !e.expired) {
+            if e.deadline <= now {
+                e.expired = true;
+                if e.fd >= 0 {
+                    shutdown(e.fd);
+                }
+            } else {
+                next = next.min(e.deadline);
+            }
+        }
+        self.next_deadline = next;
     }
     /// Shuts every recorded socket down, so pending reads on them complete.
     pub(crate) fn shutdown_all(&self) {
-        for &fd in self.fds.iter().filter(|&&fd| fd >= 0) {
-            shutdown(fd);
+        for e in self.entries.iter().filter(|e| e.fd >= 0) {
+            shutdown(e.fd);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsRawFd;
+
+    /// A connected loopback pair: (client, server's end).
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        (c, l.accept().unwrap().0)
+    }
+
+    /// True once a read on `s` sees end of file (its socket was shut down), false if it would
+    /// block instead.
+    fn at_eof(s: &mut TcpStream) -> bool {
+        s.set_nonblocking(true).unwrap();
+        matches!(s.read(&mut [0; 8]), Ok(0))
+    }
+
+    #[test]
+    fn requests_past_their_deadline_are_cut_and_the_others_are_left_alone() {
+        let (mut a, _a) = pair();
+        let (mut b, _b) = pair();
+        let mut set = FdSet::default();
+        let ia = set.insert(100);
+        let ib = set.insert(200);
+        let ic = set.insert(u64::MAX);
+        set.set(ia, a.as_raw_fd());
+        set.set(ib, b.as_raw_fd());
+        set.expire(99);
+        assert!(!set.expired(ia) && !set.expired(ib));
+        assert!(!at_eof(&mut a));
+        set.expire(100);
+        assert!(set.expired(ia) && !set.expired(ib) && !set.expired(ic));
+        assert!(at_eof(&mut a));
+        assert!(!at_eof(&mut b));
+        // The earliest deadline left is 200: nothing changes before it.
+        assert_eq!(set.next_deadline, 200);
+        assert!(set.remove(ia));
+        assert!(!set.remove(ib));
+        // A place freed and taken again starts afresh.
+        let id = set.insert(300);
+        assert_eq!(id, ib);
+        assert!(!set.expired(id));
+        set.expire(250);
+        assert!(!set.expired(id) && !set.expired(ic));
+        assert!(!at_eof(&mut b));
+    }
+
+    #[test]
+    fn a_socket_recorded_after_its_deadline_is_cut_at_once() {
+        let (mut a, _a) = pair();
+        let mut set = FdSet::default();
+        let i = set.insert(10);
+        set.expire(10);
+        assert!(set.expired(i));
+        set.set(i, a.as_raw_fd());
+        assert!(at_eof(&mut a));
     }
 }

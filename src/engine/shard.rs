@@ -22,7 +22,7 @@ use super::schedule::{Schedule, Ticket};
 use crate::clock::now_ns;
 use crate::exchange::{Exchange, Scratch};
 use crate::http::request::Template;
-use crate::net::{self, Conn, FdSet};
+use crate::net::{Conn, FdSet};
 use crate::plan::Plan;
 use crate::record::{Outcome, Record};
 use crate::stats::Dist;
@@ -35,7 +35,7 @@ const READ_BUF: usize = 2 * 1024;
 const READ_BUF_MAX: usize = 64 * 1024;
 /// Requests sent in a row before the dispatcher lets the runtime reap completed I/O.
 const DISPATCH_BATCH: usize = 256;
-/// How often the watcher looks at the stop flag and deadlines.
+/// How often the watcher looks at the stop flag, the phase's deadlines and the requests'.
 const WATCH_EVERY: Duration = Duration::from_millis(10);
 
 /// Live counters a shard publishes for the progress line (one cache line each).
@@ -174,6 +174,11 @@ impl Shard {
         if let Some(w) = self.waker.borrow_mut().take() {
             w.wake();
         }
+    }
+
+    /// True when request `fd_slot` must end now: a stop, or its deadline passed.
+    fn cut(&self, fd_slot: usize) -> bool {
+        self.cancelled.get() || self.fds.borrow().expired(fd_slot)
     }
 
     fn cancel_all(&self) {
@@ -350,6 +355,7 @@ async fn watch(shard: std::rc::Weak<Shard>) {
             // Every tick: a connection that opened since the last one is cut too.
             shard.cancel_all();
         }
+        shard.fds.borrow_mut().expire(now_ns());
         let finish = shard.progress.finish.load(Ordering::Relaxed);
         if (due.stop_dispatch || finish) && !shard.stop_dispatch.get() {
             shard.stop_dispatch.set(true);
@@ -450,25 +456,27 @@ async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record)
     rec.chunk_gaps_ns = shard.gap_arrays.borrow_mut().pop().unwrap_or_default();
     rec.chunk_gaps_ns
         .reserve_exact(rec.requested_osl.map_or(0, |n| n as usize));
-    let fd_slot = shard.fds.borrow_mut().insert();
-    let limit = Duration::from_nanos(plan.target.request_timeout_ns);
-    let timed = monoio::time::timeout(limit, drive(shard, &mut slot, template, rec, fd_slot)).await;
-    if timed.is_err() {
-        if let Some(c) = slot.conn.take() {
-            net::shutdown(c.fd());
-        }
-        rec.end_ns = now_ns();
+    let timeout = plan.target.request_timeout_ns;
+    let deadline = now_ns().saturating_add(timeout);
+    let fd_slot = shard.fds.borrow_mut().insert(deadline);
+    drive(shard, &mut slot, template, rec, fd_slot, deadline).await;
+    let cut = shard.fds.borrow_mut().remove(fd_slot);
+    if cut {
+        slot.conn = None;
+    }
+    // Cut by the watcher, or failed once past the deadline: a timeout, unless the response
+    // was whole.
+    if (cut || rec.end_ns >= deadline) && rec.outcome != Outcome::Ok {
         rec.outcome = Outcome::RequestTimeout;
         rec.error = Some(format!(
             "no complete response within {:.1}s",
-            plan.target.request_timeout_ns as f64 / 1e9
+            timeout as f64 / 1e9
         ));
     }
     if shard.cancelled.get() && rec.outcome != Outcome::Ok {
         rec.outcome = Outcome::Cancelled;
         rec.error = Some("cut short by a stop (Ctrl-C or the end of the grace period)".into());
     }
-    shard.fds.borrow_mut().remove(fd_slot);
     if !slot.exchange.keep_alive() || rec.outcome != Outcome::Ok {
         slot.conn = None;
     }
@@ -517,21 +525,29 @@ async fn drive(
     template: &Template,
     rec: &mut Record,
     fd_slot: usize,
+    deadline: u64,
 ) {
     let plan = &shard.plan;
     for attempt in 0..2 {
-        if shard.cancelled.get() {
+        if shard.cut(fd_slot) {
+            // Cancelled or timed out: the caller says which.
             rec.outcome = Outcome::Cancelled;
             rec.end_ns = now_ns();
             return;
         }
         if slot.conn.is_none() {
             let tls = plan.target.tls.as_ref().zip(shard.server_name.as_ref());
-            let limit = Duration::from_nanos(plan.target.connect_timeout_ns);
-            // Boxed: opening (TLS handshake included) is rare on kept-alive connections, and
-            // inline its state would widen every request's task.
-            let open = Box::pin(Conn::open(plan.target.endpoint.addr, tls));
-            match monoio::time::timeout(limit, open).await {
+            // Within the request's deadline too: the watcher cannot cut a socket before it
+            // is known.
+            let left = deadline.saturating_sub(now_ns());
+            let limit = Duration::from_nanos(plan.target.connect_timeout_ns.min(left));
+            // Boxed, timer and all: opening (TLS handshake included) is rare on kept-alive
+            // connections, and inline its state would widen every request's task.
+            let open = Box::pin(monoio::time::timeout(
+                limit,
+                Conn::open(plan.target.endpoint.addr, tls),
+            ));
+            match open.await {
                 Ok(Ok(mut c)) => {
                     shard.connect_failures.set(0);
                     if plan.spec.engine.kernel_timestamps {
@@ -618,7 +634,7 @@ async fn drive(
             };
             match res {
                 Ok(0) => {
-                    if may_retry && !slot.exchange.saw_bytes() && !shard.cancelled.get() {
+                    if may_retry && !slot.exchange.saw_bytes() && !shard.cut(fd_slot) {
                         break true;
                     }
                     slot.exchange.eof(t, rec, &mut shard.scratch.borrow_mut());
@@ -681,7 +697,7 @@ async fn drive(
                     }
                 }
                 Err(e) => {
-                    if may_retry && !slot.exchange.saw_bytes() && !shard.cancelled.get() {
+                    if may_retry && !slot.exchange.saw_bytes() && !shard.cut(fd_slot) {
                         break true;
                     }
                     rec.outcome = Outcome::Reset;

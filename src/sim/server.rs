@@ -321,7 +321,7 @@ fn parse_request(buf: &[u8]) -> Result<Option<Request>, String> {
 }
 
 async fn serve(ctx: Rc<Ctx>, tcp: monoio::net::TcpStream) {
-    let slot = ctx.conns.borrow_mut().insert();
+    let slot = ctx.conns.borrow_mut().insert(u64::MAX);
     ctx.conns
         .borrow_mut()
         .set(slot, std::os::fd::AsRawFd::as_raw_fd(&tcp));

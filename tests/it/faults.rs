@@ -103,6 +103,46 @@ fn a_silent_server_hits_the_request_timeout_without_hanging() {
 }
 
 #[test]
+fn a_stream_still_going_at_the_request_timeout_is_cut_there() {
+    let _shared = support::shared();
+    // 100 tokens 40 ms apart: 4 s of events, each one well inside the timeout, the whole
+    // stream far past it. The short requests end well before it.
+    let s = sim("--ttft 5ms --itl 40ms");
+    let dir = artifact_dir("faults-timeout-stream");
+    let t = Instant::now();
+    let res = profile(
+        &format!(
+            "--url http://{} --no-preflight -m ringperf-sim --streaming --concurrency 4 --request-count 8 \
+             --output-tokens-mean 100 --request-timeout 600ms --shards 1",
+            s.addr
+        ),
+        &dir,
+    );
+    let err = res.err().expect("every request timed out").to_string();
+    assert!(err.contains("request_timeout (8)"), "{err}");
+    // Two rounds of 600 ms, not two of 4 s.
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        t.elapsed()
+    );
+    let lines = std::fs::read_to_string(dir.join("profile_export.jsonl")).unwrap();
+    let mut n = 0;
+    for line in lines.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let m = &v["metadata"];
+        assert_eq!(m["outcome"], "request_timeout", "{line}");
+        // Cut by the watcher: at the deadline, within its tick and some scheduling slack.
+        let took = (m["end_ns"].as_u64().unwrap() - m["start_ns"].as_u64().unwrap()) as f64 / 1e6;
+        assert!((600.0..800.0).contains(&took), "{took} ms: {line}");
+        // It had been streaming: the cut came mid-stream, not before the first token.
+        assert!(m["first_content_ns"].as_u64().is_some(), "{line}");
+        n += 1;
+    }
+    assert_eq!(n, 8);
+}
+
+#[test]
 fn a_dead_server_gets_backoff_and_every_failure_is_counted() {
     let _shared = support::shared();
     let port = {
