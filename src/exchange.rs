@@ -29,6 +29,8 @@ const ERROR_TEXT_LIMIT: usize = 512;
 pub struct Scratch {
     /// simd-json's reusable memory.
     pub json: openai::Json,
+    /// Where an event is copied when it must be decoded in a buffer of its own.
+    pub(crate) doc: Vec<u8>,
     /// Distribution of `seen − sent` for simulator-stamped events of measured requests.
     pub client_delay: Dist,
     /// JSON pointers for non-OpenAI servers (`--endpoint-type template`).
@@ -41,6 +43,7 @@ pub struct Scratch {
 }
 
 impl Scratch {
+    /// Decodes a whole body, where it lies.
     fn decode<'a>(
         &mut self,
         json: &'a mut Vec<u8>,
@@ -52,10 +55,29 @@ impl Scratch {
     }
 }
 
+/// Decodes an event's data, which stays as it is: the common event is read where it lies
+/// (see [`openai::decode_from`]), any other from a copy in `doc`.
+fn decode_event<'a>(
+    data: &'a [u8],
+    doc: &'a mut Vec<u8>,
+    json: &mut openai::Json,
+    pointers: Option<&openai::Pointers>,
+) -> Result<openai::Payload<'a>, openai::DecodeError> {
+    match pointers {
+        None => openai::decode_from(data, doc, json),
+        Some(p) => {
+            doc.clear();
+            doc.extend_from_slice(data);
+            openai::decode_with(doc, json, p)
+        }
+    }
+}
+
 impl Default for Scratch {
     fn default() -> Self {
         Scratch {
             json: openai::Json::default(),
+            doc: Vec::new(),
             client_delay: Dist::new(),
             pointers: None,
             expects_text: true,
@@ -340,7 +362,7 @@ fn on_head(head: &Head, status: &mut u16, keep_alive: &mut bool, streaming: &mut
 }
 
 fn on_event(
-    data: &mut Vec<u8>,
+    data: &[u8],
     t: u64,
     rec: &mut Record,
     scratch: &mut Scratch,
@@ -349,7 +371,15 @@ fn on_event(
     if data == b"[DONE]" {
         return;
     }
-    let p = match scratch.decode(data) {
+    let Scratch {
+        json,
+        doc,
+        pointers,
+        client_delay,
+        spare_texts,
+        ..
+    } = scratch;
+    let p = match decode_event(data, doc, json, pointers.as_ref()) {
         Ok(p) => p,
         Err(e) => {
             failure.get_or_insert((Outcome::BadJson, cut(&e.to_string())));
@@ -357,7 +387,7 @@ fn on_event(
         }
     };
     if let (Some(sent), Phase::Profiling) = (p.sent_ns, rec.phase) {
-        scratch.client_delay.record(t.saturating_sub(sent));
+        client_delay.record(t.saturating_sub(sent));
     }
     if p.arrived_ns.is_some() {
         rec.sim_arrived_ns = p.arrived_ns;
@@ -383,7 +413,7 @@ fn on_event(
         }
         rec.last_content_ns = Some(t);
         if rec.text.capacity() == 0 {
-            rec.text = scratch.spare_texts.pop().unwrap_or_default();
+            rec.text = spare_texts.pop().unwrap_or_default();
         }
         rec.text.push_str(&p.reasoning);
         rec.text.push_str(&p.content);

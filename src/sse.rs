@@ -7,8 +7,9 @@
 //! (llama.cpp's keep-alive pings); a line without a colon is a field with an empty value; one
 //! space after the colon is dropped; an empty line dispatches the event if it has data.
 //!
-//! The event's data is handed out as the framer's own buffer, so the JSON decoder can parse
-//! it in place (simd-json needs that, with padding after it) without another copy.
+//! An event that lies whole in the bytes fed (one `data:` line and the empty line after it, as
+//! servers send each streamed chunk) is handed out from those bytes, copied nowhere; any other
+//! is gathered in the framer's own buffer first.
 //!
 //! Memory is bounded: an event (its unfinished line plus its data so far) may hold at most
 //! [`MAX_EVENT`] bytes. A server that never ends a line or an event gets [`TooLarge`], not
@@ -22,10 +23,6 @@ const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 /// all misbehave under 64 MiB, allocator overhead included.
 pub const MAX_EVENT: usize = 512 << 10;
 
-/// Room an event's data buffer keeps after its largest event, for a parser that reads past the
-/// data's end (simd-json's padding): a full event then grows it no further.
-pub const SLACK: usize = 64;
-
 /// Buffers grown past this are given back when the framer is reset for the next stream.
 const KEEP_CAPACITY: usize = 64 << 10;
 
@@ -38,9 +35,8 @@ pub struct TooLarge;
 pub struct Event<'a> {
     /// The event type; empty means the default, `message`.
     pub event: &'a [u8],
-    /// The data lines joined with `\n`, without the final newline. The framer's own buffer:
-    /// the handler may parse it in place, and append to it (the framer clears it after).
-    pub data: &'a mut Vec<u8>,
+    /// The data lines joined with `\n`, without the final newline.
+    pub data: &'a [u8],
 }
 
 /// Incremental event-stream parser.
@@ -117,6 +113,10 @@ impl Framer {
             }
             match memchr::memchr2(b'\n', b'\r', input) {
                 Some(end) => {
+                    if let Some(rest) = self.whole_event(input, end, on) {
+                        input = rest;
+                        continue;
+                    }
                     self.after_cr = input[end] == b'\r';
                     if self.line.is_empty() {
                         self.process_line(&input[..end], on);
@@ -142,6 +142,34 @@ impl Framer {
             }
         }
         Ok(())
+    }
+
+    /// When `input` starts with a whole one-line event, a `data` line ending at `input[end]`
+    /// and the empty line right after it, with nothing of the event gathered before:
+    /// dispatches it from `input` and returns what follows. Else `None`, and nothing is done.
+    fn whole_event<'a>(
+        &mut self,
+        input: &'a [u8],
+        end: usize,
+        on: &mut impl FnMut(Event<'_>),
+    ) -> Option<&'a [u8]> {
+        let value = input[..end].strip_prefix(b"data:")?;
+        if !self.line.is_empty() || !self.data.is_empty() || value.len() >= MAX_EVENT {
+            return None;
+        }
+        // The data line's end (CR LF counts once), then the empty line's.
+        let mut at = end + 1;
+        if input[end] == b'\r' && input.get(at) == Some(&b'\n') {
+            at += 1;
+        }
+        let blank = *input.get(at).filter(|&&b| b == b'\n' || b == b'\r')?;
+        self.after_cr = blank == b'\r';
+        on(Event {
+            event: &self.event,
+            data: value.strip_prefix(b" ").unwrap_or(value),
+        });
+        self.event.clear();
+        Some(&input[at + 1..])
     }
 
     fn too_large(&mut self) -> TooLarge {
@@ -210,7 +238,7 @@ impl Framer {
         self.data.pop(); // the last data line's newline
         on(Event {
             event: &self.event,
-            data: &mut self.data,
+            data: &self.data,
         });
         self.data.clear();
         self.event.clear();
@@ -223,7 +251,7 @@ impl Framer {
 fn append(buf: &mut Vec<u8>, bytes: &[u8]) {
     let need = buf.len() + bytes.len();
     if need > buf.capacity() && need > KEEP_CAPACITY {
-        buf.reserve_exact(MAX_EVENT.max(need) + SLACK - buf.len());
+        buf.reserve_exact(MAX_EVENT.max(need) - buf.len());
     }
     buf.extend_from_slice(bytes);
 }
@@ -279,6 +307,46 @@ mod tests {
         // CR at the end of one read, LF at the start of the next: one line end, not two.
         assert_eq!(
             events(&[b"data: a\r", b"\ndata: b\r", b"\n\r", b"\n"]),
+            vec![ev("", "a\nb")]
+        );
+    }
+
+    #[test]
+    fn a_whole_one_line_event_is_handed_out_from_the_bytes_fed() {
+        // Each ending of the data line and of the empty line after it, with an event type set
+        // before, and a last event cut before its empty line.
+        let input = b"event: add\ndata: a\n\ndata:b\r\n\r\ndata: c\r\rdata: d\n\rdata: e\n";
+        let range = input.as_ptr_range();
+        let mut f = Framer::new();
+        let mut got = Vec::new();
+        f.feed(input, &mut |e| {
+            assert!(range.contains(&e.data.as_ptr()), "copied: {:?}", e.data);
+            got.push((e.event.to_vec(), e.data.to_vec()));
+        })
+        .unwrap();
+        let want: Vec<(Vec<u8>, Vec<u8>)> = [("add", "a"), ("", "b"), ("", "c"), ("", "d")]
+            .iter()
+            .map(|(e, d)| (e.as_bytes().to_vec(), d.as_bytes().to_vec()))
+            .collect();
+        assert_eq!(got, want);
+        // The last one is gathered, and dispatched once its empty line comes; the LF after a
+        // CR that ended the previous read is not a second empty line.
+        assert!(f.has_pending());
+        let mut n = 0;
+        f.feed(b"\r", &mut |e| {
+            assert_eq!(e.data, b"e");
+            n += 1
+        })
+        .unwrap();
+        f.feed(b"\ndata: f\n\n", &mut |e| {
+            assert_eq!(e.data, b"f");
+            n += 1
+        })
+        .unwrap();
+        assert_eq!(n, 2);
+        // Two data lines, each ending in CR LF: one event, not two.
+        assert_eq!(
+            events(&[b"data: a\r\ndata: b\r\n\r\n"]),
             vec![ev("", "a\nb")]
         );
     }

@@ -197,11 +197,31 @@ impl Default for Json {
 /// are rewritten in place (and simd-json's padding appended when it reads the document), so
 /// the bytes are spent afterwards.
 pub fn decode<'a>(json: &'a mut Vec<u8>, j: &mut Json) -> Result<Payload<'a>, DecodeError> {
-    const _: () = assert!(crate::sse::SLACK >= simd_json::INPUT_PADDING);
     if let Some(e) = scan::read(json) {
         return Ok(scan::payload(json, e));
     }
     decode_general(json, j)
+}
+
+/// Decodes one JSON document that may not be changed: the common event, whose kept strings
+/// hold no escapes, is read where it lies; any other is first copied into `copy` and decoded
+/// there as by [`decode`].
+pub fn decode_from<'a>(
+    json: &'a [u8],
+    copy: &'a mut Vec<u8>,
+    j: &mut Json,
+) -> Result<Payload<'a>, DecodeError> {
+    let event = scan::read(json);
+    if let Some(e) = event.filter(|e| !e.escaped()) {
+        return Ok(scan::borrowed(json, e));
+    }
+    copy.clear();
+    copy.reserve(json.len() + simd_json::INPUT_PADDING);
+    copy.extend_from_slice(json);
+    match event {
+        Some(e) => Ok(scan::payload(copy, e)),
+        None => decode_general(copy, j),
+    }
 }
 
 /// [`decode`] for what the one-pass reader declines: simd-json, then serde.

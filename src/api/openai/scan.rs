@@ -76,6 +76,38 @@ pub(super) fn read(doc: &[u8]) -> Option<Event> {
     Some(e)
 }
 
+impl Event {
+    /// True if a kept string holds escapes (so it must be rewritten to be read).
+    pub(super) fn escaped(&self) -> bool {
+        [self.content, self.reasoning, self.finish_reason]
+            .iter()
+            .flatten()
+            .any(|s| s.escaped)
+    }
+
+    /// The payload, given the kept strings' texts.
+    fn into_payload(self, [content, reasoning, finish_reason]: [Option<&str>; 3]) -> Payload<'_> {
+        Payload {
+            content: Cow::Borrowed(content.unwrap_or("")),
+            reasoning: Cow::Borrowed(reasoning.unwrap_or("")),
+            finish_reason,
+            usage: self.usage,
+            error: None,
+            sent_ns: self.sent_ns,
+            arrived_ns: self.arrived_ns,
+        }
+    }
+}
+
+/// The payload of an event [`read`] accepted from `doc` whose kept strings hold no escapes
+/// ([`Event::escaped`]): they are borrowed where they lie.
+pub(super) fn borrowed(doc: &[u8], e: Event) -> Payload<'_> {
+    debug_assert!(!e.escaped());
+    // Valid: the document was.
+    let text = |s: Option<Span>| s.and_then(|s| std::str::from_utf8(&doc[s.start..s.end]).ok());
+    e.into_payload([text(e.content), text(e.reasoning), text(e.finish_reason)])
+}
+
 /// The payload of an event [`read`] accepted from `doc`: its kept strings are unescaped in
 /// place and borrowed.
 pub(super) fn payload<'a>(doc: &'a mut [u8], e: Event) -> Payload<'a> {
@@ -98,15 +130,7 @@ pub(super) fn payload<'a>(doc: &'a mut [u8], e: Event) -> Payload<'a> {
         // Valid: the document was, and unescaping writes whole characters.
         texts[i] = std::str::from_utf8(text).ok();
     }
-    Payload {
-        content: Cow::Borrowed(texts[0].unwrap_or("")),
-        reasoning: Cow::Borrowed(texts[1].unwrap_or("")),
-        finish_reason: texts[2],
-        usage: e.usage,
-        error: None,
-        sent_ns: e.sent_ns,
-        arrived_ns: e.arrived_ns,
-    }
+    e.into_payload(texts)
 }
 
 /// The first of `choices`.
@@ -567,6 +591,41 @@ mod tests {
             }
         }
         assert!(taken >= 100, "{taken}");
+    }
+
+    /// `decode_from` (the event left as it is) gives `decode`'s result (the event rewritten in
+    /// place), and reads an event whose kept strings hold no escapes where it lies.
+    #[test]
+    fn events_that_stay_as_they_are_decode_the_same_and_unescaped_ones_are_not_copied() {
+        let mut docs = capture_events();
+        docs.push(br#"{"choices":[{"delta":{"content":"a\nb"}}]}"#.to_vec());
+        docs.push(
+            br#"{"choices":[{"delta":{"content":"\u00e9"},"finish_reason":"stop"}]}"#.to_vec(),
+        );
+        docs.push(br#"{"choices":[{"delta":{"content":"x"}}],"error":{"message":"m"}}"#.to_vec());
+        docs.push(b"{\"choices\":[{\"delta\":{\"content\":\"\xff\"}}]}".to_vec());
+        let (mut borrowed, mut copied) = (0, 0);
+        let (mut j, mut copy) = (Json::default(), Vec::new());
+        for doc in &docs {
+            let text = String::from_utf8_lossy(doc);
+            let mut own = doc.clone();
+            let want = format!("{:?}", super::super::decode(&mut own, &mut Json::default()));
+            let got = super::super::decode_from(doc, &mut copy, &mut j);
+            assert_eq!(format!("{got:?}"), want, "{text}");
+            let Ok(p) = got else { continue };
+            let inside = doc.as_ptr_range().contains(&p.content.as_ptr());
+            if super::read(doc).is_some_and(|e| !e.escaped()) {
+                assert!(inside || p.content.is_empty(), "copied: {text}");
+                borrowed += 1;
+            } else {
+                assert!(!inside, "{text}");
+                copied += 1;
+            }
+        }
+        assert!(
+            borrowed >= 100 && copied >= 3,
+            "{borrowed} borrowed, {copied} copied"
+        );
     }
 
     /// Each capture event broken one byte at a time (dropped, replaced, or a byte put before
