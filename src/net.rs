@@ -421,20 +421,24 @@ pub(crate) struct FdSet {
 
 #[derive(Clone, Copy)]
 struct Entry {
-    fd: RawFd,
+    /// The request's socket, once it has one.
+    fd: Option<RawFd>,
     deadline: u64,
     expired: bool,
 }
+
+/// A free place.
+const FREE: Entry = Entry {
+    fd: None,
+    deadline: u64::MAX,
+    expired: false,
+};
 
 impl FdSet {
     /// Reserves a place for a request that must end by `deadline` (`u64::MAX`: never); fill
     /// it with [`FdSet::set`].
     pub(crate) fn insert(&mut self, deadline: u64) -> usize {
-        let e = Entry {
-            fd: -1,
-            deadline,
-            expired: false,
-        };
+        let e = Entry { deadline, ..FREE };
         self.next_deadline = self.next_deadline.min(deadline);
         match self.free.pop() {
             Some(i) => {
@@ -451,23 +455,15 @@ impl FdSet {
     /// already past its deadline.
     pub(crate) fn set(&mut self, i: usize, fd: RawFd) {
         let e = &mut self.entries[i];
-        e.fd = fd;
+        e.fd = Some(fd);
         if e.expired {
             shutdown(fd);
         }
     }
     /// Frees place `i`; true if its request went past its deadline.
     pub(crate) fn remove(&mut self, i: usize) -> bool {
-        let e = std::mem::replace(
-            &mut self.entries[i],
-            Entry {
-                fd: -1,
-                deadline: u64::MAX,
-                expired: false,
-            },
-        );
         self.free.push(i);
-        e.expired
+        std::mem::replace(&mut self.entries[i], FREE).expired
     }
     /// True if the request at place `i` went past its deadline.
     pub(crate) fn expired(&self, i: usize) -> bool {
@@ -483,8 +479,8 @@ impl FdSet {
         for e in self.entries.iter_mut().filter(|e| !e.expired) {
             if e.deadline <= now {
                 e.expired = true;
-                if e.fd >= 0 {
-                    shutdown(e.fd);
+                if let Some(fd) = e.fd {
+                    shutdown(fd);
                 }
             } else {
                 next = next.min(e.deadline);
@@ -494,8 +490,8 @@ impl FdSet {
     }
     /// Shuts every recorded socket down, so pending reads on them complete.
     pub(crate) fn shutdown_all(&self) {
-        for e in self.entries.iter().filter(|e| e.fd >= 0) {
-            shutdown(e.fd);
+        for fd in self.entries.iter().filter_map(|e| e.fd) {
+            shutdown(fd);
         }
     }
 }
