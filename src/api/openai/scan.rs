@@ -12,8 +12,9 @@
 //! document gets exactly what the general path would give it.
 //!
 //! Reading is two steps. [`read`] only looks: it finds where the kept strings lie. Once the
-//! document is accepted, [`payload`] unescapes those strings where they lie and borrows them;
-//! a declined document is left untouched for the general path.
+//! document is accepted, [`borrowed`] takes those strings where they lie when none holds an
+//! escape, which needs no write to the document, and [`payload`] unescapes them in place
+//! otherwise; a declined document is left untouched for the general path.
 
 use std::borrow::Cow;
 
