@@ -65,11 +65,7 @@ fn decode_event<'a>(
 ) -> Result<openai::Payload<'a>, openai::DecodeError> {
     match pointers {
         None => openai::decode_from(data, doc, json),
-        Some(p) => {
-            doc.clear();
-            doc.extend_from_slice(data);
-            openai::decode_with(doc, json, p)
-        }
+        Some(p) => openai::decode_with(openai::copied(data, doc), json, p),
     }
 }
 

@@ -153,8 +153,12 @@ impl Framer {
         end: usize,
         on: &mut impl FnMut(Event<'_>),
     ) -> Option<&'a [u8]> {
-        let value = input[..end].strip_prefix(b"data:")?;
-        if !self.line.is_empty() || !self.data.is_empty() || value.len() >= MAX_EVENT {
+        if !self.line.is_empty() || !self.data.is_empty() {
+            return None;
+        }
+        let (name, value) = field(&input[..end]);
+        // Past the cap, the gathering path reports the event as too large.
+        if name != b"data" || value.len() >= MAX_EVENT {
             return None;
         }
         // The data line's end (CR LF counts once), then the empty line's.
@@ -166,7 +170,7 @@ impl Framer {
         self.after_cr = blank == b'\r';
         on(Event {
             event: &self.event,
-            data: value.strip_prefix(b" ").unwrap_or(value),
+            data: value,
         });
         self.event.clear();
         Some(&input[at + 1..])
@@ -206,13 +210,7 @@ impl Framer {
             self.comments += 1;
             return;
         }
-        let (field, value) = match memchr::memchr(b':', line) {
-            Some(colon) => {
-                let v = &line[colon + 1..];
-                (&line[..colon], v.strip_prefix(b" ").unwrap_or(v))
-            }
-            None => (line, &b""[..]),
-        };
+        let (field, value) = field(line);
         match field {
             b"data" => {
                 append(&mut self.data, value);
@@ -242,6 +240,18 @@ impl Framer {
         });
         self.data.clear();
         self.event.clear();
+    }
+}
+
+/// A field line's name and value: the value follows the first colon, less one space after
+/// it; a line without a colon is a name with an empty value.
+fn field(line: &[u8]) -> (&[u8], &[u8]) {
+    match memchr::memchr(b':', line) {
+        Some(colon) => {
+            let v = &line[colon + 1..];
+            (&line[..colon], v.strip_prefix(b" ").unwrap_or(v))
+        }
+        None => (line, &b""[..]),
     }
 }
 

@@ -215,13 +215,19 @@ pub fn decode_from<'a>(
     if let Some(e) = event.filter(|e| !e.escaped()) {
         return Ok(scan::borrowed(json, e));
     }
-    copy.clear();
-    copy.reserve(json.len() + simd_json::INPUT_PADDING);
-    copy.extend_from_slice(json);
+    let copy = copied(json, copy);
     match event {
         Some(e) => Ok(scan::payload(copy, e)),
         None => decode_general(copy, j),
     }
+}
+
+/// `json` copied into `copy`, with room for simd-json's padding.
+pub(crate) fn copied<'a>(json: &[u8], copy: &'a mut Vec<u8>) -> &'a mut Vec<u8> {
+    copy.clear();
+    copy.reserve(json.len() + simd_json::INPUT_PADDING);
+    copy.extend_from_slice(json);
+    copy
 }
 
 /// [`decode`] for what the one-pass reader declines: simd-json, then serde.

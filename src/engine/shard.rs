@@ -461,9 +461,6 @@ async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record)
     let fd_slot = shard.fds.borrow_mut().insert(deadline);
     drive(shard, &mut slot, template, rec, fd_slot, deadline).await;
     let cut = shard.fds.borrow_mut().remove(fd_slot);
-    if cut {
-        slot.conn = None;
-    }
     // Cut by the watcher, or failed once past the deadline: a timeout, unless the response
     // was whole.
     if (cut || rec.end_ns >= deadline) && rec.outcome != Outcome::Ok {
@@ -477,7 +474,8 @@ async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record)
         rec.outcome = Outcome::Cancelled;
         rec.error = Some("cut short by a stop (Ctrl-C or the end of the grace period)".into());
     }
-    if !slot.exchange.keep_alive() || rec.outcome != Outcome::Ok {
+    // A connection the watcher shut down is spent, even under a response that was whole.
+    if cut || !slot.exchange.keep_alive() || rec.outcome != Outcome::Ok {
         slot.conn = None;
     }
     shard.pool.borrow_mut().push(slot);
