@@ -361,6 +361,33 @@ mod tests {
         );
     }
 
+    /// The fast path hands back exactly what follows the event's empty line, and remembers
+    /// whether that line ended in a CR (an LF at the start of the next read belongs to it).
+    /// Re-reading a blank line would cost nothing visible, so this is checked directly.
+    #[test]
+    fn a_whole_event_hands_back_exactly_the_bytes_after_its_empty_line() {
+        for (input, rest, after_cr) in [
+            (&b"data: x\n\nrest"[..], &b"rest"[..], false),
+            // The caller drops the LF of a CR LF empty line.
+            (b"data: x\r\n\r\nrest", b"\nrest", true),
+            (b"data: x\r\rrest", b"rest", true),
+            (b"data: x\n\rrest", b"rest", true),
+        ] {
+            let end = input
+                .iter()
+                .position(|&b| b == b'\n' || b == b'\r')
+                .unwrap();
+            let mut f = Framer::new();
+            let mut n = 0;
+            let got = f.whole_event(input, end, &mut |e| {
+                assert_eq!(e.data, b"x");
+                n += 1;
+            });
+            assert_eq!(got, Some(rest), "{input:?}");
+            assert_eq!((n, f.after_cr), (1, after_cr), "{input:?}");
+        }
+    }
+
     #[test]
     fn bom_is_dropped_even_when_split() {
         let mut s = BOM.to_vec();
