@@ -514,7 +514,7 @@ mod tests {
             let (fast, general) = both(doc.as_bytes());
             assert_eq!(fast.as_deref(), Some(general.as_deref().unwrap()), "{doc}");
         }
-        let declined: [&[u8]; 26] = [
+        let declined: [&[u8]; 27] = [
             br#"{"error":{"message":"x"}}"#,
             br#"{"detail":"Not Found"}"#,
             br#"{"type":"response.output_text.delta","delta":"x"}"#,
@@ -533,6 +533,8 @@ mod tests {
             br#"{"choices":[{"delta":{"content":"\ud800"}}]}"#,
             br#"{"choices":[{"delta":{"content":"\udc00"}}]}"#,
             br#"{"choices":[{"delta":{"content":"\ud800\u0041"}}]}"#,
+            // A high surrogate, then text that would read as a low one were it escaped.
+            br#"{"choices":[{"delta":{"content":"\ud800abdc00"}}]}"#,
             br#"{"choices":[{"delta":{"content":"a	b"}}]}"#,
             br#"{"choices":[{"delta":{"cont\u0065nt":"x"}}]}"#,
             br#"{"choices":[{"delta":{"content":"\x"}}]}"#,
