@@ -89,7 +89,7 @@ fn main() {
     let mut scratch = Scratch::default();
     let t = median_ns_per(n, || {
         ex.reset();
-        let mut rec = Record::new(1, 0, Phase::Profiling, 0, 0);
+        let mut rec = Record::new(1, 0, Phase::Profiling, 0, Some(0));
         ex.feed(std::hint::black_box(&raw), 1, &mut rec, &mut scratch);
         std::hint::black_box(rec.osl);
     });

@@ -240,7 +240,7 @@ pub fn probe(plan: &Plan) -> Result<Probe, Failure> {
         expects_text: target.kind != crate::api::Kind::Embeddings,
         ..Scratch::default()
     };
-    let mut rec = Record::new(PROBE_ID, 0, Phase::Warmup, 0, isl);
+    let mut rec = Record::new(PROBE_ID, 0, Phase::Warmup, 0, Some(isl));
     rec.keep_text = true;
     let mut ex = Exchange::default();
     let mut pending = Vec::new();

@@ -143,8 +143,9 @@ pub struct Record {
     pub last_content_ns: Option<u64>,
     /// Gaps between consecutive content events (ns).
     pub chunk_gaps_ns: Vec<u64>,
-    /// Input tokens as sent (tokenizer count).
-    pub isl: u32,
+    /// Input tokens as sent (tokenizer count; a file's prompts are counted after the run,
+    /// and one left uncounted, by an error or a stop, stays `None`).
+    pub isl: Option<u32>,
     /// Server-reported prompt tokens.
     pub server_isl: Option<u64>,
     /// Output tokens, once known.
@@ -185,7 +186,7 @@ pub struct Record {
 
 impl Record {
     /// A record for a request that has not been sent yet.
-    pub fn new(id: u64, shard: u16, phase: Phase, entry: u32, isl: u32) -> Record {
+    pub fn new(id: u64, shard: u16, phase: Phase, entry: u32, isl: Option<u32>) -> Record {
         Record {
             id,
             shard,
@@ -429,7 +430,7 @@ mod tests {
 
     #[test]
     fn derived_metrics_follow_genai_perf() {
-        let mut r = Record::new(1, 0, Phase::Profiling, 0, 10);
+        let mut r = Record::new(1, 0, Phase::Profiling, 0, Some(10));
         r.start_ns = 1_000;
         r.first_content_ns = Some(51_000);
         r.second_content_ns = Some(61_000);
@@ -466,7 +467,7 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         for id in 0..n as u64 {
-            let mut r = Record::new(id, 0, Phase::Profiling, 0, 1);
+            let mut r = Record::new(id, 0, Phase::Profiling, 0, Some(1));
             r.chunk_gaps_ns = gaps_of(id);
             let back = log.push(r);
             assert!(back.is_empty());
@@ -476,7 +477,7 @@ mod tests {
         assert_eq!(log.blocks.len(), 3);
         assert!(log.gaps.len() >= 2);
         assert!(log.iter_mut().map(|r| r.id).eq(0..n as u64));
-        let mut all = vec![Record::new(u64::MAX, 0, Phase::Warmup, 0, 1)];
+        let mut all = vec![Record::new(u64::MAX, 0, Phase::Warmup, 0, Some(1))];
         log.move_into(&mut all);
         assert_eq!(all.remove(0).id, u64::MAX);
         for (id, r) in all.iter().enumerate() {

@@ -35,6 +35,8 @@ use starvation::{ShardWatch, Watch};
 const HOST_SAMPLE: Duration = Duration::from_millis(100);
 /// How often the progress line is redrawn.
 const PROGRESS_EVERY_NS: u64 = 1_000_000_000;
+/// File prompts to count after a run from which that is said (about a second's work).
+const ANNOUNCE_COUNTING: usize = 1000;
 
 /// Why a run could not start.
 #[derive(Debug, thiserror::Error)]
@@ -267,19 +269,28 @@ pub fn run(
             }
         }
     }
-    // After the run: the prompt tokens of the file lines it sent.
+    let cancelled = stop.load(Ordering::Relaxed);
+    // After the run: the prompt tokens of the file lines it sent (about a millisecond each).
     let records = shards.iter_mut().flat_map(|s| s.records.iter_mut());
-    if let Err(e) = plan
-        .workload
-        .dataset
-        .count_sent(records, &plan.workload.tokenizer)
+    let announce = |n: usize| {
+        if n >= ANNOUNCE_COUNTING {
+            eprintln!(
+                "ringperf: counting the prompt tokens of the {n} file prompts sent \
+                 (Ctrl-C cuts this short)"
+            );
+        }
+    };
+    if let Err(e) =
+        plan.workload
+            .dataset
+            .count_sent(records, &plan.workload.tokenizer, &stop, announce)
     {
         failures.push(e);
     }
     Ok(RunOutput {
         shards,
         failures,
-        cancelled: stop.load(Ordering::Relaxed),
+        cancelled,
         placement,
         watch: watch.shards,
         server_in_flight,

@@ -377,7 +377,7 @@ async fn request(shard: Rc<Shard>, ticket: Ticket, due: Option<u64>) {
         ticket.phase,
         ticket.entry,
         // A file's prompt is counted after the run (`Dataset::count_sent`).
-        entry.known_isl().unwrap_or(0),
+        entry.known_isl(),
     );
     rec.intended_ns = ticket.intended_ns;
     rec.due_ns = due;
@@ -419,7 +419,7 @@ async fn session(shard: Rc<Shard>, ticket: Ticket, mut due: Option<u64>) {
             shard.index,
             ticket.phase,
             ticket.entry,
-            isl,
+            Some(isl),
         );
         rec.requested_osl = turn.osl;
         rec.session = Some((ticket.id, k as u32));

@@ -518,7 +518,7 @@ pub(super) mod tests {
             .unwrap_err()
             .contains("unknown SLO metric"));
         assert!(parse_slo("e2e:-5").is_err());
-        let mut r = Record::new(0, 0, Phase::Profiling, 0, 1);
+        let mut r = Record::new(0, 0, Phase::Profiling, 0, Some(1));
         r.start_ns = 0;
         r.first_content_ns = Some(100_000_000);
         r.last_content_ns = Some(600_000_000);

@@ -297,10 +297,12 @@ pub(crate) fn write_records(r: &Report, path: &Path) -> std::io::Result<()> {
                 );
             }
         }
-        metrics.insert(
-            "input_sequence_length".into(),
-            json!({"value": rec.isl, "unit": "tokens"}),
-        );
+        if let Some(n) = rec.isl {
+            metrics.insert(
+                "input_sequence_length".into(),
+                json!({"value": n, "unit": "tokens"}),
+            );
+        }
         let mut line = json!({
             "metadata": {
                 "x_request_id": crate::http::request::format_id(rec.id),

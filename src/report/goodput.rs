@@ -86,7 +86,7 @@ mod tests {
     #[test]
     fn goodput_counts_requests_meeting_every_objective() {
         let mk = |ttft_ms: u64, e2e_ms: u64| {
-            let mut r = Record::new(0, 0, Phase::Profiling, 0, 1);
+            let mut r = Record::new(0, 0, Phase::Profiling, 0, Some(1));
             r.start_ns = 0;
             r.first_content_ns = Some(ttft_ms * 1_000_000);
             r.last_content_ns = Some(e2e_ms * 1_000_000);

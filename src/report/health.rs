@@ -525,7 +525,7 @@ mod tests {
     use crate::engine::starvation::Episode;
 
     fn rec(id: u64, shard: u16, start: u64, end: u64) -> Record {
-        let mut r = Record::new(id, shard, Phase::Profiling, 0, 1);
+        let mut r = Record::new(id, shard, Phase::Profiling, 0, Some(1));
         r.start_ns = start;
         r.end_ns = end;
         r

@@ -113,7 +113,9 @@ impl Metrics {
         if let Some(o) = r.osl {
             self.osl.record(o);
         }
-        self.isl.record(u64::from(r.isl));
+        if let Some(n) = r.isl {
+            self.isl.record(u64::from(n));
+        }
         if let Some(v) = r.scheduled_ttft() {
             self.sched_ttft.record(v);
         }

@@ -354,7 +354,7 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         no_tokens += u64::from(osl == 0);
         one_chunk += u64::from(osl >= 2 && r.second_content_ns.is_none());
         shared.first_tokens += u64::from(r.first_token_shared_read);
-        in_tok += u64::from(r.isl);
+        in_tok += u64::from(r.isl.unwrap_or(0));
         match r.osl_source {
             Some(TokenSource::Usage) => from_usage += 1,
             Some(TokenSource::Tokenizer) => from_tok += 1,

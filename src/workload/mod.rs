@@ -68,6 +68,9 @@ pub const MAX_PROMPT_TOKENS: u64 = 10_000_000;
 /// is built.
 pub const MAX_PLAN_TOKENS: u64 = 100_000_000;
 
+/// How long counting the prompts sent goes on after a stop (see [`Dataset::count_sent`]).
+pub const COUNT_AFTER_STOP_NS: u64 = 1_000_000_000;
+
 /// One user turn of a session, prepared in advance (the answers come from the server).
 #[derive(Debug, Clone)]
 pub struct Turn {
@@ -489,12 +492,17 @@ impl Dataset {
     }
 
     /// Fills in the prompt tokens of `records` whose entries had no count when sent (a
-    /// file's lines), counting each entry once, on every core. A prompt the tokenizer cannot
-    /// count keeps 0, and the error is returned with how many records it left so.
+    /// file's lines), counting each entry once, on every core; `announce` is first told how
+    /// many entries that is. A prompt the tokenizer cannot count is left without a count, and
+    /// the error is returned with how many records it left so. Once `stop` is set (Ctrl-C), counting goes
+    /// on for [`COUNT_AFTER_STOP_NS`] at most, and the entries not counted by then stay so,
+    /// which is said: a small file is still counted, a large one does not hold the results.
     pub fn count_sent<'a>(
         &self,
         records: impl Iterator<Item = &'a mut Record>,
         tokenizer: &Tokenizer,
+        stop: &std::sync::atomic::AtomicBool,
+        announce: impl FnOnce(usize),
     ) -> Result<(), String> {
         let mut records: Vec<&mut Record> = records
             .filter(|r| {
@@ -506,7 +514,18 @@ impl Dataset {
         let mut todo: Vec<u32> = records.iter().map(|r| r.entry).collect();
         todo.sort_unstable();
         todo.dedup();
+        if todo.is_empty() {
+            return Ok(());
+        }
+        announce(todo.len());
+        let stopped_at = std::sync::OnceLock::new();
         let first_error = par_map(&todo, |&i| {
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let now = crate::clock::now_ns();
+                if now - *stopped_at.get_or_init(|| now) > COUNT_AFTER_STOP_NS {
+                    return Ok(None);
+                }
+            }
             Ok(self.entries[i as usize].isl(tokenizer).err())
         })
         .expect("errors are kept, not returned")
@@ -515,18 +534,18 @@ impl Dataset {
         .next();
         let mut uncounted = 0;
         for r in &mut records {
-            r.isl = self.entries[r.entry as usize]
-                .known_isl()
-                .unwrap_or_else(|| {
-                    uncounted += 1;
-                    0
-                });
+            r.isl = self.entries[r.entry as usize].known_isl();
+            uncounted += usize::from(r.isl.is_none());
         }
         match first_error {
-            None => Ok(()),
             Some(e) => Err(format!(
-                "{uncounted} request(s) have no prompt token count (ISL 0): {e}"
+                "{uncounted} request(s) have no prompt token count (left out of ISL): {e}"
             )),
+            None if uncounted > 0 => Err(format!(
+                "{uncounted} request(s) have no prompt token count (left out of ISL): the \
+                 counting of the prompts sent was stopped (Ctrl-C)"
+            )),
+            None => Ok(()),
         }
     }
 

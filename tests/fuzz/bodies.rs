@@ -128,7 +128,7 @@ fn exchange(pieces: &[&[u8]]) -> (String, String, Option<u64>, usize) {
 
 fn exchange_with(pieces: &[&[u8]], scratch: &mut Scratch) -> (String, String, Option<u64>, usize) {
     let mut ex = Exchange::default();
-    let mut rec = Record::new(1, 0, Phase::Profiling, 0, 0);
+    let mut rec = Record::new(1, 0, Phase::Profiling, 0, Some(0));
     let mut pending = Vec::new();
     for p in pieces {
         if ex.is_done() {

@@ -236,6 +236,73 @@ fn ctrl_c_stops_the_run_and_writes_what_was_measured() {
     assert!(stdout.contains("Time To First Token (ms)"), "{stdout}");
 }
 
+/// A file's prompts are counted after the run; for a large file that takes a while, which the
+/// run says, and Ctrl-C then cuts it short: the results are written within about a second,
+/// the requests left uncounted have no input length (not a zero that would drag the mean
+/// down), and a warning says how many.
+#[test]
+fn ctrl_c_while_a_large_files_prompts_are_counted_cuts_the_counting_short() {
+    let _shared = support::shared();
+    let dir = support::artifact_dir("cli-counting");
+    // 6,000 prompts of 2,000 words: about 12 million tokens, seconds of counting.
+    const WORDS: [&str; 16] = [
+        "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by",
+        "on", "not",
+    ];
+    let (lines, words) = (6000usize, 2000usize);
+    let file = dir.with_extension("jsonl");
+    let mut w = std::io::BufWriter::new(std::fs::File::create(&file).unwrap());
+    for i in 0..lines {
+        let text: Vec<&str> = (0..words).map(|k| WORDS[(i * 7 + k * k) % 16]).collect();
+        writeln!(w, r#"{{"text": "{}"}}"#, text.join(" ")).unwrap();
+    }
+    w.flush().unwrap();
+    let n = lines.to_string();
+    let mut child = ringperf()
+        .args(["profile", "--sim=--ttft 1ms --itl 1ms", "--streaming"])
+        .args(["--input-file", file.to_str().unwrap()])
+        .args(["--num-dataset-entries", &n, "--request-count", &n])
+        .args(["--concurrency", "64", "--output-tokens-mean", "2"])
+        .args(["--no-progress", "--artifact-dir", dir.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines_err = BufReader::new(child.stderr.take().unwrap()).lines();
+    wait_for_line(&mut lines_err, |l| {
+        l.contains(&format!(
+            "counting the prompt tokens of the {n} file prompts sent"
+        ))
+        .then_some(())
+    });
+    interrupt(&child);
+    let t = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let waited = t.elapsed();
+    // Warnings come with the summary, on stdout.
+    let mut rest: Vec<String> = lines_err.map_while(Result::ok).collect();
+    rest.extend(String::from_utf8_lossy(&out.stdout).lines().map(String::from));
+    assert_eq!(out.status.code(), Some(0), "{rest:?}");
+    assert!(waited < Duration::from_secs(5), "took {waited:?}: {rest:?}");
+    let warning = rest
+        .iter()
+        .find(|l| l.contains("the counting of the prompts sent was stopped (Ctrl-C)"))
+        .unwrap_or_else(|| panic!("no warning of the counting cut short: {rest:?}"));
+    let uncounted: usize = warning
+        .split_whitespace()
+        .find_map(|w| w.parse().ok())
+        .unwrap();
+    let export = std::fs::read_to_string(dir.join("profile_export.jsonl")).unwrap();
+    let without: Vec<&str> = export
+        .lines()
+        .filter(|l| !l.contains("\"input_sequence_length\""))
+        .collect();
+    assert!(uncounted > 0 && uncounted < lines, "{warning}");
+    assert_eq!(without.len(), uncounted, "{warning}");
+    assert_eq!(export.lines().count(), lines);
+    std::fs::remove_file(file).unwrap();
+}
+
 /// Ctrl-C for a child process.
 fn interrupt(child: &std::process::Child) {
     signal(child, "INT");

@@ -106,7 +106,7 @@ fn a_files_prompts_are_counted_after_the_run() {
     let recs = &res.report.records;
     assert_eq!(recs.len(), 7);
     for r in recs {
-        assert_eq!(r.isl, want[r.entry as usize], "entry {}", r.entry);
+        assert_eq!(r.isl, Some(want[r.entry as usize]), "entry {}", r.entry);
     }
     let sent: u64 = [0, 1, 2, 0, 1, 2, 0]
         .iter()

@@ -44,7 +44,7 @@ fn decode_as(id: u64, pieces: &[&[u8]]) -> (Seen, Record) {
 /// [`decode_as`] with the shard's `scratch`, as kept from request to request.
 fn decode_on(scratch: &mut Scratch, id: u64, pieces: &[&[u8]]) -> (Seen, Record) {
     let mut ex = Exchange::default();
-    let mut rec = Record::new(id, 0, Phase::Profiling, 0, 0);
+    let mut rec = Record::new(id, 0, Phase::Profiling, 0, Some(0));
     let mut pending: Vec<u8> = Vec::new();
     for (i, p) in pieces.iter().enumerate() {
         if ex.is_done() {
@@ -179,7 +179,7 @@ fn a_read_stamped_before_the_previous_one_gives_a_zero_gap_not_a_wrap() {
     // Every byte its own read, stamped 1,000 ns earlier than the one before.
     let mut ex = Exchange::default();
     let mut scratch = Scratch::default();
-    let mut rec = Record::new(1, 0, Phase::Profiling, 0, 0);
+    let mut rec = Record::new(1, 0, Phase::Profiling, 0, Some(0));
     let mut pending = Vec::new();
     for (i, b) in raw.iter().enumerate() {
         pending.push(*b);

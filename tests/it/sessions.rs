@@ -49,7 +49,7 @@ fn turns_carry_the_history_with_the_real_answers() {
     let mut by_session: std::collections::BTreeMap<u64, Vec<(u32, u32)>> = Default::default();
     for rec in &r.records {
         let (s, t) = rec.session.unwrap();
-        by_session.entry(s).or_default().push((t, rec.isl));
+        by_session.entry(s).or_default().push((t, rec.isl.unwrap()));
     }
     for turns in by_session.values_mut() {
         turns.sort();
