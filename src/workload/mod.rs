@@ -494,9 +494,10 @@ impl Dataset {
     /// Fills in the prompt tokens of `records` whose entries had no count when sent (a
     /// file's lines), counting each entry once, on every core; `announce` is first told how
     /// many entries that is. A prompt the tokenizer cannot count is left without a count, and
-    /// the error is returned with how many records it left so. Once `stop` is set (Ctrl-C), counting goes
-    /// on for [`COUNT_AFTER_STOP_NS`] at most, and the entries not counted by then stay so,
-    /// which is said: a small file is still counted, a large one does not hold the results.
+    /// the error is returned with how many records it left so. Once `stop` is set (Ctrl-C),
+    /// counting goes on for [`COUNT_AFTER_STOP_NS`] at most, and the entries not counted by
+    /// then stay so, which is said: a small file is still counted, a large one does not hold
+    /// the results.
     pub fn count_sent<'a>(
         &self,
         records: impl Iterator<Item = &'a mut Record>,
@@ -522,7 +523,8 @@ impl Dataset {
         let first_error = par_map(&todo, |&i| {
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let now = crate::clock::now_ns();
-                if now - *stopped_at.get_or_init(|| now) > COUNT_AFTER_STOP_NS {
+                // Another thread may have read the clock later and set the mark first.
+                if now.saturating_sub(*stopped_at.get_or_init(|| now)) > COUNT_AFTER_STOP_NS {
                     return Ok(None);
                 }
             }

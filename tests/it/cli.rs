@@ -281,7 +281,11 @@ fn ctrl_c_while_a_large_files_prompts_are_counted_cuts_the_counting_short() {
     let waited = t.elapsed();
     // Warnings come with the summary, on stdout.
     let mut rest: Vec<String> = lines_err.map_while(Result::ok).collect();
-    rest.extend(String::from_utf8_lossy(&out.stdout).lines().map(String::from));
+    rest.extend(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(String::from),
+    );
     assert_eq!(out.status.code(), Some(0), "{rest:?}");
     assert!(waited < Duration::from_secs(5), "took {waited:?}: {rest:?}");
     let warning = rest
