@@ -613,6 +613,64 @@ mod tests {
         assert_eq!(write(vec![]), serde_json::json!({"data": []}));
     }
 
+    /// After a stop, a small file's prompts are still counted (the stop allows a second of
+    /// counting), each distinct entry once, and what is counted is said first.
+    #[test]
+    fn a_files_prompts_are_counted_after_the_run_even_after_a_stop() {
+        use crate::api::{Body, Kind};
+        let tok = Tokenizer::embedded().unwrap();
+        let spec = Gen {
+            body: Body {
+                model: "m".into(),
+                kind: Kind::Completions,
+                streaming: false,
+                include_usage: false,
+                min_tokens_too: false,
+                extra: Map::new(),
+                template: None,
+            },
+            isl: (1, 0),
+            osl: None,
+            entries: 2,
+            prefixes: None,
+            seed: 1,
+        };
+        let target = Target {
+            host: "127.0.0.1:1".into(),
+            path: "/v1/completions".into(),
+            headers: Vec::new(),
+            streaming: false,
+        };
+        let texts = [
+            "one two three",
+            "The quick brown fox jumps over the lazy dog.",
+        ];
+        let items = texts
+            .iter()
+            .map(|t| files::Item {
+                prompt: Prompt::Text(t.to_string()),
+                max_tokens: None,
+                timestamp_ms: None,
+                tokens: None,
+            })
+            .collect();
+        let d = Dataset::from_items(&spec, &target, items).unwrap();
+        let mut records: Vec<Record> = [0, 1, 1]
+            .iter()
+            .map(|&e| Record::new(0, 0, crate::record::Phase::Profiling, e, None))
+            .collect();
+        let stop = std::sync::atomic::AtomicBool::new(true);
+        let mut announced = None;
+        d.count_sent(records.iter_mut(), &tok, &stop, |n| announced = Some(n))
+            .unwrap();
+        assert_eq!(announced, Some(2), "two distinct entries");
+        let want: Vec<Option<u32>> = [0, 1, 1]
+            .iter()
+            .map(|&i| Some(tok.count(texts[i]).unwrap() as u32))
+            .collect();
+        assert_eq!(records.iter().map(|r| r.isl).collect::<Vec<_>>(), want);
+    }
+
     #[test]
     fn par_map_keeps_the_order_and_the_first_error() {
         let items: Vec<u32> = (0..1000).collect();
