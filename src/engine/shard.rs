@@ -460,10 +460,10 @@ async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record)
     let deadline = now_ns().saturating_add(timeout);
     let fd_slot = shard.fds.borrow_mut().insert(deadline);
     drive(shard, &mut slot, template, rec, fd_slot, deadline).await;
-    let cut = shard.fds.borrow_mut().remove(fd_slot);
-    // Cut by the watcher, or failed once past the deadline: a timeout, unless the response
-    // was whole.
-    if (cut || rec.end_ns >= deadline) && rec.outcome != Outcome::Ok {
+    let expired = shard.fds.borrow_mut().remove(fd_slot);
+    // Cut by the watcher at its deadline, or failed once past it: a timeout, unless the
+    // response was whole.
+    if (expired || rec.end_ns >= deadline) && rec.outcome != Outcome::Ok {
         rec.outcome = Outcome::RequestTimeout;
         rec.error = Some(format!(
             "no complete response within {:.1}s",
@@ -475,7 +475,7 @@ async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record)
         rec.error = Some("cut short by a stop (Ctrl-C or the end of the grace period)".into());
     }
     // A connection the watcher shut down is spent, even under a response that was whole.
-    if cut || !slot.exchange.keep_alive() || rec.outcome != Outcome::Ok {
+    if expired || !slot.exchange.keep_alive() || rec.outcome != Outcome::Ok {
         slot.conn = None;
     }
     shard.pool.borrow_mut().push(slot);
