@@ -515,9 +515,6 @@ impl Dataset {
         let mut todo: Vec<u32> = records.iter().map(|r| r.entry).collect();
         todo.sort_unstable();
         todo.dedup();
-        if todo.is_empty() {
-            return Ok(());
-        }
         announce(todo.len());
         let stopped_at = std::sync::OnceLock::new();
         let first_error = par_map(&todo, |&i| {
