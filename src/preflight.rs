@@ -210,11 +210,8 @@ fn named_model(raw: &[u8]) -> Option<String> {
 /// Sends the run's first request and reads it until its first token (streamed) or its end.
 pub fn probe(plan: &Plan) -> Result<Probe, Failure> {
     let target = &plan.target;
-    let (template, isl) = match (
-        &plan.workload.sessions,
-        plan.workload.dataset.entries.first(),
-    ) {
-        (Some(s), _) => {
+    let (template, isl) = match &plan.workload.sessions {
+        Some(s) => {
             let turn = &s.list[0].turns[0];
             let history = Prompt::Messages(vec![
                 serde_json::json!({"role": "user", "content": turn.prompt}),
@@ -224,14 +221,11 @@ pub fn probe(plan: &Plan) -> Result<Probe, Failure> {
                 turn.isl,
             )
         }
-        // Counting the first prompt here finds a tokenizer that cannot count the file's text
-        // before the run, not after it.
-        (None, Some(e)) => (
-            e.template.clone(),
-            e.isl(&plan.workload.tokenizer)
-                .map_err(|err| Failure::Probe(err.to_string()))?,
-        ),
-        (None, None) => return Err(Failure::Probe("the plan holds no request".into())),
+        None => plan
+            .workload
+            .dataset
+            .first(&plan.workload.tokenizer)
+            .map_err(|err| Failure::Probe(err.to_string()))?,
     };
     let mut request = Vec::new();
     template.write_into(&mut request, PROBE_ID);

@@ -437,6 +437,11 @@ pub struct WorkloadArgs {
     /// Replay the file's timestamps (ms) as send times (a trace's own schedule).
     #[arg(long)]
     pub fixed_schedule: bool,
+    /// A JSONL file or trace whose prompts come to more than this many MiB is not held in
+    /// memory: each request is built from its line shortly before it is sent, on threads of
+    /// its own (0: always).
+    #[arg(long, value_name = "MIB", default_value_t = crate::plan::workload::STREAM_DATASET_ABOVE >> 20)]
+    pub stream_dataset_above: u64,
     /// Synthetic prompts start with one of this many shared prefixes (system prompts).
     #[arg(long, visible_alias = "prompt-prefix-pool-size")]
     pub num_prefix_prompts: Option<usize>,
@@ -732,6 +737,7 @@ impl ProfileArgs {
                 input_file: w.input_file.clone(),
                 dataset_type: w.dataset_type,
                 fixed_schedule: w.fixed_schedule,
+                stream_dataset_above: w.stream_dataset_above.saturating_mul(1 << 20),
                 num_prefix_prompts: w.num_prefix_prompts,
                 prefix_prompt_length: w.prefix_prompt_length,
                 session_turns_mean: w.session_turns_mean,

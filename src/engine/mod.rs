@@ -7,6 +7,7 @@
 //! progress counters and scheduler times, and moves a shard that is starved of CPU
 //! ([`starvation`]).
 
+mod feed;
 mod gate;
 mod limits;
 pub mod placement;
@@ -28,7 +29,7 @@ use crate::record::{Outcome, Phase, Record, RecordLog, TokenSource};
 use crate::stats::Dist;
 use gate::Gate;
 use placement::{HostView, Pin, Placement};
-use schedule::{share, ClosedLoop, OpenLoop};
+use schedule::{share, ClosedLoop, OpenLoop, Schedule};
 use starvation::{ShardWatch, Watch};
 
 /// How long the host is watched before the run to find its quiet CPUs.
@@ -97,6 +98,10 @@ pub struct ShardReport {
     pub peak_in_flight: usize,
     /// Content events received in the measured phase.
     pub events: u64,
+    /// Requests of a streamed file it had to wait for, its feeder being behind.
+    pub feed_stalls: u64,
+    /// Why its feeder could not give a request (it then stopped sending).
+    pub feed_error: Option<String>,
 }
 
 /// Everything the shards measured.
@@ -170,6 +175,17 @@ pub fn run(
     let progress: Vec<Arc<Progress>> = (0..n).map(|_| Arc::new(Progress::default())).collect();
     let mut handles = Vec::with_capacity(n);
     for (i, pin) in placement.shards.iter().enumerate() {
+        // Started here, so that the feeder is not pinned where its shard is.
+        let feed = match &plan.workload.dataset.stream {
+            Some(st) => {
+                let depth = feed::depth(concurrency_share(&plan, i, n), st.average_bytes());
+                Some(
+                    feed::Feed::start(plan.clone(), i, sequence(&plan, i, n), depth)
+                        .map_err(Error::Thread)?,
+                )
+            }
+            None => None,
+        };
         let (plan, stop, gate, start) = (plan.clone(), stop.clone(), gate.clone(), start.clone());
         let progress = progress[i].clone();
         let cpus = pin.cpus(&allowed);
@@ -187,7 +203,7 @@ pub fn run(
                     pin,
                     pinned,
                 };
-                let r = shard_thread(me, plan, progress, stop, &gate, start);
+                let r = shard_thread(me, plan, progress, stop, &gate, start, feed);
                 if r.is_err() {
                     gate.break_it();
                 }
@@ -267,6 +283,18 @@ pub fn run(
                     .unwrap_or_else(|| "panic".into());
                 failures.push(format!("shard {i} panicked: {msg}; its requests are lost"));
             }
+        }
+    }
+    for s in &shards {
+        if let Some(e) = &s.feed_error {
+            failures.push(format!("shard {}: stopped sending: {e}", s.index));
+        }
+        if s.feed_stalls > 0 {
+            failures.push(format!(
+                "shard {}: {} request(s) waited to be built from the dataset file (its feeder \
+                 fell behind; the client was the limit then)",
+                s.index, s.feed_stalls
+            ));
         }
     }
     let cancelled = stop.load(Ordering::Relaxed);
@@ -377,6 +405,62 @@ struct Placed {
     pinned: bool,
 }
 
+/// Shard `index` of `n`'s open-loop schedule, from `t0`. Request ids are the whole load's:
+/// a shard takes every `slots`-th from `slot`, and sends entry `id mod entries`.
+fn open_loop(plan: &Plan, offsets: &Arc<Vec<u64>>, index: usize, n: usize, t0: u64) -> OpenLoop {
+    let l = &plan.load;
+    let (slot, slots) = l.nodes.slot(index, n);
+    let ramp_end = if l.include_ramp { 0 } else { l.ramp_ns };
+    let entries = plan.workload.dataset.len();
+    OpenLoop::new(
+        offsets.clone(),
+        slot,
+        slots,
+        t0,
+        l.warmup,
+        entries,
+        ramp_end,
+    )
+}
+
+/// Shard `index` of `n`'s closed-loop schedules: warm-up (when there is one), then measured.
+fn closed_loop(plan: &Plan, index: usize, n: usize) -> (Option<ClosedLoop>, ClosedLoop) {
+    let l = &plan.load;
+    let (slot, slots) = l.nodes.slot(index, n);
+    let entries = plan.workload.dataset.len();
+    let warm = (l.warmup > 0)
+        .then(|| ClosedLoop::new(0, Some(l.warmup), slot, slots, entries, Phase::Warmup));
+    let end = l.request_count.map(|c| l.warmup + c);
+    let measured = ClosedLoop::new(l.warmup, end, slot, slots, entries, Phase::Profiling);
+    (warm, measured)
+}
+
+/// What shard `index` of `n` sends, in its order (request id, entry): its schedules, one
+/// after the other, for a feeder to build them ahead.
+fn sequence(plan: &Plan, index: usize, n: usize) -> impl Iterator<Item = (u64, u32)> + Send {
+    let phases: Vec<Box<dyn Schedule + Send>> = match &plan.load.offsets {
+        Some(offsets) => vec![Box::new(open_loop(plan, offsets, index, n, 0))],
+        None => {
+            let (warm, measured) = closed_loop(plan, index, n);
+            let warm = warm.map(|w| Box::new(w) as Box<dyn Schedule + Send>);
+            warm.into_iter().chain([Box::new(measured) as _]).collect()
+        }
+    };
+    phases
+        .into_iter()
+        .flat_map(|mut s| std::iter::from_fn(move || s.next()).map(|t| (t.id, t.entry)))
+}
+
+/// Shard `index` of `n`'s share of the concurrency (`usize::MAX`: no cap).
+fn concurrency_share(plan: &Plan, index: usize, n: usize) -> usize {
+    let load = &plan.load;
+    if load.concurrency == u64::MAX {
+        usize::MAX
+    } else {
+        share(load.nodes.share(load.concurrency), n, index) as usize
+    }
+}
+
 fn shard_thread(
     me: Placed,
     plan: Arc<Plan>,
@@ -384,25 +468,21 @@ fn shard_thread(
     stop: Arc<AtomicBool>,
     gate: &Gate,
     start: Arc<OnceLock<u64>>,
+    feed: Option<feed::Feed>,
 ) -> Result<ShardReport, ShardError> {
     progress.tid.store(crate::sys::gettid(), Ordering::Relaxed);
     let (mut rt, driver) =
         crate::runtime::build(plan.spec.engine.driver, plan.spec.engine.ring_entries)
             .map_err(ShardError::Runtime)?;
     let (index, n) = (me.index, me.of);
-    let load = &plan.load;
-    let conc = if load.concurrency == u64::MAX {
-        usize::MAX
-    } else {
-        share(load.nodes.share(load.concurrency), n, index) as usize
-    };
-    // Request ids are the whole load's: this shard takes every `slots`-th from `slot`.
-    let (slot, slots) = load.nodes.slot(index, n);
-    let entries = plan.workload.dataset.entries.len();
-    let warmup = load.warmup;
+    let conc = concurrency_share(&plan, index, n);
+    if let Some(f) = &feed {
+        // The first burst finds its requests built.
+        f.wait_full(&stop);
+    }
     let p2 = plan.clone();
     let outcome = rt.block_on(async move {
-        let shard = shard::Shard::new(index as u16, p2.clone(), progress, stop)?;
+        let shard = shard::Shard::new(index as u16, p2.clone(), progress, stop, feed)?;
         let l = &p2.load;
         let (t0, cpu0, wait0) = match &l.offsets {
             Some(offsets) => {
@@ -411,25 +491,20 @@ fn shard_thread(
                 gate.pass()?;
                 let t0 = *start.get_or_init(|| now_ns() + 20_000_000);
                 let (cpu0, wait0) = (thread_cpu_ns(), own_schedstat());
-                let ramp_end = if l.include_ramp { 0 } else { l.ramp_ns };
-                let mut s =
-                    OpenLoop::new(offsets.clone(), slot, slots, t0, warmup, entries, ramp_end);
+                let mut s = open_loop(&p2, offsets, index, n, t0);
                 shard
                     .run_phase(&mut s, limits::Limits::open_loop(l, conc, t0))
                     .await;
                 (t0, cpu0, wait0)
             }
             None => {
-                if warmup > 0 {
-                    let mut s =
-                        ClosedLoop::new(0, Some(warmup), slot, slots, entries, Phase::Warmup);
-                    shard.run_phase(&mut s, limits::Limits::capped(conc)).await;
+                let (warm, mut s) = closed_loop(&p2, index, n);
+                if let Some(mut w) = warm {
+                    shard.run_phase(&mut w, limits::Limits::capped(conc)).await;
                     gate.pass()?;
                 }
                 let t0 = now_ns();
                 let (cpu0, wait0) = (thread_cpu_ns(), own_schedstat());
-                let end = l.request_count.map(|c| warmup + c);
-                let mut s = ClosedLoop::new(warmup, end, slot, slots, entries, Phase::Profiling);
                 shard
                     .run_phase(
                         &mut s,
@@ -454,8 +529,12 @@ fn shard_thread(
             shard.shared_events.get(),
             std::mem::take(&mut *shard.shared_wait.borrow_mut()),
         );
+        let feed = (
+            shard.feed.as_ref().map_or(0, |f| f.stalls.get()),
+            shard.feed_error.borrow_mut().take(),
+        );
         Ok::<_, ShardError>((
-            records,
+            (records, feed),
             scratch.client_delay,
             (record_lag, events),
             cpu_ns,
@@ -465,7 +544,7 @@ fn shard_thread(
         ))
     });
     let (
-        mut records,
+        (mut records, (feed_stalls, feed_error)),
         client_delay,
         (record_lag, (events, shared_events, shared_wait)),
         cpu_ns,
@@ -492,6 +571,8 @@ fn shard_thread(
         measured,
         peak_in_flight: peak,
         events,
+        feed_stalls,
+        feed_error,
     })
 }
 

@@ -112,6 +112,10 @@ pub(crate) struct Shard {
     progress: Arc<Progress>,
     stop: Arc<AtomicBool>,
     watcher: RefCell<Option<monoio::task::JoinHandle<()>>>,
+    /// A large file's requests, built ahead by a feeder thread.
+    pub feed: Option<super::feed::Feed>,
+    /// Why the feeder could not give a request, when it could not (the shard then stops).
+    pub feed_error: RefCell<Option<String>>,
 }
 
 impl Shard {
@@ -120,6 +124,7 @@ impl Shard {
         plan: Arc<Plan>,
         progress: Arc<Progress>,
         stop: Arc<AtomicBool>,
+        feed: Option<super::feed::Feed>,
     ) -> std::io::Result<Rc<Shard>> {
         let server_name = match plan.target.tls {
             Some(_) => Some(
@@ -164,6 +169,8 @@ impl Shard {
             progress,
             stop,
             watcher: RefCell::new(None),
+            feed,
+            feed_error: RefCell::new(None),
         });
         let watcher = monoio::spawn(watch(Rc::downgrade(&shard)));
         *shard.watcher.borrow_mut() = Some(watcher);
@@ -201,6 +208,20 @@ impl Shard {
         while !self.stop_dispatch.get() {
             let Some(mut ticket) = schedule.next() else {
                 break;
+            };
+            let built = match &self.feed {
+                None => None,
+                Some(f) => match f
+                    .take(ticket.id, &self.timer, || self.stop_dispatch.get())
+                    .await
+                {
+                    None => break,
+                    Some(Ok(entry)) => Some(Box::new(entry)),
+                    Some(Err(e)) => {
+                        *self.feed_error.borrow_mut() = Some(e);
+                        break;
+                    }
+                },
             };
             if let Some(at) = ticket.intended_ns {
                 if at > now_ns() {
@@ -251,7 +272,7 @@ impl Shard {
             if self.plan.workload.sessions.is_some() {
                 monoio::spawn(session(self.clone(), ticket, due));
             } else {
-                monoio::spawn(request(self.clone(), ticket, due));
+                monoio::spawn(request(self.clone(), ticket, due, built));
             }
         }
         WaitFor {
@@ -368,9 +389,18 @@ async fn watch(shard: std::rc::Weak<Shard>) {
     }
 }
 
-async fn request(shard: Rc<Shard>, ticket: Ticket, due: Option<u64>) {
+/// Sends `ticket`'s request: `built` by the feeder (a streamed file), or the plan's entry.
+async fn request(
+    shard: Rc<Shard>,
+    ticket: Ticket,
+    due: Option<u64>,
+    built: Option<Box<crate::workload::Entry>>,
+) {
     let plan = shard.plan.clone();
-    let entry = &plan.workload.dataset.entries[ticket.entry as usize];
+    let entry = match &built {
+        Some(e) => e,
+        None => &plan.workload.dataset.entries[ticket.entry as usize],
+    };
     let mut rec = Record::new(
         ticket.id,
         shard.index,

@@ -153,7 +153,8 @@ impl Plan {
             "tokenizer": self.workload.tokenizer.source,
             "concurrency": (self.load.concurrency != u64::MAX).then_some(self.load.concurrency),
             "request_count": self.load.request_count,
-            "prompts": self.workload.dataset.entries.len(),
+            "prompts": self.workload.dataset.len(),
+            "dataset_streamed": self.workload.dataset.stream.is_some(),
         });
         v
     }

@@ -46,6 +46,10 @@ pub struct WorkloadSpec {
     pub dataset_type: Option<DatasetType>,
     /// Replay the file's timestamps as send times.
     pub fixed_schedule: bool,
+    /// A JSONL file or trace whose prompts come to more bytes than this is not held: its
+    /// requests are built from its lines while the run goes on.
+    #[serde(default = "default_stream_above")]
+    pub stream_dataset_above: u64,
     /// Synthetic prompts start with one of this many shared prefixes.
     pub num_prefix_prompts: Option<usize>,
     /// Length of each shared prefix in tokens.
@@ -69,6 +73,13 @@ pub struct Workload {
     pub tokenizer: Arc<Tokenizer>,
     /// A replayed file's send times (ns from its first line), for `--fixed-schedule`.
     pub trace: Option<Vec<u64>>,
+}
+
+/// A file's prompts held in memory at most (64 MiB); a larger file is streamed.
+pub const STREAM_DATASET_ABOVE: u64 = 64 << 20;
+
+fn default_stream_above() -> u64 {
+    STREAM_DATASET_ABOVE
 }
 
 fn flag(m: impl Into<String>) -> PlanError {
@@ -121,7 +132,10 @@ impl Workload {
                 "--fixed-schedule replays an --input-file's timestamps: give one",
             ));
         }
-        let tokenizer = Tokenizer::load(s.tokenizer.as_deref(), s.tokenizer_revision.as_deref())?;
+        let tokenizer = Arc::new(Tokenizer::load(
+            s.tokenizer.as_deref(),
+            s.tokenizer_revision.as_deref(),
+        )?);
         let gen = Gen {
             body: Body {
                 model: target.model.clone(),
@@ -151,34 +165,44 @@ impl Workload {
                 } else {
                     s.num_dataset_entries as usize
                 };
-                let items = match kind {
-                    DatasetType::Jsonl => files::read_jsonl(path, limit, files::CAPS)?,
+                let no_timestamp = |n: usize, of: usize| {
+                    flag(format!(
+                        "--fixed-schedule: {n} of {of} lines of {} have no \"timestamp\"",
+                        path.display()
+                    ))
+                };
+                let trace = |ts: &[f64]| -> Vec<u64> {
+                    ts.iter()
+                        .map(|t| ((t - ts[0]) * 1e6).round() as u64)
+                        .collect()
+                };
+                match kind {
                     DatasetType::Sharegpt => {
-                        files::read_sharegpt(path, limit, &tokenizer, files::CAPS)?
+                        let items = files::read_sharegpt(path, limit, &tokenizer, files::CAPS)?;
+                        if s.fixed_schedule {
+                            return Err(no_timestamp(items.len(), items.len()));
+                        }
+                        (Dataset::from_items(&gen, &target.head, items)?, None)
                     }
-                    DatasetType::Mooncake => {
-                        files::read_mooncake(path, limit, &tokenizer, s.random_seed)?
+                    _ => {
+                        let index =
+                            files::Index::read(path, kind, limit, files::CAPS.line, s.random_seed)?;
+                        let (n, of) = (index.len() - index.timestamps.len(), index.len());
+                        let trace = match s.fixed_schedule {
+                            true if n > 0 => return Err(no_timestamp(n, of)),
+                            true => Some(trace(&index.timestamps)),
+                            false => None,
+                        };
+                        let dataset = Dataset::from_file(
+                            &gen,
+                            &target.head,
+                            index,
+                            tokenizer.clone(),
+                            s.stream_dataset_above,
+                        )?;
+                        (dataset, trace)
                     }
-                };
-                let trace = if s.fixed_schedule {
-                    let ts: Vec<f64> = items.iter().filter_map(|i| i.timestamp_ms).collect();
-                    if ts.len() != items.len() {
-                        return Err(flag(format!(
-                            "--fixed-schedule: {} of {} lines of {} have no \"timestamp\"",
-                            items.len() - ts.len(),
-                            items.len(),
-                            path.display()
-                        )));
-                    }
-                    Some(
-                        ts.iter()
-                            .map(|t| ((t - ts[0]) * 1e6).round() as u64)
-                            .collect(),
-                    )
-                } else {
-                    None
-                };
-                (Dataset::from_items(&gen, &target.head, items)?, trace)
+                }
             }
         };
         let sessions = match s.session_turns_mean {
@@ -207,7 +231,7 @@ impl Workload {
         Ok(Workload {
             dataset: Arc::new(dataset),
             sessions,
-            tokenizer: Arc::new(tokenizer),
+            tokenizer,
             trace,
         })
     }
@@ -249,6 +273,7 @@ mod tests {
             input_file: None,
             dataset_type: None,
             fixed_schedule: false,
+            stream_dataset_above: STREAM_DATASET_ABOVE,
             num_prefix_prompts: None,
             prefix_prompt_length: 100,
             session_turns_mean: None,

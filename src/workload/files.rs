@@ -57,7 +57,7 @@ pub fn detect(path: &Path) -> Result<DatasetType, WorkloadError> {
     let mut r = open(path)?;
     let mut line = Vec::new();
     for n in 1..=50 {
-        if !next_line(&mut r, &mut line, CAPS.line).map_err(|e| err(path, n, e))? {
+        if !next_line(&mut r, &mut line, CAPS.line, &mut 0).map_err(|e| err(path, n, e))? {
             break;
         }
         if line.trim_ascii().is_empty() {
@@ -81,7 +81,8 @@ fn open(path: &Path) -> Result<BufReader<std::fs::File>, WorkloadError> {
 }
 
 /// What a run takes from a dataset file at most, checked as it is read: the longest line, and
-/// the bytes of all the requests it keeps (its lines, or ShareGPT's prompts).
+/// the bytes of all the prompts a ShareGPT file gives (a JSONL file or trace that large is
+/// streamed, not held).
 #[derive(Debug, Clone, Copy)]
 pub struct Caps {
     /// Bytes in one line.
@@ -109,13 +110,21 @@ fn size(n: u64) -> String {
     }
 }
 
-/// Reads the next line, without its end, into `buf`; `false` at the end of the file. A line
-/// over `max` bytes is an error, found having read at most `max + 2` of them (room for a CRLF).
-fn next_line(r: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> std::io::Result<bool> {
+/// Reads the next line, without its end, into `buf`, and moves `at` past it; `false` at the
+/// end of the file. A line over `max` bytes is an error, found having read at most `max + 2`
+/// of them (room for a CRLF).
+fn next_line(
+    r: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    max: usize,
+    at: &mut u64,
+) -> std::io::Result<bool> {
     buf.clear();
-    if <&mut _ as std::io::Read>::take(r, max as u64 + 2).read_until(b'\n', buf)? == 0 {
+    let read = <&mut _ as std::io::Read>::take(r, max as u64 + 2).read_until(b'\n', buf)?;
+    if read == 0 {
         return Ok(false);
     }
+    *at += read as u64;
     if buf.last() == Some(&b'\n') {
         buf.pop();
         if buf.last() == Some(&b'\r') {
@@ -156,32 +165,6 @@ impl Kept {
     }
 }
 
-/// The file's non-empty lines, parsed, with their 1-based numbers and lengths.
-fn json_lines(
-    path: &Path,
-    max_line: usize,
-) -> Result<impl Iterator<Item = Result<(usize, usize, Value), WorkloadError>> + '_, WorkloadError>
-{
-    let mut r = open(path)?;
-    let mut line = Vec::new();
-    let mut n = 0;
-    Ok(std::iter::from_fn(move || loop {
-        n += 1;
-        match next_line(&mut r, &mut line, max_line) {
-            Err(e) => return Some(Err(err(path, n, e))),
-            Ok(false) => return None,
-            Ok(true) if line.trim_ascii().is_empty() => continue,
-            Ok(true) => {
-                return Some(
-                    serde_json::from_slice(&line)
-                        .map(|v| (n, line.len(), v))
-                        .map_err(|e| err(path, n, format!("invalid JSON: {e}"))),
-                )
-            }
-        }
-    }))
-}
-
 /// Refuses timestamps that go backwards.
 struct Clock(f64);
 
@@ -199,56 +182,259 @@ impl Clock {
     }
 }
 
-/// Reads up to `limit` items of a custom JSONL file, within `caps`.
-pub fn read_jsonl(path: &Path, limit: usize, caps: Caps) -> Result<Vec<Item>, WorkloadError> {
-    let mut out = Vec::new();
-    let mut clock = Clock(f64::NEG_INFINITY);
-    let mut kept = Kept {
-        bytes: 0,
-        cap: caps.kept,
+/// Where a request line of a JSONL file or trace lies in it.
+#[derive(Debug, Clone, Copy)]
+struct Line {
+    /// Byte offset.
+    at: u64,
+    /// Bytes, without the line end.
+    len: u32,
+    /// 1-based line number.
+    n: u32,
+}
+
+/// The most request lines a run indexes (16 bytes each, with what the run keeps of them).
+pub const MAX_LINES: usize = 20_000_000;
+
+/// A JSONL file or mooncake trace read once, every request line checked and where it lies
+/// noted: a request can then be built from its line at any time, all before the run for a
+/// small file, or while the run goes on for a large one, which is then never held whole.
+#[derive(Debug)]
+pub struct Index {
+    path: std::path::PathBuf,
+    /// The file as read (the same one even if the path is replaced meanwhile).
+    file: std::fs::File,
+    kind: DatasetType,
+    lines: Vec<Line>,
+    /// Each line's own output length.
+    pub max_tokens: Vec<Option<u32>>,
+    /// The send times (ms) of the lines that have one.
+    pub timestamps: Vec<f64>,
+    /// About what the prompts come to in bytes (a trace's at four bytes a token).
+    pub prompt_bytes: u64,
+    /// Seed of a trace's block texts.
+    seed: u64,
+}
+
+/// A mooncake trace line.
+struct TraceLine {
+    timestamp: f64,
+    input: u64,
+    output: u64,
+    hash_ids: Vec<u64>,
+}
+
+fn trace_line(v: &Value) -> Result<TraceLine, String> {
+    let num = |k: &str| v.get(k).and_then(Value::as_u64);
+    let timestamp = v
+        .get("timestamp")
+        .and_then(Value::as_f64)
+        .ok_or("missing \"timestamp\" (ms)")?;
+    let input = num("input_length").ok_or("missing \"input_length\"")?;
+    if input > super::MAX_PROMPT_TOKENS {
+        return Err(format!(
+            "input_length {input} is over the {}-token cap on one prompt",
+            super::MAX_PROMPT_TOKENS
+        ));
+    }
+    let output = num("output_length").ok_or("missing \"output_length\"")?;
+    let hash_ids = match v.get("hash_ids") {
+        None => Vec::new(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|x| x.as_u64().ok_or("hash_ids must be non-negative integers"))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err("hash_ids must be an array".into()),
     };
-    for line in json_lines(path, caps.line)? {
-        if out.len() >= limit {
+    Ok(TraceLine {
+        timestamp,
+        input,
+        output,
+        hash_ids,
+    })
+}
+
+/// A custom JSONL line's request.
+fn jsonl_item(mut v: Value) -> Result<Item, String> {
+    // `prompt` and `output_tokens` are the names of `vllm bench serve`'s custom dataset.
+    let text = v.get("text").or_else(|| v.get("prompt"));
+    let prompt = if let Some(t) = text.and_then(Value::as_str) {
+        Prompt::Text(t.to_string())
+    } else if let Some(m) = v.get_mut("messages").and_then(Value::as_array_mut) {
+        if m.is_empty() {
+            return Err("\"messages\" is empty".into());
+        }
+        Prompt::Messages(std::mem::take(m))
+    } else {
+        return Err("expected a \"text\" (or \"prompt\") string or a \"messages\" array".into());
+    };
+    Ok(Item {
+        prompt,
+        max_tokens: v
+            .get("max_tokens")
+            .or_else(|| v.get("output_length"))
+            .or_else(|| v.get("output_tokens"))
+            .and_then(Value::as_u64)
+            .map(|x| x.min(u64::from(u32::MAX)) as u32),
+        timestamp_ms: v.get("timestamp").and_then(Value::as_f64),
+        tokens: None,
+    })
+}
+
+impl Index {
+    /// Reads up to `limit` request lines of a JSONL file or trace (`kind`), each at most
+    /// `max_line` bytes, checking every one.
+    pub fn read(
+        path: &Path,
+        kind: DatasetType,
+        limit: usize,
+        max_line: usize,
+        seed: u64,
+    ) -> Result<Index, WorkloadError> {
+        assert!(
+            kind != DatasetType::Sharegpt,
+            "ShareGPT is not line by line"
+        );
+        let mut r = open(path)?;
+        let file = r.get_ref().try_clone().map_err(|e| err(path, 0, e))?;
+        let mut index = Index {
+            path: path.to_path_buf(),
+            file,
+            kind,
+            lines: Vec::new(),
+            max_tokens: Vec::new(),
+            timestamps: Vec::new(),
+            prompt_bytes: 0,
+            seed,
+        };
+        let mut clock = Clock(f64::NEG_INFINITY);
+        let mut buf = Vec::new();
+        let (mut at, mut n) = (0u64, 0usize);
+        while index.lines.len() < limit {
+            n += 1;
+            let start = at;
+            let read =
+                next_line(&mut r, &mut buf, max_line, &mut at).map_err(|e| err(path, n, e))?;
+            if !read {
+                break;
+            }
+            if buf.trim_ascii().is_empty() {
+                continue;
+            }
+            if index.lines.len() == MAX_LINES {
+                return Err(err(
+                    path,
+                    n,
+                    format!("a run reads at most {MAX_LINES} lines of a file (lower --num-dataset-entries or cut the file)"),
+                ));
+            }
+            let v: Value = serde_json::from_slice(&buf)
+                .map_err(|e| err(path, n, format!("invalid JSON: {e}")))?;
+            let (timestamp, max_tokens, bytes) = match kind {
+                DatasetType::Mooncake => {
+                    let t = trace_line(&v).map_err(|m| err(path, n, m))?;
+                    let out = t.output.clamp(1, u64::from(u32::MAX)) as u32;
+                    (Some(t.timestamp), Some(out), 4 * t.input)
+                }
+                _ => {
+                    let item = jsonl_item(v).map_err(|m| err(path, n, m))?;
+                    (item.timestamp_ms, item.max_tokens, buf.len() as u64)
+                }
+            };
+            if let Some(t) = timestamp {
+                clock.check(t, path, n)?;
+                index.timestamps.push(t);
+            }
+            index.max_tokens.push(max_tokens);
+            index.prompt_bytes += bytes;
+            index.lines.push(Line {
+                at: start,
+                len: buf.len() as u32,
+                n: n as u32,
+            });
+        }
+        if index.lines.is_empty() {
+            let what = match kind {
+                DatasetType::Mooncake => "no request in the trace",
+                _ => "no request in the file",
+            };
+            return Err(err(path, 0, what));
+        }
+        Ok(index)
+    }
+
+    /// Request lines.
+    pub fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    /// Whether there is none (never, once read).
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
+    /// Line `i`'s request, read back from the file; a trace's prompt is built from `maker`'s
+    /// corpus.
+    pub fn item<T: std::ops::Deref<Target = Tokenizer>>(
+        &self,
+        i: usize,
+        maker: &PromptMaker<T>,
+    ) -> Result<Item, WorkloadError> {
+        use std::os::unix::fs::FileExt;
+        let line = self.lines[i];
+        let n = line.n as usize;
+        let mut buf = vec![0; line.len as usize];
+        self.file
+            .read_exact_at(&mut buf, line.at)
+            .map_err(|e| err(&self.path, n, format!("cannot read the line again: {e}")))?;
+        let changed = |m: String| {
+            err(
+                &self.path,
+                n,
+                format!("the file changed while the run read it: {m}"),
+            )
+        };
+        let v: Value = serde_json::from_slice(&buf).map_err(|e| changed(e.to_string()))?;
+        match self.kind {
+            DatasetType::Mooncake => {
+                let t = trace_line(&v).map_err(changed)?;
+                Ok(Item {
+                    prompt: Prompt::Text(trace_prompt(&t, n, self.seed, maker)?),
+                    max_tokens: self.max_tokens[i],
+                    timestamp_ms: Some(t.timestamp),
+                    tokens: None,
+                })
+            }
+            _ => jsonl_item(v).map_err(changed),
+        }
+    }
+}
+
+/// A trace line's prompt: a 512-token block per hash id (the same text wherever the same id
+/// appears), then a text of its own (seeded by its line number `n`) for what the ids do not
+/// cover, cut to `input_length` tokens.
+fn trace_prompt<T: std::ops::Deref<Target = Tokenizer>>(
+    t: &TraceLine,
+    n: usize,
+    seed: u64,
+    maker: &PromptMaker<T>,
+) -> Result<String, WorkloadError> {
+    let input = t.input as usize;
+    let mut tokens = Vec::with_capacity(input);
+    for &h in &t.hash_ids {
+        if tokens.len() >= input {
             break;
         }
-        let (n, len, v) = line?;
-        kept.add(len).map_err(|m| err(path, n, m))?;
-        // `prompt` and `output_tokens` are the names of `vllm bench serve`'s custom dataset.
-        let text = v.get("text").or_else(|| v.get("prompt"));
-        let prompt = if let Some(t) = text.and_then(Value::as_str) {
-            Prompt::Text(t.to_string())
-        } else if let Some(m) = v.get("messages").and_then(Value::as_array) {
-            if m.is_empty() {
-                return Err(err(path, n, "\"messages\" is empty"));
-            }
-            Prompt::Messages(m.clone())
-        } else {
-            return Err(err(
-                path,
-                n,
-                "expected a \"text\" (or \"prompt\") string or a \"messages\" array",
-            ));
-        };
-        let timestamp_ms = v.get("timestamp").and_then(Value::as_f64);
-        if let Some(t) = timestamp_ms {
-            clock.check(t, path, n)?;
-        }
-        out.push(Item {
-            prompt,
-            max_tokens: v
-                .get("max_tokens")
-                .or_else(|| v.get("output_length"))
-                .or_else(|| v.get("output_tokens"))
-                .and_then(Value::as_u64)
-                .map(|x| x.min(u64::from(u32::MAX)) as u32),
-            timestamp_ms,
-            tokens: None,
-        });
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ h.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        tokens.extend_from_slice(&maker.tokens(BLOCK_TOKENS, &mut rng));
     }
-    if out.is_empty() {
-        return Err(err(path, 0, "no request in the file"));
+    if tokens.len() < input {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ ((n as u64) << 32) ^ 0x7a11);
+        let rest = maker.tokens(input - tokens.len(), &mut rng);
+        tokens.extend_from_slice(&rest);
     }
-    Ok(out)
+    tokens.truncate(input.max(1));
+    maker.tokenizer.decode(&tokens)
 }
 
 /// Reads up to `limit` ShareGPT conversations that start with a human turn, keeping at most
@@ -345,102 +531,6 @@ pub fn read_sharegpt(
     Ok(items)
 }
 
-/// Reads up to `limit` mooncake trace lines and builds their prompts from hash blocks.
-pub fn read_mooncake(
-    path: &Path,
-    limit: usize,
-    tokenizer: &Tokenizer,
-    seed: u64,
-) -> Result<Vec<Item>, WorkloadError> {
-    let maker = PromptMaker::new(tokenizer)?;
-    let mut blocks: std::collections::HashMap<u64, Vec<u32>> = std::collections::HashMap::new();
-    let mut out = Vec::new();
-    let mut clock = Clock(f64::NEG_INFINITY);
-    let mut planned = 0u64;
-    for line in json_lines(path, CAPS.line)? {
-        if out.len() >= limit {
-            break;
-        }
-        let (n, _, v) = line?;
-        let num = |k: &str| v.get(k).and_then(Value::as_u64);
-        let ts = v
-            .get("timestamp")
-            .and_then(Value::as_f64)
-            .ok_or_else(|| err(path, n, "missing \"timestamp\" (ms)"))?;
-        clock.check(ts, path, n)?;
-        let input = num("input_length").ok_or_else(|| err(path, n, "missing \"input_length\""))?;
-        if input > super::MAX_PROMPT_TOKENS {
-            return Err(err(
-                path,
-                n,
-                format!(
-                    "input_length {input} is over the {}-token cap on one prompt",
-                    super::MAX_PROMPT_TOKENS
-                ),
-            ));
-        }
-        planned += input;
-        if planned > super::MAX_PLAN_TOKENS {
-            return Err(err(
-                path,
-                n,
-                format!(
-                    "the trace's prompts reach {planned} tokens by this line; a run prepares at \
-                     most {} (lower --num-dataset-entries or cut the trace)",
-                    super::MAX_PLAN_TOKENS
-                ),
-            ));
-        }
-        let input = input as usize;
-        let output =
-            num("output_length").ok_or_else(|| err(path, n, "missing \"output_length\""))?;
-        let ids: Vec<u64> = match v.get("hash_ids") {
-            None => Vec::new(),
-            Some(Value::Array(a)) => a
-                .iter()
-                .map(|x| {
-                    x.as_u64()
-                        .ok_or_else(|| err(path, n, "hash_ids must be non-negative integers"))
-                })
-                .collect::<Result<_, _>>()?,
-            Some(_) => return Err(err(path, n, "hash_ids must be an array")),
-        };
-        // Blocks for each hash id, then a request-unique tail if the ids do not cover the length.
-        let mut tokens = Vec::with_capacity(input);
-        for &h in &ids {
-            if tokens.len() >= input {
-                break;
-            }
-            let block = match blocks.get(&h) {
-                Some(b) => b,
-                None => {
-                    let mut rng =
-                        ChaCha8Rng::seed_from_u64(seed ^ h.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-                    let b = maker.tokens(BLOCK_TOKENS, &mut rng);
-                    blocks.entry(h).or_insert(b)
-                }
-            };
-            tokens.extend_from_slice(block);
-        }
-        if tokens.len() < input {
-            let mut rng = ChaCha8Rng::seed_from_u64(seed ^ ((n as u64) << 32) ^ 0x7a11);
-            let rest = maker.tokens(input - tokens.len(), &mut rng);
-            tokens.extend_from_slice(&rest);
-        }
-        tokens.truncate(input.max(1));
-        out.push(Item {
-            prompt: Prompt::Text(tokenizer.decode(&tokens)?),
-            max_tokens: Some(output.clamp(1, u64::from(u32::MAX)) as u32),
-            timestamp_ms: Some(ts),
-            tokens: None,
-        });
-    }
-    if out.is_empty() {
-        return Err(err(path, 0, "no request in the trace"));
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -465,34 +555,72 @@ mod tests {
         let mut r = std::io::BufReader::new(text.as_bytes());
         let mut got = Vec::new();
         let mut line = Vec::new();
-        while next_line(&mut r, &mut line, 5).unwrap() {
+        let mut at = 0;
+        let mut starts = vec![0];
+        while next_line(&mut r, &mut line, 5, &mut at).unwrap() {
             got.push(String::from_utf8(line.clone()).unwrap());
+            starts.push(at);
         }
         assert_eq!(got, ["abcd", "", "abcde", "xy"]);
+        assert_eq!(starts, [0, 6, 7, 13, 15], "where each line starts");
         let mut r = std::io::BufReader::new(text.as_bytes());
-        assert!(next_line(&mut r, &mut line, 4).unwrap(), "4 bytes and CRLF");
-        assert!(next_line(&mut r, &mut line, 4).unwrap());
-        let e = next_line(&mut r, &mut line, 4).unwrap_err();
+        assert!(
+            next_line(&mut r, &mut line, 4, &mut at).unwrap(),
+            "4 bytes and CRLF"
+        );
+        assert!(next_line(&mut r, &mut line, 4, &mut at).unwrap());
+        let e = next_line(&mut r, &mut line, 4, &mut at).unwrap_err();
         assert!(e.to_string().contains("longer than 4 bytes"), "{e}");
         assert!(line.len() <= 6, "read past the cap: {}", line.len());
     }
 
+    /// Every request line is found where it is (CRLF ends, blank lines, a last line without
+    /// an end), read back the same, and the limit and the line cap are kept.
     #[test]
-    fn a_file_past_its_caps_is_refused_at_the_line_that_passes_them() {
-        let line = r#"{"text": "0123456789"}"#; // 22 bytes
-        let p = file("caps.jsonl", &format!("{line}\n\n{line}\n{line}\n"));
-        let caps = |line, kept| Caps { line, kept };
-        assert_eq!(read_jsonl(&p, 10, caps(22, 66)).unwrap().len(), 3);
-        // The limit stops reading before the cap matters.
-        assert_eq!(read_jsonl(&p, 2, caps(22, 44)).unwrap().len(), 2);
-        let e = read_jsonl(&p, 10, caps(22, 65)).unwrap_err().to_string();
+    fn an_index_reads_each_line_back_and_keeps_its_caps() {
+        let lines = [
+            r#"{"text": "first", "max_tokens": 3, "timestamp": 5}"#,
+            r#"{"messages": [{"role": "user", "content": "second"}], "timestamp": 7}"#,
+            r#"{"prompt": "third é"}"#,
+        ];
+        let p = file(
+            "index.jsonl",
+            &format!("{}\r\n\n  \n{}\n{}", lines[0], lines[1], lines[2]),
+        );
+        let tok = Tokenizer::embedded().unwrap();
+        let maker = PromptMaker::new(&tok).unwrap();
+        let index = Index::read(&p, DatasetType::Jsonl, 10, 1 << 20, 1).unwrap();
+        assert_eq!(index.len(), 3);
+        assert_eq!(index.timestamps, [5.0, 7.0]);
+        assert_eq!(index.max_tokens, [Some(3), None, None]);
+        let want: Vec<u64> = lines.iter().map(|l| l.len() as u64).collect();
+        assert_eq!(index.prompt_bytes, want.iter().sum::<u64>());
+        for (i, l) in lines.iter().enumerate() {
+            let v: Value = serde_json::from_str(l).unwrap();
+            assert_eq!(
+                index.item(i, &maker).unwrap(),
+                jsonl_item(v).unwrap(),
+                "line {i}"
+            );
+        }
+        assert_eq!(
+            Index::read(&p, DatasetType::Jsonl, 2, 1 << 20, 1)
+                .unwrap()
+                .len(),
+            2
+        );
+        let e = Index::read(&p, DatasetType::Jsonl, 10, 60, 1)
+            .unwrap_err()
+            .to_string();
         assert!(
-            e.contains("caps.jsonl:4: the requests kept reach 66 bytes"),
+            e.contains("index.jsonl:4: the line is longer than 60 bytes"),
             "{e}"
         );
-        let e = read_jsonl(&p, 10, caps(21, 66)).unwrap_err().to_string();
+        // A line changed after it was read is refused when it is read again.
+        std::fs::write(&p, "x".repeat(200)).unwrap();
+        let e = index.item(0, &maker).unwrap_err().to_string();
         assert!(
-            e.contains("caps.jsonl:1: the line is longer than 21 bytes"),
+            e.contains("index.jsonl:1: the file changed while the run read it"),
             "{e}"
         );
         std::fs::remove_file(p).unwrap();

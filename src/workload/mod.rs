@@ -225,11 +225,59 @@ fn count_prompt(p: &Prompt, tokenizer: &Tokenizer) -> Result<u32, WorkloadError>
     })
 }
 
-/// All prepared requests of a run.
-#[derive(Debug, Clone)]
+/// All prepared requests of a run: held, or for a large file built while the run goes on.
+#[derive(Debug)]
 pub struct Dataset {
-    /// The entries requests cycle through.
+    /// The entries requests cycle through (none when streamed).
     pub entries: Vec<Entry>,
+    /// A file too large to hold: its requests are built from their lines as they are sent.
+    pub stream: Option<Stream>,
+}
+
+/// What building a large file's requests while the run goes on needs.
+pub struct Stream {
+    index: files::Index,
+    /// A trace's block texts come from the corpus.
+    maker: PromptMaker<std::sync::Arc<Tokenizer>>,
+    body: crate::api::Body,
+    head: Target,
+    /// `max_tokens` of each line, drawn before the run as for a held file.
+    osls: Vec<Option<u32>>,
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream")
+            .field("index", &self.index)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Stream {
+    /// About how many bytes a request's prompt comes to.
+    pub fn average_bytes(&self) -> u64 {
+        self.index.prompt_bytes / self.osls.len().max(1) as u64
+    }
+
+    /// Line `i`'s prompt.
+    pub fn prompt(&self, i: u32) -> Result<Prompt, WorkloadError> {
+        Ok(self.index.item(i as usize, &self.maker)?.prompt)
+    }
+
+    /// Line `i`'s request body.
+    fn body(&self, i: u32) -> Result<Vec<u8>, WorkloadError> {
+        Ok(self.body.render(&self.prompt(i)?, self.osls[i as usize]))
+    }
+
+    /// Line `i`'s request (its prompt is counted after the run).
+    pub fn entry(&self, i: u32) -> Result<Entry, WorkloadError> {
+        Ok(Entry {
+            template: Template::post_json(&self.head, &self.body(i)?),
+            isl: std::sync::OnceLock::new(),
+            prompt: None,
+            requested_osl: self.osls[i as usize],
+        })
+    }
 }
 
 /// Parses `--extra-inputs key:value` flags; values are JSON where they parse as JSON
@@ -275,9 +323,11 @@ pub fn parse_extra_inputs(items: &[String]) -> Result<Map<String, Value>, Worklo
     Ok(map)
 }
 
-/// Builds synthetic prompts from the corpus, cut to exact token counts.
-pub struct PromptMaker<'t> {
-    tokenizer: &'t Tokenizer,
+/// Builds synthetic prompts from the corpus, cut to exact token counts, with a tokenizer
+/// borrowed (`&Tokenizer`) or shared (`Arc<Tokenizer>`, to build a file's prompts while a
+/// run goes on).
+pub struct PromptMaker<T: std::ops::Deref<Target = Tokenizer>> {
+    tokenizer: T,
     /// The corpus lines, each with its newline, and their ids.
     texts: Vec<String>,
     lines: Vec<Vec<u32>>,
@@ -296,10 +346,10 @@ pub struct Draft {
     cut_at: usize,
 }
 
-impl<'t> PromptMaker<'t> {
+impl<T: std::ops::Deref<Target = Tokenizer>> PromptMaker<T> {
     /// Tokenizes the corpus once, and checks on every pair of neighbouring lines whether the
     /// tokenizer keeps lines apart.
-    pub fn new(tokenizer: &'t Tokenizer) -> Result<PromptMaker<'t>, WorkloadError> {
+    pub fn new(tokenizer: T) -> Result<PromptMaker<T>, WorkloadError> {
         let text: Vec<String> = CORPUS
             .lines()
             .filter(|l| !l.trim().is_empty())
@@ -409,6 +459,14 @@ fn sample_len(rng: &mut impl Rng, mean: u32, std: u32) -> u32 {
     d.sample(rng).round().max(1.0) as u32
 }
 
+/// Each request's `max_tokens`: the file's own, else drawn from `--output-tokens-*` (in the
+/// requests' order, from the seed).
+fn draw_osls(spec: &Gen, own: impl Iterator<Item = Option<u32>>) -> Vec<Option<u32>> {
+    let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x0051);
+    own.map(|m| m.or_else(|| spec.osl.map(|(m, s)| sample_len(&mut rng, m, s))))
+        .collect()
+}
+
 impl Dataset {
     /// Prepares `spec.entries` requests for `target`.
     pub fn synthetic(
@@ -461,14 +519,7 @@ impl Dataset {
         target: &Target,
         items: Vec<files::Item>,
     ) -> Result<Dataset, WorkloadError> {
-        let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x0051);
-        let osls: Vec<Option<u32>> = items
-            .iter()
-            .map(|item| {
-                item.max_tokens
-                    .or_else(|| spec.osl.map(|(m, s)| sample_len(&mut rng, m, s)))
-            })
-            .collect();
+        let osls = draw_osls(spec, items.iter().map(|i| i.max_tokens));
         let work: Vec<(&files::Item, Option<u32>)> = items.iter().zip(osls).collect();
         let mut entries = par_map(&work, |(item, osl)| {
             let body = spec.body.render(&item.prompt, *osl);
@@ -488,16 +539,73 @@ impl Dataset {
                 e.prompt = Some(Box::new(item.prompt));
             }
         }
-        Ok(Dataset { entries })
+        Ok(Dataset {
+            entries,
+            stream: None,
+        })
     }
 
-    /// Fills in the prompt tokens of `records` whose entries had no count when sent (a
-    /// file's lines), counting each entry once, on every core; `announce` is first told how
-    /// many entries that is. A prompt the tokenizer cannot count is left without a count, and
-    /// the error is returned with how many records it left so. Once `stop` is set (Ctrl-C),
-    /// counting goes on for [`COUNT_AFTER_STOP_NS`] at most, and the entries not counted by
-    /// then stay so, which is said: a small file is still counted, a large one does not hold
-    /// the results.
+    /// Prepares the requests of an indexed file: all of them now (on every core) when its
+    /// prompts come to at most `hold_up_to` bytes, or else each as the run sends it
+    /// ([`Dataset::stream`]). Both draw the same lengths and build the same bytes.
+    pub fn from_file(
+        spec: &Gen,
+        target: &Target,
+        index: files::Index,
+        tokenizer: std::sync::Arc<Tokenizer>,
+        hold_up_to: u64,
+    ) -> Result<Dataset, WorkloadError> {
+        let maker = PromptMaker::new(tokenizer)?;
+        if index.prompt_bytes <= hold_up_to {
+            let lines: Vec<usize> = (0..index.len()).collect();
+            let items = par_map(&lines, |&i| index.item(i, &maker))?;
+            return Dataset::from_items(spec, target, items);
+        }
+        let osls = draw_osls(spec, index.max_tokens.iter().copied());
+        Ok(Dataset {
+            entries: Vec::new(),
+            stream: Some(Stream {
+                index,
+                maker,
+                body: spec.body.clone(),
+                head: target.clone(),
+                osls,
+            }),
+        })
+    }
+
+    /// Requests to cycle through.
+    pub fn len(&self) -> usize {
+        match &self.stream {
+            Some(s) => s.osls.len(),
+            None => self.entries.len(),
+        }
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The first request and its prompt's tokens (counted now: a tokenizer that cannot count
+    /// a file's text is found before the run, not after it).
+    pub fn first(&self, tokenizer: &Tokenizer) -> Result<(Template, u32), WorkloadError> {
+        match (&self.stream, self.entries.first()) {
+            (Some(s), _) => Ok((
+                s.entry(0)?.template,
+                count_prompt(&s.prompt(0)?, tokenizer)?,
+            )),
+            (None, Some(e)) => Ok((e.template.clone(), e.isl(tokenizer)?)),
+            (None, None) => Err(WorkloadError::Dataset("the plan holds no request".into())),
+        }
+    }
+
+    /// Fills in the prompt tokens of `records` sent without a count (a file's lines),
+    /// counting each entry once, on every core; `announce` is first told how many entries
+    /// that is. A prompt the tokenizer cannot count is left without a count, and the error is
+    /// returned with how many records it left so. Once `stop` is set (Ctrl-C), counting goes
+    /// on for [`COUNT_AFTER_STOP_NS`] at most, and the entries not counted by then stay so,
+    /// which is said: a small file is still counted, a large one does not hold the results.
     pub fn count_sent<'a>(
         &self,
         records: impl Iterator<Item = &'a mut Record>,
@@ -506,18 +614,14 @@ impl Dataset {
         announce: impl FnOnce(usize),
     ) -> Result<(), String> {
         let mut records: Vec<&mut Record> = records
-            .filter(|r| {
-                self.entries
-                    .get(r.entry as usize)
-                    .is_some_and(|e| e.known_isl().is_none())
-            })
+            .filter(|r| r.isl.is_none() && (r.entry as usize) < self.len())
             .collect();
         let mut todo: Vec<u32> = records.iter().map(|r| r.entry).collect();
         todo.sort_unstable();
         todo.dedup();
         announce(todo.len());
         let stopped_at = std::sync::OnceLock::new();
-        let first_error = par_map(&todo, |&i| {
+        let counts = par_map(&todo, |&i| {
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let now = crate::clock::now_ns();
                 // Another thread may have read the clock later and set the mark first.
@@ -525,17 +629,21 @@ impl Dataset {
                     return Ok(None);
                 }
             }
-            Ok(self.entries[i as usize].isl(tokenizer).err())
+            Ok(Some(match &self.stream {
+                Some(s) => s.prompt(i).and_then(|p| count_prompt(&p, tokenizer)),
+                None => self.entries[i as usize].isl(tokenizer),
+            }))
         })
-        .expect("errors are kept, not returned")
-        .into_iter()
-        .flatten()
-        .next();
+        .expect("errors are kept, not returned");
         let mut uncounted = 0;
         for r in &mut records {
-            r.isl = self.entries[r.entry as usize].known_isl();
+            let at = todo
+                .binary_search(&r.entry)
+                .expect("every entry is in the list");
+            r.isl = counts[at].as_ref().and_then(|c| c.as_ref().ok()).copied();
             uncounted += usize::from(r.isl.is_none());
         }
+        let first_error = counts.into_iter().flatten().find_map(Result::err);
         match first_error {
             Some(e) => Err(format!(
                 "{uncounted} request(s) have no prompt token count (left out of ISL): {e}"
@@ -548,9 +656,26 @@ impl Dataset {
         }
     }
 
-    /// Writes `inputs.json` (see [`write_inputs_json`]): a payload per entry.
+    /// Writes `inputs.json` (see [`write_inputs_json`]): a payload per entry. A large file's
+    /// bodies are built again, a few thousand at a time on every core.
     pub fn write_inputs_json(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
-        write_inputs_json(w, self.entries.iter().map(|e| [e.template.body()]))
+        let Some(s) = &self.stream else {
+            return write_inputs_json(w, self.entries.iter().map(|e| [e.template.body()]));
+        };
+        let lines: Vec<u32> = (0..self.len() as u32).collect();
+        let mut failed = None;
+        let bodies = lines.chunks(4096).flat_map(|chunk| {
+            let built = par_map(chunk, |&i| s.body(i));
+            built.unwrap_or_else(|e| {
+                failed.get_or_insert(e);
+                Vec::new()
+            })
+        });
+        write_inputs_json(w, bodies.map(|b| [b]))?;
+        match failed {
+            Some(e) => Err(std::io::Error::other(e.to_string())),
+            None => Ok(()),
+        }
     }
 }
 

@@ -320,3 +320,111 @@ fn shared_prefixes_start_every_prompt() {
     let isl = tok.count(&prompts[0]).unwrap();
     assert!((65..=75).contains(&isl), "prefix 50 + newline + 20: {isl}");
 }
+
+/// What a run sent, request by request: (id, entry, prompt tokens, output tokens asked and
+/// answered), the report's warnings, `inputs.json`, and whether the plan streamed the file.
+type Sent = (
+    Vec<(u64, u32, Option<u32>, Option<u32>, Option<u64>)>,
+    Vec<String>,
+    String,
+    bool,
+);
+
+fn sent(flags: &str, name: &str) -> Sent {
+    let dir = support::artifact_dir(name);
+    let res = support::profile(flags, &dir).unwrap();
+    let mut recs: Vec<_> = res
+        .report
+        .records
+        .iter()
+        .map(|r| (r.id, r.entry, r.isl, r.requested_osl, r.osl))
+        .collect();
+    recs.sort_unstable();
+    let json: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(res.artifact_dir.join("profile_export_ringperf.json")).unwrap(),
+    )
+    .unwrap();
+    let streamed = json["input_config"]["resolved"]["dataset_streamed"]
+        .as_bool()
+        .unwrap();
+    let inputs = std::fs::read_to_string(res.artifact_dir.join("inputs.json")).unwrap();
+    (recs, res.report.warnings, inputs, streamed)
+}
+
+/// A file streamed (built line by line while the run goes on, on two shards, with a warm-up
+/// that is not a multiple of them, cycling through its lines) sends exactly what the same
+/// file held sends: the same entry for every request id, the same prompt counts, the same
+/// output lengths asked for and answered, the same `inputs.json`.
+#[test]
+fn a_streamed_file_sends_what_a_held_one_sends() {
+    let _alone = support::alone();
+    let lines: Vec<String> = (0..150)
+        .map(|i| {
+            let words = "the quick brown fox jumps over a lazy dog ".repeat(1 + i % 7);
+            if i % 3 == 0 {
+                serde_json::json!({"text": format!("{i}: {words}"), "max_tokens": 1 + i % 5})
+            } else {
+                serde_json::json!({"messages": [{"role": "user", "content": format!("{i} {words}")}]})
+            }
+            .to_string()
+        })
+        .collect();
+    let f = write("streamed.jsonl", &lines.join("\n"));
+    let s = support::sim("--ttft 1ms --itl 100us");
+    let flags = format!(
+        "--url http://{} -m ringperf-sim --streaming --input-file {} --num-dataset-entries 100 \
+         --shards 2 --concurrency 16 --warmup-request-count 7 --request-count 333 \
+         --output-tokens-mean 6 --output-tokens-stddev 3 --output-tokens-mean-deterministic",
+        s.addr,
+        f.display()
+    );
+    let held = sent(&flags, "dataset-held");
+    let streamed = sent(
+        &format!("{flags} --stream-dataset-above 0"),
+        "dataset-streamed",
+    );
+    assert!(!held.3 && streamed.3, "held, then streamed");
+    assert_eq!(held.0.len(), 340);
+    assert!(held
+        .0
+        .iter()
+        .all(|r| r.2.is_some() && r.3 == r.4.map(|o| o as u32)));
+    assert_eq!(held.0, streamed.0, "the same requests, request by request");
+    assert_eq!(held.2, streamed.2, "the same inputs.json");
+    let feeder: Vec<_> = streamed
+        .1
+        .iter()
+        .filter(|w| w.contains("dataset file"))
+        .collect();
+    assert!(
+        feeder.is_empty(),
+        "the queues held every request: {feeder:?}"
+    );
+}
+
+/// A trace replayed on its own clock (open loop) streamed: the same prompts as held.
+#[test]
+fn a_streamed_trace_replays_what_a_held_one_replays() {
+    let _alone = support::alone();
+    let f = write("streamed-trace.jsonl", &trace());
+    let s = support::sim("--ttft 1ms --itl 100us");
+    let flags = format!(
+        "--url http://{} -m ringperf-sim --streaming --input-file {} --fixed-schedule --shards 2",
+        s.addr,
+        f.display()
+    );
+    let held = sent(&flags, "trace-held");
+    let streamed = sent(
+        &format!("{flags} --stream-dataset-above 0"),
+        "trace-streamed",
+    );
+    assert!(!held.3 && streamed.3);
+    assert_eq!(held.0.len(), 4);
+    assert!(
+        held.0.iter().all(|r| r.2.is_some_and(|n| n >= 290)),
+        "{:?}",
+        held.0
+    );
+    assert_eq!(held.0, streamed.0);
+    assert_eq!(held.2, streamed.2);
+}
