@@ -1,8 +1,9 @@
 //! Datasets from files: custom JSONL, ShareGPT, and mooncake traces.
 //!
-//! Files are read as streams (a line, or for ShareGPT one array element, at a time), so a
-//! large file is never held whole; a malformed line is reported with its file and line
-//! number. Mooncake traces become prompts built from 512-token blocks, one per hash id and
+//! Files are read as streams (a line, or for ShareGPT one array element, at a time); a
+//! malformed line is reported with its file and line number. A JSONL file or trace is
+//! [`Index`]ed: every line checked once and where it lies noted, so that its requests can be
+//! built from their lines later, and a large one is never held whole. Mooncake traces become prompts built from 512-token blocks, one per hash id and
 //! the same text wherever the same id appears, so that a server's prefix cache sees the
 //! sharing it would see in production.
 
@@ -92,8 +93,8 @@ pub struct Caps {
 }
 
 /// A line may hold a prompt at the token cap ([`super::MAX_PROMPT_TOKENS`], ~40 MB of text)
-/// with room for its JSON; a run keeps as many bytes as the synthetic prompts' budget
-/// ([`super::MAX_PLAN_TOKENS`] at ~4 bytes a token).
+/// with room for its JSON; a run holds as many bytes of prompts as the synthetic prompts'
+/// budget ([`super::MAX_PLAN_TOKENS`] at ~4 bytes a token).
 pub const CAPS: Caps = Caps {
     line: 128 << 20,
     kept: 4 * super::MAX_PLAN_TOKENS,

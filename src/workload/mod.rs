@@ -1,5 +1,6 @@
 //! Prompts, request bodies and the tokenizer, all prepared before the clock starts (but for
-//! the token counts of a file's prompts, taken once the run has sent them).
+//! the token counts of a file's prompts, taken once the run has sent them, and a large
+//! file's requests, built from its lines while the run goes on: [`Stream`]).
 //!
 //! Synthetic prompts are built as GenAI-Perf builds them: lines of real text (Shakespeare's
 //! sonnets, public domain) drawn at random until the token count is reached, then cut to the
@@ -546,8 +547,8 @@ impl Dataset {
     }
 
     /// Prepares the requests of an indexed file: all of them now (on every core) when its
-    /// prompts come to at most `hold_up_to` bytes, or else each as the run sends it
-    /// ([`Dataset::stream`]). Both draw the same lengths and build the same bytes.
+    /// prompts come to at most `hold_up_to` bytes (and [`files::CAPS`]), or else each as the
+    /// run sends it ([`Dataset::stream`]). Both draw the same lengths and build the same bytes.
     pub fn from_file(
         spec: &Gen,
         target: &Target,
@@ -556,7 +557,8 @@ impl Dataset {
         hold_up_to: u64,
     ) -> Result<Dataset, WorkloadError> {
         let maker = PromptMaker::new(tokenizer)?;
-        if index.prompt_bytes <= hold_up_to {
+        // What a held file may come to is capped whatever the flag says.
+        if index.prompt_bytes <= hold_up_to.min(files::CAPS.kept) {
             let lines: Vec<usize> = (0..index.len()).collect();
             let items = par_map(&lines, |&i| index.item(i, &maker))?;
             return Dataset::from_items(spec, target, items);
