@@ -14,20 +14,18 @@ use std::sync::mpsc::{sync_channel, Receiver, TryRecvError, TrySendError};
 use std::sync::Arc;
 
 use crate::clock::now_ns;
-use crate::plan::Plan;
-use crate::workload::Entry;
 
 /// How long a shard waits between looks at an empty queue.
 const STALL_STEP_NS: u64 = 50_000;
 /// Bytes of built requests a queue holds at most.
 const QUEUE_BYTES: u64 = 64 << 20;
 
-/// One built request, or why it could not be built.
-type Built = (u64, Result<Entry, String>);
+/// One built request (its id, and it or why it could not be built).
+type Built<T> = (u64, Result<T, String>);
 
-/// A shard's end of its feeder.
-pub(super) struct Feed {
-    rx: Option<Receiver<Built>>,
+/// A shard's end of its feeder of `T`s (requests: [`crate::workload::Entry`]).
+pub(super) struct Feed<T> {
+    rx: Option<Receiver<Built<T>>>,
     ready: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
     /// Requests the shard had to wait for.
@@ -44,29 +42,23 @@ pub(super) fn depth(concurrency: usize, avg_request_bytes: u64) -> usize {
         .min(by_bytes)
 }
 
-impl Feed {
+impl<T: Send + 'static> Feed<T> {
     /// Starts a feeder thread (`ringperf-feed-{shard}`) that builds `tickets`' entries in
     /// their order, `depth` ahead.
     pub(super) fn start(
-        plan: Arc<Plan>,
         shard: usize,
         tickets: impl Iterator<Item = (u64, u32)> + Send + 'static,
         depth: usize,
-    ) -> std::io::Result<Feed> {
-        let (tx, rx) = sync_channel::<Built>(depth);
+        build: impl Fn(u32) -> Result<T, String> + Send + 'static,
+    ) -> std::io::Result<Feed<T>> {
+        let (tx, rx) = sync_channel::<Built<T>>(depth);
         let ready = Arc::new(AtomicBool::new(false));
         let filled = ready.clone();
         let thread = std::thread::Builder::new()
             .name(format!("ringperf-feed-{shard}"))
             .spawn(move || {
-                let stream = plan
-                    .workload
-                    .dataset
-                    .stream
-                    .as_ref()
-                    .expect("a streamed file");
                 for (id, entry) in tickets {
-                    let built = (id, stream.entry(entry).map_err(|e| e.to_string()));
+                    let built = (id, build(entry));
                     let failed = built.1.is_err();
                     let sent = match tx.try_send(built) {
                         Ok(()) => true,
@@ -104,7 +96,7 @@ impl Feed {
         id: u64,
         timer: &crate::timer::FineTimer,
         give_up: impl Fn() -> bool,
-    ) -> Option<Result<Entry, String>> {
+    ) -> Option<Result<T, String>> {
         let rx = self.rx.as_ref().expect("open until dropped");
         let mut waited = false;
         loop {
@@ -133,7 +125,7 @@ impl Feed {
     }
 }
 
-impl Drop for Feed {
+impl<T> Drop for Feed<T> {
     fn drop(&mut self) {
         // Closing the queue ends the feeder at its next request.
         drop(self.rx.take());
@@ -145,11 +137,89 @@ impl Drop for Feed {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::timer::FineTimer;
+
+    fn runtime() -> crate::runtime::Runtime {
+        crate::runtime::build(crate::runtime::Driver::Auto, 64)
+            .expect("runtime")
+            .0
+    }
+
     #[test]
     fn a_queue_holds_twice_the_concurrency_within_its_bytes() {
-        assert_eq!(super::depth(10, 1000), 256);
-        assert_eq!(super::depth(1000, 1000), 2000);
-        assert_eq!(super::depth(1000, 1 << 20), 64);
-        assert_eq!(super::depth(1 << 20, 100), 1 << 16);
+        assert_eq!(depth(10, 1000), 256);
+        assert_eq!(depth(1000, 1000), 2000);
+        assert_eq!(depth(1000, 1 << 20), 64);
+        assert_eq!(depth(1 << 20, 100), 1 << 16);
+    }
+
+    /// A full queue is waited for before the start and then taken without a wait; a feeder
+    /// slower than the shard makes it wait, and a request waited for counts once.
+    #[test]
+    fn requests_come_in_order_and_one_waited_for_is_counted() {
+        // Ids step by two (a shard's share); the sixth request takes the feeder 200 ms.
+        let tickets = (0..6u64).map(|k| (k * 2, k as u32 + 10));
+        let feed = Feed::start(0, tickets, 4, |e| {
+            if e == 15 {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            Ok(e * 100)
+        })
+        .unwrap();
+        feed.wait_full(&AtomicBool::new(false));
+        runtime().block_on(async {
+            let timer = FineTimer::start().unwrap();
+            let mut stalls = Vec::new();
+            for k in 0..6u64 {
+                let got = feed.take(k * 2, &timer, || false).await;
+                assert_eq!(got, Some(Ok((k as u32 + 10) * 100)), "request {k}");
+                stalls.push(feed.stalls.get());
+            }
+            assert_eq!(stalls[3], 0, "the first four were queued before the start");
+            assert_eq!(
+                stalls[5] - stalls[4],
+                1,
+                "the slow one was waited for: {stalls:?}"
+            );
+            // Past the end of its tickets the feeder has ended: said, not waited for.
+            let end = feed.take(12, &timer, || false).await;
+            assert_eq!(end, Some(Err("the request feeder ended early".into())));
+            timer.close().await;
+        });
+    }
+
+    /// A request out of step, or one that could not be built, is an error, and a stop ends
+    /// a wait.
+    #[test]
+    fn a_feeder_out_of_step_a_build_error_and_a_stop_end_the_taking() {
+        runtime().block_on(async {
+            let timer = FineTimer::start().unwrap();
+            let feed = Feed::start(0, [(5, 0)].into_iter(), 4, |_| Ok(1)).unwrap();
+            let got = feed.take(4, &timer, || false).await;
+            assert_eq!(
+                got,
+                Some(Err(
+                    "the request feeder built request 5 where 4 was due".into()
+                ))
+            );
+            let feed = Feed::start(0, [(0, 0), (1, 1)].into_iter(), 4, |e| match e {
+                0 => Err::<u32, _>("line 1: gone".into()),
+                _ => Ok(e),
+            })
+            .unwrap();
+            assert_eq!(
+                feed.take(0, &timer, || false).await,
+                Some(Err("line 1: gone".into()))
+            );
+            let never = Feed::<u32>::start(0, std::iter::repeat((0, 0)), 4, |_| {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                Ok(0)
+            })
+            .unwrap();
+            assert_eq!(never.take(0, &timer, || true).await, None);
+            assert_eq!(never.stalls.get(), 1);
+            timer.close().await;
+        });
     }
 }

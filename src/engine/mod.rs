@@ -174,18 +174,25 @@ pub fn run(
     let start = Arc::new(OnceLock::new());
     let progress: Vec<Arc<Progress>> = (0..n).map(|_| Arc::new(Progress::default())).collect();
     let mut handles = Vec::with_capacity(n);
-    for (i, pin) in placement.shards.iter().enumerate() {
-        // Started here, so that the feeder is not pinned where its shard is.
-        let feed = match &plan.workload.dataset.stream {
+    // A streamed file's feeders, started from this thread so that none is pinned where its
+    // shard is, and before any shard so that a failure leaves nothing running.
+    let mut feeds = Vec::with_capacity(n);
+    for i in 0..n {
+        feeds.push(match &plan.workload.dataset.stream {
             Some(st) => {
                 let depth = feed::depth(concurrency_share(&plan, i, n), st.average_bytes());
-                Some(
-                    feed::Feed::start(plan.clone(), i, sequence(&plan, i, n), depth)
-                        .map_err(Error::Thread)?,
-                )
+                let p = plan.clone();
+                let build = move |entry| {
+                    let stream = p.workload.dataset.stream.as_ref().expect("streamed");
+                    stream.entry(entry).map_err(|e| e.to_string())
+                };
+                let f = feed::Feed::start(i, sequence(&plan, i, n), depth, build);
+                Some(f.map_err(Error::Thread)?)
             }
             None => None,
-        };
+        });
+    }
+    for ((i, pin), feed) in placement.shards.iter().enumerate().zip(feeds) {
         let (plan, stop, gate, start) = (plan.clone(), stop.clone(), gate.clone(), start.clone());
         let progress = progress[i].clone();
         let cpus = pin.cpus(&allowed);
@@ -468,7 +475,7 @@ fn shard_thread(
     stop: Arc<AtomicBool>,
     gate: &Gate,
     start: Arc<OnceLock<u64>>,
-    feed: Option<feed::Feed>,
+    feed: Option<feed::Feed<crate::workload::Entry>>,
 ) -> Result<ShardReport, ShardError> {
     progress.tid.store(crate::sys::gettid(), Ordering::Relaxed);
     let (mut rt, driver) =

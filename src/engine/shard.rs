@@ -113,7 +113,7 @@ pub(crate) struct Shard {
     stop: Arc<AtomicBool>,
     watcher: RefCell<Option<monoio::task::JoinHandle<()>>>,
     /// A large file's requests, built ahead by a feeder thread.
-    pub feed: Option<super::feed::Feed>,
+    pub feed: Option<super::feed::Feed<crate::workload::Entry>>,
     /// Why the feeder could not give a request, when it could not (the shard then stops).
     pub feed_error: RefCell<Option<String>>,
 }
@@ -124,7 +124,7 @@ impl Shard {
         plan: Arc<Plan>,
         progress: Arc<Progress>,
         stop: Arc<AtomicBool>,
-        feed: Option<super::feed::Feed>,
+        feed: Option<super::feed::Feed<crate::workload::Entry>>,
     ) -> std::io::Result<Rc<Shard>> {
         let server_name = match plan.target.tls {
             Some(_) => Some(
@@ -209,20 +209,6 @@ impl Shard {
             let Some(mut ticket) = schedule.next() else {
                 break;
             };
-            let built = match &self.feed {
-                None => None,
-                Some(f) => match f
-                    .take(ticket.id, &self.timer, || self.stop_dispatch.get())
-                    .await
-                {
-                    None => break,
-                    Some(Ok(entry)) => Some(Box::new(entry)),
-                    Some(Err(e)) => {
-                        *self.feed_error.borrow_mut() = Some(e);
-                        break;
-                    }
-                },
-            };
             if let Some(at) = ticket.intended_ns {
                 if at > now_ns() {
                     in_a_row = 0;
@@ -259,6 +245,21 @@ impl Shard {
             if self.stop_dispatch.get() {
                 break;
             }
+            // Taken when it is to be sent: a wait for the feeder is a wait of the send.
+            let built = match &self.feed {
+                None => None,
+                Some(f) => match f
+                    .take(ticket.id, &self.timer, || self.stop_dispatch.get())
+                    .await
+                {
+                    None => break,
+                    Some(Ok(entry)) => Some(Box::new(entry)),
+                    Some(Err(e)) => {
+                        *self.feed_error.borrow_mut() = Some(e);
+                        break;
+                    }
+                },
+            };
             // Due: the intended time (open loop), or when the request whose place this one
             // takes ended (closed loop; nothing while the cap first fills or ramps).
             let due = ticket.intended_ns.or_else(|| {
