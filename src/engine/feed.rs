@@ -212,13 +212,23 @@ mod tests {
                 feed.take(0, &timer, || false).await,
                 Some(Err("line 1: gone".into()))
             );
-            let never = Feed::<u32>::start(0, std::iter::repeat((0, 0)), 4, |_| {
+            let held = std::sync::Arc::new(());
+            let by_feeder = held.clone();
+            let never = Feed::<u32>::start(0, std::iter::repeat((0, 0)), 4, move |_| {
+                let _held = &by_feeder;
                 std::thread::sleep(std::time::Duration::from_millis(50));
                 Ok(0)
             })
             .unwrap();
             assert_eq!(never.take(0, &timer, || true).await, None);
             assert_eq!(never.stalls.get(), 1);
+            // Dropping the feed ends its feeder thread before it returns.
+            drop(never);
+            assert_eq!(
+                std::sync::Arc::strong_count(&held),
+                1,
+                "the feeder still runs"
+            );
             timer.close().await;
         });
     }

@@ -573,6 +573,9 @@ mod tests {
         let e = next_line(&mut r, &mut line, 4, &mut at).unwrap_err();
         assert!(e.to_string().contains("longer than 4 bytes"), "{e}");
         assert!(line.len() <= 6, "read past the cap: {}", line.len());
+        let mut r = std::io::BufReader::new("abcdefghijklmnop\n".as_bytes());
+        assert!(next_line(&mut r, &mut line, 4, &mut at).is_err());
+        assert_eq!(line.len(), 6, "the cap and room for a CRLF, no more");
     }
 
     /// Every request line is found where it is (CRLF ends, blank lines, a last line without
