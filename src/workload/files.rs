@@ -630,6 +630,80 @@ mod tests {
         std::fs::remove_file(p).unwrap();
     }
 
+    /// A trace's index keeps its send times and output lengths and reckons its prompts at four
+    /// bytes a token; a line read back gets a 512-token block per hash id, the same text
+    /// wherever the id appears, and a text of its own for what the ids do not cover.
+    #[test]
+    fn a_traces_prompts_share_blocks_by_hash_id_and_have_their_own_tails() {
+        let p = file(
+            "trace.jsonl",
+            &[
+                r#"{"timestamp": 0, "input_length": 1100, "output_length": 5, "hash_ids": [1, 2, 3]}"#,
+                r#"{"timestamp": 10, "input_length": 600, "output_length": 0, "hash_ids": [9]}"#,
+                r#"{"timestamp": 25, "input_length": 700, "output_length": 7, "hash_ids": [1, 4]}"#,
+                r#"{"timestamp": 25, "input_length": 300, "output_length": 5}"#,
+                r#"{"timestamp": 30, "input_length": 300, "output_length": 5}"#,
+            ]
+            .join("\n"),
+        );
+        let tok = Tokenizer::embedded().unwrap();
+        let maker = PromptMaker::new(&tok).unwrap();
+        let index = Index::read(&p, DatasetType::Mooncake, 10, 1 << 20, 3).unwrap();
+        assert_eq!(index.timestamps, [0.0, 10.0, 25.0, 25.0, 30.0]);
+        assert_eq!(
+            index.max_tokens,
+            [5, 1, 7, 5, 5].map(Some),
+            "at least one token"
+        );
+        assert_eq!(index.prompt_bytes, 4 * (1100 + 600 + 700 + 300 + 300));
+        let ids: Vec<Vec<u32>> = (0..5)
+            .map(|i| {
+                let item = index.item(i, &maker).unwrap();
+                assert_eq!(item.timestamp_ms, Some(index.timestamps[i]));
+                assert_eq!(item.max_tokens, index.max_tokens[i]);
+                tok.encode(&item.prompt.text()).unwrap()
+            })
+            .collect();
+        for (i, want) in [1100, 600, 700, 300, 300].into_iter().enumerate() {
+            let got = ids[i].len() as i64;
+            assert!((got - want).abs() <= 8, "line {i}: {got} tokens for {want}");
+        }
+        let common = |a: &[u32], b: &[u32]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
+        let shared = common(&ids[0], &ids[2]);
+        assert!(
+            (500..1000).contains(&shared),
+            "hash 1 shared, 2 and 4 not: {shared}"
+        );
+        assert!(
+            common(&ids[0], &ids[1]) < 10,
+            "different hash ids, different text"
+        );
+        assert!(
+            common(&ids[3], &ids[4]) < 10,
+            "lines without ids have their own text"
+        );
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn a_trace_line_is_refused_for_what_it_lacks_or_asks_too_much() {
+        let max = crate::workload::MAX_PROMPT_TOKENS;
+        let line = |input: u64| serde_json::json!({"timestamp": 0, "input_length": input, "output_length": 1});
+        assert_eq!(trace_line(&line(max)).unwrap().input, max);
+        let e = trace_line(&line(max + 1)).err().unwrap();
+        assert!(
+            e.contains(&format!("input_length {} is over", max + 1)),
+            "{e}"
+        );
+        let e = trace_line(&serde_json::json!({"input_length": 1}))
+            .err()
+            .unwrap();
+        assert!(e.contains("missing \"timestamp\""), "{e}");
+        let bad = serde_json::json!({"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [-1]});
+        let e = trace_line(&bad).err().unwrap();
+        assert!(e.contains("hash_ids must be non-negative"), "{e}");
+    }
+
     #[test]
     fn sharegpt_prompts_past_the_cap_are_refused_with_the_conversation() {
         let c = |q: &str| format!(r#"{{"conversations": [{{"from": "human", "value": "{q}"}}]}}"#);
