@@ -32,14 +32,25 @@ pub(super) struct Feed<T> {
     pub stalls: Cell<u64>,
 }
 
-/// Requests a queue holds: twice the shard's share of the concurrency (a closed loop's first
-/// burst takes that many at once), at least 256, within [`QUEUE_BYTES`].
-pub(super) fn depth(concurrency: usize, avg_request_bytes: u64) -> usize {
+/// The most arrivals of a schedule (offsets in ns, in order) within any one second.
+pub(super) fn busiest_second(offsets: &[u64]) -> usize {
+    let mut from = 0;
+    let mut most = 0;
+    for (i, &t) in offsets.iter().enumerate() {
+        while t.saturating_sub(offsets[from]) >= 1_000_000_000 {
+            from += 1;
+        }
+        most = most.max(i + 1 - from);
+    }
+    most
+}
+
+/// Requests a queue holds: twice `at_once`, the most the shard may send in a burst (its share
+/// of the concurrency, which a closed loop's first burst takes at once; an open loop's
+/// busiest second), at least 256, within [`QUEUE_BYTES`].
+pub(super) fn depth(at_once: usize, avg_request_bytes: u64) -> usize {
     let by_bytes = (QUEUE_BYTES / avg_request_bytes.max(1)).max(64) as usize;
-    concurrency
-        .saturating_mul(2)
-        .clamp(256, 1 << 16)
-        .min(by_bytes)
+    at_once.saturating_mul(2).clamp(256, 1 << 16).min(by_bytes)
 }
 
 impl<T: Send + 'static> Feed<T> {
@@ -144,6 +155,20 @@ mod tests {
         crate::runtime::build(crate::runtime::Driver::Auto, 64)
             .expect("runtime")
             .0
+    }
+
+    #[test]
+    fn the_busiest_second_of_a_schedule() {
+        assert_eq!(busiest_second(&[]), 0);
+        assert_eq!(busiest_second(&[5]), 1);
+        let s = 1_000_000_000;
+        // A second is half-open: arrivals 0 and 1 s apart are in different ones.
+        assert_eq!(busiest_second(&[0, s, 2 * s]), 1);
+        assert_eq!(busiest_second(&[0, 1, s - 1, s, s + 1, 3 * s]), 3);
+        assert_eq!(
+            busiest_second(&[0, 10 * s, 10 * s, 10 * s, 10 * s + s / 2]),
+            4
+        );
     }
 
     #[test]

@@ -177,10 +177,19 @@ pub fn run(
     // A streamed file's feeders, started from this thread so that none is pinned where its
     // shard is, and before any shard so that a failure leaves nothing running.
     let mut feeds = Vec::with_capacity(n);
+    // An open loop's busiest second, shared by the shards (an upper bound on each one's).
+    let busiest = match (&plan.workload.dataset.stream, &plan.load.offsets) {
+        (Some(_), Some(offsets)) => feed::busiest_second(offsets).div_ceil(n),
+        _ => 0,
+    };
     for i in 0..n {
         feeds.push(match &plan.workload.dataset.stream {
             Some(st) => {
-                let depth = feed::depth(concurrency_share(&plan, i, n), st.average_bytes());
+                let at_once = match plan.load.offsets {
+                    Some(_) => busiest,
+                    None => concurrency_share(&plan, i, n),
+                };
+                let depth = feed::depth(at_once, st.average_bytes());
                 let p = plan.clone();
                 let build = move |entry| {
                     let stream = p.workload.dataset.stream.as_ref().expect("streamed");
