@@ -659,25 +659,33 @@ impl Dataset {
     }
 
     /// Writes `inputs.json` (see [`write_inputs_json`]): a payload per entry. A large file's
-    /// bodies are built again, a few thousand at a time on every core.
+    /// bodies are built again, a few thousand at a time on every core; a line that cannot be
+    /// read again (the file changed during the run) is written as `null`, and said on stderr.
     pub fn write_inputs_json(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
         let Some(s) = &self.stream else {
             return write_inputs_json(w, self.entries.iter().map(|e| [e.template.body()]));
         };
         let lines: Vec<u32> = (0..self.len() as u32).collect();
-        let mut failed = None;
+        let (mut failed, mut first) = (0usize, None);
         let bodies = lines.chunks(4096).flat_map(|chunk| {
-            let built = par_map(chunk, |&i| s.body(i));
-            built.unwrap_or_else(|e| {
-                failed.get_or_insert(e);
-                Vec::new()
-            })
+            let built = par_map(chunk, |&i| Ok(s.body(i))).expect("errors are kept");
+            let bodies: Vec<Vec<u8>> = built
+                .into_iter()
+                .map(|b| {
+                    b.unwrap_or_else(|e| {
+                        failed += 1;
+                        first.get_or_insert(e);
+                        Vec::new()
+                    })
+                })
+                .collect();
+            bodies
         });
         write_inputs_json(w, bodies.map(|b| [b]))?;
-        match failed {
-            Some(e) => Err(std::io::Error::other(e.to_string())),
-            None => Ok(()),
+        if let Some(e) = first {
+            eprintln!("ringperf: inputs.json: {failed} request body(ies) written as null: {e}");
         }
+        Ok(())
     }
 }
 
@@ -793,6 +801,70 @@ mod tests {
             .map(|&i| Some(tok.count(texts[i]).unwrap() as u32))
             .collect();
         assert_eq!(records.iter().map(|r| r.isl).collect::<Vec<_>>(), want);
+    }
+
+    /// A streamed file builds the same bodies as the held one; a line lost from the file
+    /// after it was indexed is an error when its request is built, and `null` in
+    /// `inputs.json`, which is still written whole.
+    #[test]
+    fn a_streamed_file_builds_what_a_held_one_holds_and_survives_a_cut_file() {
+        use crate::api::{Body, Kind};
+        let tok = std::sync::Arc::new(Tokenizer::embedded().unwrap());
+        let spec = Gen {
+            body: Body {
+                model: "m".into(),
+                kind: Kind::Chat,
+                streaming: true,
+                include_usage: true,
+                min_tokens_too: false,
+                extra: Map::new(),
+                template: None,
+            },
+            isl: (1, 0),
+            osl: Some((9, 3)),
+            entries: 3,
+            prefixes: None,
+            seed: 4,
+        };
+        let target = Target {
+            host: "127.0.0.1:1".into(),
+            path: "/v1/chat/completions".into(),
+            headers: Vec::new(),
+            streaming: true,
+        };
+        let path =
+            std::env::temp_dir().join(format!("ringperf-stream-{}.jsonl", std::process::id()));
+        let lines = [
+            "{\"text\": \"one\"}",
+            "{\"text\": \"two\", \"max_tokens\": 2}",
+            "{\"text\": \"three\"}",
+        ];
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let read = || files::Index::read(&path, files::DatasetType::Jsonl, 10, 1 << 20, 4).unwrap();
+        let held = Dataset::from_file(&spec, &target, read(), tok.clone(), u64::MAX).unwrap();
+        let streamed = Dataset::from_file(&spec, &target, read(), tok.clone(), 0).unwrap();
+        assert!(held.stream.is_none() && streamed.stream.is_some());
+        let inputs = |d: &Dataset| {
+            let mut out = Vec::new();
+            d.write_inputs_json(&mut out).unwrap();
+            serde_json::from_slice::<Value>(&out).unwrap()
+        };
+        assert_eq!(inputs(&held), inputs(&streamed));
+        let s = streamed.stream.as_ref().unwrap();
+        for (i, e) in held.entries.iter().enumerate() {
+            let built = s.entry(i as u32).unwrap();
+            assert_eq!(built.template.body(), e.template.body(), "line {i}");
+            assert_eq!(built.requested_osl, e.requested_osl);
+        }
+        // The last line cut off: its request is an error, its payload null.
+        std::fs::write(&path, lines[..2].join("\n")).unwrap();
+        let e = s.entry(2).unwrap_err().to_string();
+        assert!(e.contains(":3: cannot read the line again"), "{e}");
+        let v = inputs(&streamed);
+        assert_eq!(v["data"].as_array().unwrap().len(), 3);
+        assert_eq!(v["data"][2]["payload"][0], Value::Null);
+        assert_eq!(v["data"][1], inputs(&held)["data"][1]);
+        std::fs::remove_file(path).unwrap();
     }
 
     #[test]
