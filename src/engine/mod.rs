@@ -193,7 +193,8 @@ pub fn run(
                 let p = plan.clone();
                 let build = move |entry| {
                     let stream = p.workload.dataset.stream.as_ref().expect("streamed");
-                    stream.entry(entry).map_err(|e| e.to_string())
+                    // Boxed here, so that the shard's task stays narrow without allocating.
+                    stream.entry(entry).map(Box::new).map_err(|e| e.to_string())
                 };
                 let f = feed::Feed::start(i, sequence(&plan, i, n), depth, build);
                 Some(f.map_err(Error::Thread)?)
@@ -484,7 +485,7 @@ fn shard_thread(
     stop: Arc<AtomicBool>,
     gate: &Gate,
     start: Arc<OnceLock<u64>>,
-    feed: Option<feed::Feed<crate::workload::Entry>>,
+    feed: Option<feed::Feed<Box<crate::workload::Entry>>>,
 ) -> Result<ShardReport, ShardError> {
     progress.tid.store(crate::sys::gettid(), Ordering::Relaxed);
     let (mut rt, driver) =

@@ -113,7 +113,7 @@ pub(crate) struct Shard {
     stop: Arc<AtomicBool>,
     watcher: RefCell<Option<monoio::task::JoinHandle<()>>>,
     /// A large file's requests, built ahead by a feeder thread.
-    pub feed: Option<super::feed::Feed<crate::workload::Entry>>,
+    pub feed: Option<super::feed::Feed<Box<crate::workload::Entry>>>,
     /// Why the feeder could not give a request, when it could not (the shard then stops).
     pub feed_error: RefCell<Option<String>>,
 }
@@ -124,7 +124,7 @@ impl Shard {
         plan: Arc<Plan>,
         progress: Arc<Progress>,
         stop: Arc<AtomicBool>,
-        feed: Option<super::feed::Feed<crate::workload::Entry>>,
+        feed: Option<super::feed::Feed<Box<crate::workload::Entry>>>,
     ) -> std::io::Result<Rc<Shard>> {
         let server_name = match plan.target.tls {
             Some(_) => Some(
@@ -253,7 +253,7 @@ impl Shard {
                     .await
                 {
                     None => break,
-                    Some(Ok(entry)) => Some(Box::new(entry)),
+                    Some(Ok(entry)) => Some(entry),
                     Some(Err(e)) => {
                         *self.feed_error.borrow_mut() = Some(e);
                         break;
