@@ -10,13 +10,15 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, TryRecvError, TrySendError};
-use std::sync::Arc;
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, TryRecvError, TrySendError};
+use std::time::Duration;
 
 use crate::clock::now_ns;
 
 /// How long a shard waits between looks at an empty queue.
 const STALL_STEP_NS: u64 = 50_000;
+/// How often a wait for a full queue looks at the stop flag.
+const STOP_CHECK: Duration = Duration::from_millis(10);
 /// Bytes of built requests a queue holds at most.
 const QUEUE_BYTES: u64 = 64 << 20;
 
@@ -26,7 +28,9 @@ type Built<T> = (u64, Result<T, String>);
 /// A shard's end of its feeder of `T`s (requests: [`crate::workload::Entry`]).
 pub(super) struct Feed<T> {
     rx: Option<Receiver<Built<T>>>,
-    ready: Arc<AtomicBool>,
+    /// Nothing is sent on it: the feeder drops its end once the queue is full (or it is
+    /// done), which wakes a wait on this one.
+    full: Receiver<()>,
     thread: Option<std::thread::JoinHandle<()>>,
     /// Requests the shard had to wait for.
     pub stalls: Cell<u64>,
@@ -63,18 +67,18 @@ impl<T: Send + 'static> Feed<T> {
         build: impl Fn(u32) -> Result<T, String> + Send + 'static,
     ) -> std::io::Result<Feed<T>> {
         let (tx, rx) = sync_channel::<Built<T>>(depth);
-        let ready = Arc::new(AtomicBool::new(false));
-        let filled = ready.clone();
+        let (not_full, full) = sync_channel::<()>(0);
         let thread = std::thread::Builder::new()
             .name(format!("ringperf-feed-{shard}"))
             .spawn(move || {
+                let mut not_full = Some(not_full);
                 for (id, entry) in tickets {
                     let built = (id, build(entry));
                     let failed = built.1.is_err();
                     let sent = match tx.try_send(built) {
                         Ok(()) => true,
                         Err(TrySendError::Full(built)) => {
-                            filled.store(true, Ordering::Release);
+                            drop(not_full.take());
                             tx.send(built).is_ok()
                         }
                         Err(TrySendError::Disconnected(_)) => false,
@@ -83,20 +87,22 @@ impl<T: Send + 'static> Feed<T> {
                         break;
                     }
                 }
-                filled.store(true, Ordering::Release);
             })?;
         Ok(Feed {
             rx: Some(rx),
-            ready,
+            full,
             thread: Some(thread),
             stalls: Cell::new(0),
         })
     }
 
-    /// Blocks until the queue is full (or the feeder is done), or `stop` is set.
+    /// Blocks until the queue is full (or the feeder is done), or `stop` is set (looked at
+    /// every 10 ms: a signal handler sets it, and wakes nothing).
     pub(super) fn wait_full(&self, stop: &AtomicBool) {
-        while !self.ready.load(Ordering::Acquire) && !stop.load(Ordering::Relaxed) {
-            std::thread::sleep(std::time::Duration::from_micros(200));
+        while let Err(RecvTimeoutError::Timeout) = self.full.recv_timeout(STOP_CHECK) {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
         }
     }
 
