@@ -189,11 +189,13 @@ mod tests {
     /// slower than the shard makes it wait, and a request waited for counts once.
     #[test]
     fn requests_come_in_order_and_one_waited_for_is_counted() {
-        // Ids step by two (a shard's share); the sixth request takes the feeder 200 ms.
+        // Ids step by two (a shard's share); the sixth request is built only once the shard
+        // has found the queue empty three times over (one wait, counted once).
         let tickets = (0..6u64).map(|k| (k * 2, k as u32 + 10));
-        let feed = Feed::start(0, tickets, 4, |e| {
+        let (release, gate) = std::sync::mpsc::channel::<()>();
+        let feed = Feed::start(0, tickets, 4, move |e| {
             if e == 15 {
-                std::thread::sleep(std::time::Duration::from_millis(200));
+                gate.recv().unwrap();
             }
             Ok(e * 100)
         })
@@ -202,8 +204,18 @@ mod tests {
         runtime().block_on(async {
             let timer = FineTimer::start().unwrap();
             let mut stalls = Vec::new();
+            let looks = Cell::new(0);
             for k in 0..6u64 {
-                let got = feed.take(k * 2, &timer, || false).await;
+                let waiting = || {
+                    if k == 5 {
+                        looks.set(looks.get() + 1);
+                        if looks.get() == 3 {
+                            let _ = release.send(());
+                        }
+                    }
+                    false
+                };
+                let got = feed.take(k * 2, &timer, waiting).await;
                 assert_eq!(got, Some(Ok((k as u32 + 10) * 100)), "request {k}");
                 stalls.push(feed.stalls.get());
             }
@@ -243,17 +255,20 @@ mod tests {
                 feed.take(0, &timer, || false).await,
                 Some(Err("line 1: gone".into()))
             );
+            // A feeder held at its first request until the shard gave up on it.
             let held = std::sync::Arc::new(());
             let by_feeder = held.clone();
+            let (release, gate) = std::sync::mpsc::channel::<()>();
             let never = Feed::<u32>::start(0, std::iter::repeat((0, 0)), 4, move |_| {
                 let _held = &by_feeder;
-                std::thread::sleep(std::time::Duration::from_millis(50));
+                let _ = gate.recv();
                 Ok(0)
             })
             .unwrap();
             assert_eq!(never.take(0, &timer, || true).await, None);
             assert_eq!(never.stalls.get(), 1);
             // Dropping the feed ends its feeder thread before it returns.
+            drop(release);
             drop(never);
             assert_eq!(
                 std::sync::Arc::strong_count(&held),
