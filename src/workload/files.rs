@@ -3,9 +3,9 @@
 //! Files are read as streams (a line, or for ShareGPT one array element, at a time); a
 //! malformed line is reported with its file and line number. A JSONL file or trace is
 //! [`Index`]ed: every line checked once and where it lies noted, so that its requests can be
-//! built from their lines later, and a large one is never held whole. Mooncake traces become prompts built from 512-token blocks, one per hash id and
-//! the same text wherever the same id appears, so that a server's prefix cache sees the
-//! sharing it would see in production.
+//! built from their lines later, and a large one is never held whole. Mooncake traces become
+//! prompts built from 512-token blocks, one per hash id and the same text wherever the same
+//! id appears, so that a server's prefix cache sees the sharing it would see in production.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

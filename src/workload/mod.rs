@@ -257,7 +257,7 @@ impl std::fmt::Debug for Stream {
 impl Stream {
     /// About how many bytes a request's prompt comes to.
     pub fn average_bytes(&self) -> u64 {
-        self.index.prompt_bytes / self.osls.len().max(1) as u64
+        self.index.prompt_bytes / self.index.len().max(1) as u64
     }
 
     /// Line `i`'s prompt.
@@ -579,7 +579,7 @@ impl Dataset {
     /// Requests to cycle through.
     pub fn len(&self) -> usize {
         match &self.stream {
-            Some(s) => s.osls.len(),
+            Some(s) => s.index.len(),
             None => self.entries.len(),
         }
     }
