@@ -210,7 +210,9 @@ impl Conn {
         if n == buf.len() {
             return (Ok(()), buf);
         }
-        let (res, rest) = self.tcp.write_all(buf.slice(n..)).await;
+        // The rest when the socket's buffer was full (a long prompt): boxed, being rare, so
+        // that its state does not widen every request's task.
+        let (res, rest) = Box::pin(self.tcp.write_all(buf.slice(n..))).await;
         if let (Some(tx), Ok(m)) = (&mut self.tx, &res) {
             tx.sent = tx.sent.wrapping_add(*m as u32);
         }
@@ -225,7 +227,8 @@ impl Conn {
                 return (Err(e), buf);
             }
             let t = crate::clock::now_ns();
-            return (self.flush_tls().await.map(|_| t), buf);
+            // Boxed, as in `recv`.
+            return (Box::pin(self.flush_tls()).await.map(|_| t), buf);
         }
         let t = crate::clock::now_ns();
         let (res, buf) = self.write_now(buf).await;
@@ -280,6 +283,13 @@ impl Conn {
             let (res, slice) = self.tcp.read(buf.slice_mut(len..cap)).await;
             return (res, slice.into_inner());
         }
+        // Boxed: a plain connection's every read would otherwise carry the TLS path's state
+        // (its reads and writes of ciphertext) in its task.
+        Box::pin(self.recv_tls(buf, len)).await
+    }
+
+    /// [`Conn::recv`] under TLS: decrypted bytes after `len`, reading ciphertext as needed.
+    async fn recv_tls(&mut self, mut buf: Vec<u8>, len: usize) -> (io::Result<usize>, Vec<u8>) {
         loop {
             let tls = self.tls.as_mut().expect("tls");
             buf.resize(buf.capacity(), 0);
@@ -339,11 +349,14 @@ impl Conn {
     /// readiness wait.
     ///
     /// A `buf` without capacity is replaced by `fresh()` just before the read; with stamps,
-    /// that is after the wait for data, so a connection that waits holds no buffer.
+    /// that is after the wait for data, so a connection that waits holds no buffer. `warm()`
+    /// runs between the wait and the read (stamps only): the caller's moment to ask for the
+    /// memory the read's bytes will be written to, while the kernel copies them.
     pub(crate) async fn recv_stamped(
         &mut self,
         mut buf: Vec<u8>,
         fresh: impl Fn() -> Vec<u8>,
+        warm: impl Fn(),
     ) -> (io::Result<(usize, Option<u64>)>, Vec<u8>) {
         if !self.stamped {
             if buf.capacity() == 0 {
@@ -356,6 +369,7 @@ impl Conn {
             if let Err(e) = self.wait_readable().await {
                 return (Err(e), buf);
             }
+            warm();
             if buf.capacity() == 0 {
                 buf = fresh();
             }

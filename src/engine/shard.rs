@@ -26,6 +26,7 @@ use crate::net::{Conn, FdSet};
 use crate::plan::Plan;
 use crate::record::{Outcome, Record};
 use crate::stats::Dist;
+use crate::sys::Prefetched;
 use crate::timer::FineTimer;
 
 /// A read buffer to start with: a streamed event or two.
@@ -70,7 +71,10 @@ pub(crate) struct Shard {
     pub index: u16,
     pub plan: Arc<Plan>,
     server_name: Option<ServerName<'static>>,
-    pool: RefCell<Vec<Slot>>,
+    /// Boxed: a request's task holds a pointer, not the connection and its decoder state
+    /// (the task stays small, and nothing is copied in and out at each request).
+    #[allow(clippy::vec_box)]
+    pool: RefCell<Vec<Box<Slot>>>,
     in_flight: Cell<usize>,
     pub peak_in_flight: Cell<usize>,
     /// Closed loop: when each request that freed a place under the cap ended, oldest first;
@@ -271,9 +275,9 @@ impl Shard {
             self.peak_in_flight.set(self.peak_in_flight.get().max(n));
             self.progress.in_flight.store(n as u64, Ordering::Relaxed);
             if self.plan.workload.sessions.is_some() {
-                monoio::spawn(session(self.clone(), ticket, due));
+                monoio::spawn(Prefetched(session(self.clone(), ticket, due)));
             } else {
-                monoio::spawn(request(self.clone(), ticket, due, built));
+                monoio::spawn(Prefetched(request(self.clone(), ticket, due, built)));
             }
         }
         WaitFor {
@@ -514,7 +518,8 @@ async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record)
         rec.outcome,
         Outcome::ConnectFailed | Outcome::ConnectTimeout | Outcome::TlsFailed
     ) {
-        back_off(shard).await;
+        // Boxed: rare, and its timer would widen every request's task.
+        Box::pin(back_off(shard)).await;
     }
 }
 
@@ -602,6 +607,8 @@ async fn drive(
                 }
             }
         }
+        // Where the connection and its decoder live, for the prefetch before each read.
+        let slot_at: *const Slot = &*slot;
         let conn = slot.conn.as_mut().expect("connected above");
         if conn.used && attempt == 0 && conn.spoiled() {
             // Bytes the server sent after its previous response (or its close): they belong
@@ -651,7 +658,16 @@ async fn drive(
         // when the read before it emptied the socket.
         let (mut group, mut group_first, mut group_since) = (0usize, false, None);
         let retry = loop {
-            let (res, buf) = conn.recv_stamped(rbuf, fresh).await;
+            // While the kernel copies the bytes in, bring in what their processing touches
+            // outside this task: the connection and decoder, the ends of the gap array and of
+            // the kept text.
+            let warm = || {
+                crate::sys::prefetch(slot_at, std::mem::size_of::<Slot>());
+                let (gaps, text) = (&rec.chunk_gaps_ns, &rec.text);
+                crate::sys::prefetch(gaps.as_ptr().wrapping_add(gaps.len()), 8);
+                crate::sys::prefetch(text.as_ptr().wrapping_add(text.len()), 8);
+            };
+            let (res, buf) = conn.recv_stamped(rbuf, fresh, warm).await;
             rbuf = buf;
             let filled = rbuf.len() == rbuf.capacity();
             // The kernel's receive time when stamps are on (the kernel starts stamping a moment

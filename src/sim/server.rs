@@ -356,7 +356,7 @@ async fn serve_conn(ctx: &Rc<Ctx>, stream: &mut Conn) {
                     return;
                 }
             }
-            let (res, b) = stream.recv_stamped(buf, Vec::new).await;
+            let (res, b) = stream.recv_stamped(buf, Vec::new, || {}).await;
             buf = b;
             match res {
                 Ok((0, _)) | Err(_) => return,
