@@ -351,7 +351,7 @@ impl Conn {
     /// A `buf` without capacity is replaced by `fresh()` just before the read; with stamps,
     /// that is after the wait for data, so a connection that waits holds no buffer. `warm()`
     /// runs between the wait and the read (stamps only): the caller's moment to ask for the
-    /// memory the read's bytes will be written to, while the kernel copies them.
+    /// memory the read's processing will touch, while the kernel copies the bytes in.
     pub(crate) async fn recv_stamped(
         &mut self,
         mut buf: Vec<u8>,

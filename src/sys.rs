@@ -1,5 +1,6 @@
 //! The thin layer of system calls that safe Rust does not offer: thread ids and CPU affinity,
-//! socket timestamps (receive and transmit), non-blocking sends, descriptor limits.
+//! socket timestamps (receive and transmit), non-blocking sends, descriptor limits, and a CPU
+//! cache hint.
 //!
 //! Every `unsafe` block of the crate lives here, each with the reason it is sound; the rest of
 //! the crate calls these safe wrappers.
