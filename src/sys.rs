@@ -468,10 +468,7 @@ pub fn drain_tx_stamps(fd: RawFd, on: &mut impl FnMut(TxStamp) -> bool) {
 pub fn prefetch<T: ?Sized>(p: *const T, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
     {
-        let start = p as *const u8 as usize;
-        let end = start.saturating_add(bytes.max(1));
-        let mut line = start & !63;
-        loop {
+        for line in cache_lines(p as *const u8 as usize, bytes) {
             // SAFETY: PREFETCHT0 is a hint: it never faults and changes no architectural
             // state, whatever the address.
             unsafe {
@@ -479,14 +476,20 @@ pub fn prefetch<T: ?Sized>(p: *const T, bytes: usize) {
                     line as *const i8,
                 )
             };
-            match line.checked_add(64) {
-                Some(next) if next < end => line = next,
-                _ => break,
-            }
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (p, bytes);
+}
+
+/// The start of each 64-byte cache line that holds a byte of `start..start + bytes` (at least
+/// one line; the range ends at the top of the address space).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+fn cache_lines(start: usize, bytes: usize) -> impl Iterator<Item = usize> {
+    let end = start.saturating_add(bytes.max(1));
+    std::iter::successors(Some(start & !63), move |line| {
+        line.checked_add(64).filter(|next| *next < end)
+    })
 }
 
 /// A future that asks for all of its own memory (see [`prefetch`]) each time it is polled,
@@ -511,6 +514,18 @@ impl<F: std::future::Future> std::future::Future for Prefetched<F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_range_covers_exactly_the_cache_lines_that_hold_its_bytes() {
+        let lines = |start, bytes| cache_lines(start, bytes).collect::<Vec<_>>();
+        assert_eq!(lines(0x1000, 64), [0x1000]);
+        assert_eq!(lines(0x1000, 65), [0x1000, 0x1040]);
+        assert_eq!(lines(0x1001, 64), [0x1000, 0x1040]);
+        assert_eq!(lines(0x103f, 1), [0x1000]);
+        assert_eq!(lines(0x1040, 0), [0x1040]);
+        assert_eq!(lines(0x1000, 384).len(), 6);
+        assert_eq!(lines(usize::MAX - 10, 64), [usize::MAX & !63]);
+    }
 
     #[test]
     fn a_prefetch_of_any_address_is_a_hint_that_never_faults() {
