@@ -179,16 +179,13 @@ pub fn run(
     let mut feeds = Vec::with_capacity(n);
     // An open loop's busiest second, shared by the shards (an upper bound on each one's).
     let busiest = match (&plan.workload.dataset.stream, &plan.load.offsets) {
-        (Some(_), Some(offsets)) => feed::busiest_second(offsets).div_ceil(n),
-        _ => 0,
+        (Some(_), Some(offsets)) => Some(feed::busiest_second(offsets).div_ceil(n)),
+        _ => None,
     };
     for i in 0..n {
         feeds.push(match &plan.workload.dataset.stream {
             Some(st) => {
-                let at_once = match plan.load.offsets {
-                    Some(_) => busiest,
-                    None => concurrency_share(&plan, i, n),
-                };
+                let at_once = busiest.unwrap_or_else(|| concurrency_share(&plan, i, n));
                 let depth = feed::depth(at_once, st.average_bytes());
                 let p = plan.clone();
                 let build = move |entry| {

@@ -669,7 +669,7 @@ impl Dataset {
         let (mut failed, mut first) = (0usize, None);
         let bodies = lines.chunks(4096).flat_map(|chunk| {
             let built = par_map(chunk, |&i| Ok(s.body(i))).expect("errors are kept");
-            let bodies: Vec<Vec<u8>> = built
+            built
                 .into_iter()
                 .map(|b| {
                     b.unwrap_or_else(|e| {
@@ -678,8 +678,7 @@ impl Dataset {
                         Vec::new()
                     })
                 })
-                .collect();
-            bodies
+                .collect::<Vec<_>>()
         });
         write_inputs_json(w, bodies.map(|b| [b]))?;
         if let Some(e) = first {
