@@ -284,7 +284,9 @@ impl Conn {
             return (res, slice.into_inner());
         }
         // Boxed: a plain connection's every read would otherwise carry the TLS path's state
-        // (its reads and writes of ciphertext) in its task.
+        // (its reads and writes of ciphertext) in its task. That costs a TLS read an
+        // allocation; inline instead, every plain request's task grew by 160 bytes and the
+        // CPU per event at 10,000 plain streams by 2–4%.
         Box::pin(self.recv_tls(buf, len)).await
     }
 
