@@ -626,7 +626,7 @@ async fn drive(
         template.write_into(&mut wbuf, rec.id);
         let (res, wbuf) = conn.send(wbuf).await;
         shard.write_bufs.borrow_mut().push(wbuf);
-        rec.start_ns = *res.as_ref().unwrap_or(&now_ns());
+        rec.start_ns = res.as_ref().map_or_else(|_| now_ns(), |t| *t);
         rec.start_source = crate::record::StartSource::Write;
         let mut want_tx = true;
         if let Err(e) = res {
