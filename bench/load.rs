@@ -9,7 +9,8 @@
 //! CPU 1 (on a 2-core machine that is all there is). Printed per stream count: client CPU µs
 //! per content event, client-added delay p50/p99 (simulator stamp → client read), RSS per
 //! stream, for ringperf and for the raw drain, as medians over the runs; the two clients take
-//! turns, and the ratio is the median of each pair's.
+//! turns, and the ratio is the median of each pair's. The raw drain runs the shape of
+//! ringperf's closed loop: one warm-up response per connection, then every stream sends at once.
 //!
 //!     cargo bench --bench load -- --colocated [--sim-nice -10] [--background] \
 //!         [--streams 256,1000] [--itl 10ms] [--osl 64] [--client-flags "--shards 2 --cpus 0,1"]
@@ -439,15 +440,15 @@ fn run_raw(streams: usize, rate: u64, driver: Driver, secs: u64) -> Figures {
             let req = Rc::new(req);
             let warm = Rc::new(std::cell::Cell::new(0usize));
             let counted = Rc::new(std::cell::Cell::new(0u64));
-            let measuring = Rc::new(std::cell::Cell::new(false));
+            let start = Rc::new(StartLine::default());
             let end = Rc::new(std::cell::Cell::new(u64::MAX));
             let mut tasks = Vec::new();
             for _ in 0..streams {
-                let (req, warm, counted, measuring, end) = (
+                let (req, warm, counted, start, end) = (
                     req.clone(),
                     warm.clone(),
                     counted.clone(),
-                    measuring.clone(),
+                    start.clone(),
                     end.clone(),
                 );
                 tasks.push(monoio::spawn(async move {
@@ -473,9 +474,14 @@ fn run_raw(streams: usize, rate: u64, driver: Driver, secs: u64) -> Figures {
                             }
                         }
                         if first {
+                            // As ringperf's closed loop: a warm-up response on every
+                            // connection, then all streams start together, so both clients see
+                            // the same traffic (events in step) and count only the responses to
+                            // requests sent inside the measured window.
                             first = false;
                             warm.set(warm.get() + 1);
-                        } else if measuring.get() {
+                            start.wait().await;
+                        } else {
                             counted.set(counted.get() + 1);
                         }
                     }
@@ -485,8 +491,8 @@ fn run_raw(streams: usize, rate: u64, driver: Driver, secs: u64) -> Figures {
                 monoio::time::sleep(Duration::from_millis(5)).await;
             }
             let (t0, c0) = (now_ns(), thread_cpu_ns());
-            measuring.set(true);
             end.set(t0 + secs * 1_000_000_000);
+            start.open();
             for t in tasks {
                 t.await;
             }
@@ -506,6 +512,34 @@ fn run_raw(streams: usize, rate: u64, driver: Driver, secs: u64) -> Figures {
         events_per_sec: events as f64 / (wall_ns as f64 / 1e9),
         cpu_share: cpu_ns as f64 / wall_ns as f64,
         sim_cpu_share: sim.cpu_share(),
+    }
+}
+
+/// Where the raw drain's streams wait after their warm-up response until the measured window
+/// opens.
+#[derive(Default)]
+struct StartLine {
+    open: std::cell::Cell<bool>,
+    waiting: RefCell<Vec<std::task::Waker>>,
+}
+
+impl StartLine {
+    async fn wait(&self) {
+        std::future::poll_fn(|cx| {
+            if self.open.get() {
+                return std::task::Poll::Ready(());
+            }
+            self.waiting.borrow_mut().push(cx.waker().clone());
+            std::task::Poll::Pending
+        })
+        .await
+    }
+
+    fn open(&self) {
+        self.open.set(true);
+        for w in self.waiting.take() {
+            w.wake();
+        }
     }
 }
 
