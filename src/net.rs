@@ -4,10 +4,8 @@
 //! through `read_tls`/`process_new_packets`, and written from `write_tls` output, so TLS and
 //! plain connections share the same owned-buffer I/O and the same shutdown path.
 
-use std::cell::RefCell;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
-use std::rc::Rc;
 use std::sync::Arc;
 
 use monoio::buf::{IoBuf, IoBufMut};
@@ -39,17 +37,6 @@ pub(crate) struct Conn {
     stamped: bool,
     /// Kernel transmit stamps, when on (see [`Conn::enable_tx_timestamps`]).
     tx: Option<TxTrack>,
-    /// The shard's receive ring and this connection's name there, when stamped reads go
-    /// through it (io_uring).
-    ring: Option<(Rc<RefCell<sys::RecvRing>>, u32)>,
-}
-
-impl Drop for Conn {
-    fn drop(&mut self) {
-        if let Some((ring, token)) = &self.ring {
-            ring.borrow_mut().close(*token);
-        }
-    }
 }
 
 /// Which transmit stamp belongs to the latest send.
@@ -113,7 +100,6 @@ impl Conn {
             used: false,
             stamped: false,
             tx: None,
-            ring: None,
         }
     }
 
@@ -149,12 +135,7 @@ impl Conn {
     /// closed by the server) is spoiled: those bytes answer nothing. TLS connections may
     /// legitimately hold post-handshake records, so they are not asked.
     pub(crate) fn spoiled(&self) -> bool {
-        self.tls.is_none()
-            && (sys::input_pending(self.fd())
-                || self
-                    .ring
-                    .as_ref()
-                    .is_some_and(|(r, t)| r.borrow_mut().holds_input(*t)))
+        self.tls.is_none() && sys::input_pending(self.fd())
     }
 
     async fn handshake(&mut self) -> io::Result<()> {
@@ -353,19 +334,14 @@ impl Conn {
 }
 
 impl Conn {
-    /// Asks the kernel to stamp received data (`SO_TIMESTAMPNS`), for [`Conn::recv_stamped`],
-    /// whose reads then go through `ring` when one is given. Plain connections only: under TLS
-    /// the stamps would not line up with decrypted bytes.
-    pub(crate) fn enable_rx_timestamps(&mut self, ring: Option<&Rc<RefCell<sys::RecvRing>>>) {
+    /// Asks the kernel to stamp received data (`SO_TIMESTAMPNS`), for [`Conn::recv_stamped`].
+    /// Plain connections only: under TLS the stamps would not line up with decrypted bytes.
+    pub(crate) fn enable_rx_timestamps(&mut self) {
         if self.tls.is_some() {
             return;
         }
         self.stamped = true;
         sys::set_rx_timestamps(self.fd());
-        if let Some(ring) = ring {
-            let token = ring.borrow_mut().open(self.fd());
-            self.ring = Some((ring.clone(), token));
-        }
     }
 
     /// Like [`Conn::recv`], and also returns when the kernel received the newest of the bytes
@@ -377,9 +353,7 @@ impl Conn {
     /// A `buf` without capacity is replaced by `fresh()` just before the read; with stamps,
     /// that is after the wait for data, so a connection that waits holds no buffer. `warm()`
     /// runs between the wait and the read (stamps only): the caller's moment to ask for the
-    /// memory the read's processing will touch, while the kernel copies the bytes in. Through
-    /// the shard's receive ring (see [`sys::RecvRing`]) the kernel has received them already:
-    /// the read is a copy out of its pool.
+    /// memory the read's processing will touch, while the kernel copies the bytes in.
     pub(crate) async fn recv_stamped(
         &mut self,
         mut buf: Vec<u8>,
@@ -392,24 +366,6 @@ impl Conn {
             }
             let (r, b) = self.recv(buf).await;
             return (r.map(|n| (n, None)), b);
-        }
-        if let Some((ring, token)) = &self.ring {
-            let token = *token;
-            return std::future::poll_fn(|cx| {
-                let mut r = ring.borrow_mut();
-                if !r.has_input(token) {
-                    r.wait(token, cx);
-                    return std::task::Poll::Pending;
-                }
-                warm();
-                if buf.capacity() == 0 {
-                    buf = fresh();
-                }
-                make_room(&mut buf);
-                let res = r.take(token, &mut buf);
-                std::task::Poll::Ready((res, std::mem::take(&mut buf)))
-            })
-            .await;
         }
         loop {
             if let Err(e) = self.wait_readable().await {

@@ -1,15 +1,12 @@
 //! The thin layer of system calls that safe Rust does not offer: thread ids and CPU affinity,
-//! socket timestamps (receive and transmit), non-blocking sends, descriptor limits, a CPU
-//! cache hint, and a shard's own io_uring for stamped receives (`recv_ring`).
+//! socket timestamps (receive and transmit), non-blocking sends, descriptor limits, and a CPU
+//! cache hint.
 //!
 //! Every `unsafe` block of the crate lives here, each with the reason it is sound; the rest of
 //! the crate calls these safe wrappers.
 
 use std::io;
 use std::os::fd::RawFd;
-
-mod recv_ring;
-pub use recv_ring::{serve as serve_recv_ring, RecvRing};
 
 /// Nanoseconds on `CLOCK_MONOTONIC` (the vDSO makes this a few tens of nanoseconds).
 #[inline]
@@ -500,17 +497,6 @@ fn cache_lines(start: usize, bytes: usize) -> impl Iterator<Item = usize> {
 /// cache.
 pub struct Prefetched<F>(pub F);
 
-thread_local! {
-    /// Where the [`Prefetched`] task being polled lies (address, bytes), for whoever will
-    /// wake it to ask for its memory first.
-    static POLLING: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
-}
-
-/// The memory of the [`Prefetched`] task this thread polls now; (0, 0) outside one.
-pub fn polling_task() -> (usize, usize) {
-    POLLING.get()
-}
-
 impl<F: std::future::Future> std::future::Future for Prefetched<F> {
     type Output = F::Output;
 
@@ -519,12 +505,9 @@ impl<F: std::future::Future> std::future::Future for Prefetched<F> {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<F::Output> {
         prefetch(&*self as *const Self, std::mem::size_of::<Self>());
-        POLLING.set((&*self as *const Self as usize, std::mem::size_of::<Self>()));
         // SAFETY: structural pinning of the only field: `Prefetched` never moves it, has no
         // `Drop`, and is `Unpin` only when `F` is.
-        let r = unsafe { self.map_unchecked_mut(|p| &mut p.0) }.poll(cx);
-        POLLING.set((0, 0));
-        r
+        unsafe { self.map_unchecked_mut(|p| &mut p.0) }.poll(cx)
     }
 }
 
@@ -574,26 +557,6 @@ mod tests {
         assert_eq!(f.as_mut().poll(&mut cx), Poll::Pending);
         assert_eq!(f.as_mut().poll(&mut cx), Poll::Pending);
         assert_eq!(f.as_mut().poll(&mut cx), Poll::Ready(42));
-    }
-    #[test]
-    fn a_prefetched_future_says_where_it_lies_while_it_is_polled() {
-        use std::future::Future;
-        use std::task::{Context, Poll, Waker};
-        let seen = std::cell::Cell::new((0, 0));
-        let inner = std::future::poll_fn(|_: &mut Context<'_>| {
-            seen.set(polling_task());
-            Poll::Ready(())
-        });
-        let mut f = std::pin::pin!(Prefetched(inner));
-        let at = &*f as *const _ as usize;
-        let bytes = std::mem::size_of_val(&*f);
-        assert_eq!(polling_task(), (0, 0));
-        assert_eq!(
-            f.as_mut().poll(&mut Context::from_waker(Waker::noop())),
-            Poll::Ready(())
-        );
-        assert_eq!(seen.get(), (at, bytes));
-        assert_eq!(polling_task(), (0, 0), "not after the poll");
     }
     use std::io::{Read, Write};
     use std::os::fd::AsRawFd;

@@ -116,10 +116,6 @@ pub(crate) struct Shard {
     progress: Arc<Progress>,
     stop: Arc<AtomicBool>,
     watcher: RefCell<Option<monoio::task::JoinHandle<()>>>,
-    /// Stamped plain reads on io_uring, where the kernel can: one multishot receive per
-    /// connection instead of a readiness wait and a `recvmsg` per read.
-    pub recv_ring: Option<Rc<RefCell<crate::sys::RecvRing>>>,
-    recv_reaper: RefCell<Option<monoio::task::JoinHandle<()>>>,
     /// A large file's requests, built ahead by a feeder thread.
     pub feed: Option<super::feed::Feed<Box<crate::workload::Entry>>>,
     /// Why the feeder could not give a request, when it could not (the shard then stops).
@@ -143,15 +139,6 @@ impl Shard {
         };
         let pointers = plan.target.pointers.clone();
         let expects_text = plan.target.kind != crate::api::Kind::Embeddings;
-        let recv_ring = (plan.spec.engine.kernel_timestamps
-            && plan.target.tls.is_none()
-            && !monoio::utils::is_legacy())
-        .then(crate::sys::RecvRing::new)
-        .and_then(Result::ok)
-        .map(|r| Rc::new(RefCell::new(r)));
-        let recv_reaper = recv_ring
-            .clone()
-            .map(|r| monoio::spawn(crate::sys::serve_recv_ring(r)));
         let shard = Rc::new(Shard {
             index,
             plan,
@@ -186,8 +173,6 @@ impl Shard {
             progress,
             stop,
             watcher: RefCell::new(None),
-            recv_ring,
-            recv_reaper: RefCell::new(recv_reaper),
             feed,
             feed_error: RefCell::new(None),
         });
@@ -312,13 +297,6 @@ impl Shard {
         let watcher = self.watcher.borrow_mut().take();
         if let Some(w) = watcher {
             w.await;
-        }
-        if let Some(r) = &self.recv_ring {
-            r.borrow_mut().shutdown();
-        }
-        let reaper = self.recv_reaper.borrow_mut().take();
-        if let Some(r) = reaper {
-            r.await;
         }
         self.timer.close().await;
     }
@@ -607,7 +585,7 @@ async fn drive(
                 Ok(Ok(mut c)) => {
                     shard.connect_failures.set(0);
                     if plan.spec.engine.kernel_timestamps {
-                        c.enable_rx_timestamps(shard.recv_ring.as_ref());
+                        c.enable_rx_timestamps();
                         c.enable_tx_timestamps();
                     }
                     slot.conn = Some(c)

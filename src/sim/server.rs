@@ -326,7 +326,7 @@ async fn serve(ctx: Rc<Ctx>, tcp: monoio::net::TcpStream) {
         .borrow_mut()
         .set(slot, std::os::fd::AsRawFd::as_raw_fd(&tcp));
     if let Ok(mut conn) = Conn::accept(tcp, ctx.tls.as_ref()).await {
-        conn.enable_rx_timestamps(None);
+        conn.enable_rx_timestamps();
         serve_conn(&ctx, &mut conn).await;
     }
     ctx.conns.borrow_mut().remove(slot);
