@@ -514,6 +514,8 @@ impl<F: std::future::Future> std::future::Future for Prefetched<F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
 
     #[test]
     fn a_range_covers_exactly_the_cache_lines_that_hold_its_bytes() {
@@ -558,8 +560,6 @@ mod tests {
         assert_eq!(f.as_mut().poll(&mut cx), Poll::Pending);
         assert_eq!(f.as_mut().poll(&mut cx), Poll::Ready(42));
     }
-    use std::io::{Read, Write};
-    use std::os::fd::AsRawFd;
 
     #[test]
     fn monotonic_and_nanosecond_grained() {

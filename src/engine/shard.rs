@@ -26,7 +26,7 @@ use crate::net::{Conn, FdSet};
 use crate::plan::Plan;
 use crate::record::{Outcome, Record};
 use crate::stats::Dist;
-use crate::sys::Prefetched;
+use crate::sys::{prefetch, Prefetched};
 use crate::timer::FineTimer;
 
 /// A read buffer to start with: a streamed event or two.
@@ -662,10 +662,10 @@ async fn drive(
             // outside this task: the connection and decoder, the ends of the gap array and of
             // the kept text.
             let warm = || {
-                crate::sys::prefetch(slot_at, std::mem::size_of::<Slot>());
+                prefetch(slot_at, std::mem::size_of::<Slot>());
                 let (gaps, text) = (&rec.chunk_gaps_ns, &rec.text);
-                crate::sys::prefetch(gaps.as_ptr().wrapping_add(gaps.len()), 8);
-                crate::sys::prefetch(text.as_ptr().wrapping_add(text.len()), 8);
+                prefetch(gaps.as_ptr().wrapping_add(gaps.len()), 8);
+                prefetch(text.as_ptr().wrapping_add(text.len()), 8);
             };
             let (res, buf) = conn.recv_stamped(rbuf, fresh, warm).await;
             rbuf = buf;
