@@ -177,11 +177,13 @@ pub struct Payload<'a> {
 #[error("invalid JSON in response: {0}")]
 pub struct DecodeError(String);
 
-/// simd-json's working memory, kept from one document to the next: its buffers and its tape.
-/// Once they have grown to the largest document, decoding allocates nothing.
+/// Decoding state kept from one document to the next: simd-json's buffers and tape (once they
+/// have grown to the largest document, decoding allocates nothing), and the shape of the last
+/// event read in full, for events that differ from it only in their values.
 pub struct Json {
     buffers: simd_json::Buffers,
     tape: simd_json::Tape<'static>,
+    shape: scan::Shape,
 }
 
 impl Default for Json {
@@ -189,6 +191,7 @@ impl Default for Json {
         Json {
             buffers: simd_json::Buffers::new(4096),
             tape: simd_json::Tape(Vec::new()),
+            shape: scan::Shape::default(),
         }
     }
 }
@@ -211,7 +214,7 @@ pub fn decode_from<'a>(
     copy: &'a mut Vec<u8>,
     j: &mut Json,
 ) -> Result<Payload<'a>, DecodeError> {
-    let event = scan::read(json);
+    let event = j.shape.read(json);
     if let Some(e) = event.filter(|e| !e.escaped()) {
         return Ok(scan::borrowed(json, e));
     }

@@ -15,6 +15,11 @@
 //! document is accepted, [`borrowed`] takes those strings where they lie when none holds an
 //! escape, which needs no write to the document, and [`payload`] unescapes them in place
 //! otherwise; a declined document is left untouched for the general path.
+//!
+//! A stream's events mostly differ only in their values (the text, the ids, the stamps), so a
+//! [`Shape`] keeps the last document read in full with its string and number values marked,
+//! and an event whose bytes match it outside those values is read by checking only the values
+//! ([`Shape::read`]): same bytes around, same grammar and keys, same answer.
 
 use std::borrow::Cow;
 
@@ -52,15 +57,25 @@ pub(super) struct Event {
 
 /// Reads `doc`, or declines it (`None`).
 pub(super) fn read(doc: &[u8]) -> Option<Event> {
-    let mut r = Reader { b: doc, at: 0 };
+    traced(doc, false).map(|(e, _)| e)
+}
+
+/// [`read`], and where `doc`'s string and number values lie when `trace` is set (the numbers
+/// the event keeps with their roles; strings' roles are found from the event's spans).
+fn traced(doc: &[u8], trace: bool) -> Option<(Event, Vec<Hole>)> {
+    let mut r = Reader {
+        b: doc,
+        at: 0,
+        trace: trace.then(Vec::new),
+    };
     let mut e = Event::default();
     let mut choice = Choice::default();
     let mut seen = 0;
     r.object(0, |r, key| match key {
         b"choices" => set(&mut seen, 0, &mut choice, r.first_choice()),
         b"usage" => set(&mut seen, 1, &mut e.usage, r.usage()),
-        b"x_ringperf_sent_ns" => set(&mut seen, 2, &mut e.sent_ns, r.count()),
-        b"x_ringperf_arrived_ns" => set(&mut seen, 3, &mut e.arrived_ns, r.count()),
+        b"x_ringperf_sent_ns" => set(&mut seen, 2, &mut e.sent_ns, r.count(Role::SentNs)),
+        b"x_ringperf_arrived_ns" => set(&mut seen, 3, &mut e.arrived_ns, r.count(Role::ArrivedNs)),
         // Errors and the Responses API's shapes: the general path.
         b"error" | b"detail" | b"type" | b"delta" | b"response" | b"output" | b"message" => None,
         _ => r.skip(1),
@@ -74,7 +89,138 @@ pub(super) fn read(doc: &[u8]) -> Option<Event> {
     e.content = m.content.or(choice.text);
     e.reasoning = m.reasoning_content.or(m.reasoning);
     e.finish_reason = choice.finish_reason;
-    Some(e)
+    Some((e, r.trace.unwrap_or_default()))
+}
+
+/// What a value of a learned document is to the event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Other,
+    Content,
+    Reasoning,
+    FinishReason,
+    PromptTokens,
+    CompletionTokens,
+    SentNs,
+    ArrivedNs,
+}
+
+/// A string (from its opening quote) or number value of a learned document.
+#[derive(Debug, Clone, Copy)]
+struct Hole {
+    start: usize,
+    end: usize,
+    number: bool,
+    /// A string with escapes.
+    escaped: bool,
+    role: Role,
+}
+
+/// Documents larger than this are not learned (events are a few hundred bytes).
+const LEARN_MAX: usize = 4096;
+/// Documents in a row that do not match the learned one before the next is learned instead.
+const RELEARN_AFTER: u32 = 8;
+
+/// The last document [`read`] took in full, its values marked, to read documents of the same
+/// shape by their values alone.
+#[derive(Debug, Default)]
+pub(crate) struct Shape {
+    doc: Vec<u8>,
+    holes: Vec<Hole>,
+    /// The document had a `usage` object.
+    usage: bool,
+    misses: u32,
+}
+
+impl Shape {
+    /// [`read`]'s answer for `doc`: by its values alone when it matches the learned document
+    /// outside them; else in full, learning `doc` when nothing is learned yet or the last
+    /// [`RELEARN_AFTER`] documents did not match.
+    pub(super) fn read(&mut self, doc: &[u8]) -> Option<Event> {
+        if let Some(e) = self.matched(doc) {
+            self.misses = 0;
+            return Some(e);
+        }
+        self.misses += 1;
+        if !(self.doc.is_empty() || self.misses >= RELEARN_AFTER) || doc.len() > LEARN_MAX {
+            return read(doc);
+        }
+        let (e, mut holes) = traced(doc, true)?;
+        for h in holes.iter_mut().filter(|h| !h.number) {
+            let at = Some(h.start + 1);
+            let span = |s: Option<Span>| s.map(|s| s.start) == at;
+            h.role = if span(e.content) {
+                Role::Content
+            } else if span(e.reasoning) {
+                Role::Reasoning
+            } else if span(e.finish_reason) {
+                Role::FinishReason
+            } else {
+                Role::Other
+            };
+        }
+        self.doc.clear();
+        self.doc.extend_from_slice(doc);
+        (self.holes, self.usage, self.misses) = (holes, e.usage.is_some(), 0);
+        Some(e)
+    }
+
+    /// The event of `doc` if it is the learned document with other values (each checked as
+    /// [`read`] checks it).
+    fn matched(&self, doc: &[u8]) -> Option<Event> {
+        if self.doc.is_empty() {
+            return None;
+        }
+        let mut e = Event {
+            usage: self.usage.then(Usage::default),
+            ..Event::default()
+        };
+        let mut r = Reader {
+            b: doc,
+            at: 0,
+            trace: None,
+        };
+        let mut from = 0;
+        for h in &self.holes {
+            let same = &self.doc[from..h.start];
+            if doc.get(r.at..r.at + same.len())? != same {
+                return None;
+            }
+            r.at += same.len();
+            from = h.end;
+            if !h.number {
+                let learned = &self.doc[h.start..h.end];
+                let s = if doc.get(r.at..r.at + learned.len()) == Some(learned) {
+                    // The learned string itself, up to its closing quote: checked then.
+                    let start = r.at + 1;
+                    r.at += learned.len();
+                    Some(Span {
+                        start,
+                        end: r.at - 1,
+                        escaped: h.escaped,
+                    })
+                } else {
+                    Some(r.string()?)
+                };
+                match h.role {
+                    Role::Content => e.content = s,
+                    Role::Reasoning => e.reasoning = s,
+                    Role::FinishReason => e.finish_reason = s,
+                    _ => {}
+                }
+                continue;
+            }
+            let n = r.number()?;
+            match h.role {
+                Role::PromptTokens => e.usage.as_mut()?.prompt_tokens = Some(n?),
+                Role::CompletionTokens => e.usage.as_mut()?.completion_tokens = Some(n?),
+                Role::SentNs => e.sent_ns = Some(n?),
+                Role::ArrivedNs => e.arrived_ns = Some(n?),
+                _ => {}
+            }
+        }
+        (doc.get(r.at..)? == &self.doc[from..]).then_some(e)
+    }
 }
 
 impl Event {
@@ -158,9 +304,24 @@ fn set<T>(seen: &mut u32, i: u32, field: &mut T, value: Option<T>) -> Option<()>
 struct Reader<'a> {
     b: &'a [u8],
     at: usize,
+    /// Where the values read so far lie, when asked for.
+    trace: Option<Vec<Hole>>,
 }
 
 impl Reader<'_> {
+    /// Notes the value read from `start` (see [`traced`]).
+    fn hole(&mut self, start: usize, number: bool, escaped: bool, role: Role) {
+        if let Some(t) = &mut self.trace {
+            t.push(Hole {
+                start,
+                end: self.at,
+                number,
+                escaped,
+                role,
+            });
+        }
+    }
+
     fn peek(&self) -> Option<u8> {
         self.b.get(self.at).copied()
     }
@@ -252,11 +413,21 @@ impl Reader<'_> {
         match self.peek()? {
             b'{' => self.object(depth, |r, _| r.skip(depth + 1)),
             b'[' => self.array(depth, |r, _| r.skip(depth + 1)),
-            b'"' => self.string().map(drop),
+            b'"' => {
+                let start = self.at;
+                let s = self.string()?;
+                self.hole(start, false, s.escaped, Role::Other);
+                Some(())
+            }
             b't' => self.word(b"true"),
             b'f' => self.word(b"false"),
             b'n' => self.word(b"null"),
-            _ => self.number().map(drop),
+            _ => {
+                let start = self.at;
+                self.number()?;
+                self.hole(start, true, false, Role::Other);
+                Some(())
+            }
         }
     }
 
@@ -352,12 +523,22 @@ impl Reader<'_> {
 
     /// A string or `null`.
     fn text(&mut self) -> Option<Option<Span>> {
-        self.or_null(Self::string)
+        self.or_null(|r| {
+            let start = r.at;
+            let s = r.string()?;
+            r.hole(start, false, s.escaped, Role::Other);
+            Some(s)
+        })
     }
 
-    /// A whole number of at least 0, or `null`.
-    fn count(&mut self) -> Option<Option<u64>> {
-        self.or_null(|r| r.number().flatten())
+    /// A whole number of at least 0, or `null`; `role` is what it is to the event.
+    fn count(&mut self, role: Role) -> Option<Option<u64>> {
+        self.or_null(|r| {
+            let start = r.at;
+            let n = r.number().flatten()?;
+            r.hole(start, true, false, role);
+            Some(n)
+        })
     }
 
     /// A `delta` or `message`: an object or `null`.
@@ -405,12 +586,18 @@ impl Reader<'_> {
         self.or_null(|r| {
             let (mut u, mut seen) = (Usage::default(), 0);
             r.object(1, |r, key| match key {
-                b"prompt_tokens" | b"input_tokens" => {
-                    set(&mut seen, 0, &mut u.prompt_tokens, r.count())
-                }
-                b"completion_tokens" | b"output_tokens" => {
-                    set(&mut seen, 1, &mut u.completion_tokens, r.count())
-                }
+                b"prompt_tokens" | b"input_tokens" => set(
+                    &mut seen,
+                    0,
+                    &mut u.prompt_tokens,
+                    r.count(Role::PromptTokens),
+                ),
+                b"completion_tokens" | b"output_tokens" => set(
+                    &mut seen,
+                    1,
+                    &mut u.completion_tokens,
+                    r.count(Role::CompletionTokens),
+                ),
                 _ => r.skip(2),
             })?;
             Some(u)
@@ -631,6 +818,133 @@ mod tests {
             borrowed >= 100 && copied >= 3,
             "{borrowed} borrowed, {copied} copied"
         );
+    }
+
+    /// What a shape that learned `learned` makes of `doc` by its values alone, and what the
+    /// full read makes of it, as their debug forms.
+    fn shaped(learned: &[u8], doc: &[u8]) -> (Option<String>, Option<String>) {
+        let mut shape = super::Shape::default();
+        assert!(shape.read(learned).is_some(), "not learned");
+        let fast = shape.matched(doc).map(|e| format!("{e:?}"));
+        (fast, super::read(doc).map(|e| format!("{e:?}")))
+    }
+
+    /// A simulator-like event: its id, text and send stamp.
+    fn sim_event(id: &str, text: &str, sent: &str) -> Vec<u8> {
+        format!(
+            r#"{{"id":"{id}","object":"chat.completion.chunk","created":1795994442,"model":"m","choices":[{{"index":0,"delta":{{"content":"{text}"}},"finish_reason":null}}],"x_ringperf_sent_ns":{sent}}}"#
+        )
+        .into_bytes()
+    }
+
+    const USAGE: &[u8] = br#"{"choices":[{"delta":{"content":""},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#;
+
+    #[test]
+    fn a_learned_shape_reads_events_that_differ_in_values_as_the_full_read_does() {
+        let learned = sim_event("c-1", "a", "100");
+        let cases: [(&[u8], Vec<u8>); 6] = [
+            (&learned, sim_event("c-2", "bb", "123456789")),
+            (&learned, sim_event("c-1", "a", "100")),
+            (&learned, sim_event("c-22", r#"\n\u00e9\""#, "9999999999999999999")),
+            (&learned, sim_event("c-1", "ü", "0")),
+            (USAGE, USAGE.to_vec()),
+            (
+                USAGE,
+                br#"{"choices":[{"delta":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":30,"completion_tokens":1}}"#.to_vec(),
+            ),
+        ];
+        for (learned, doc) in cases {
+            let (fast, full) = shaped(learned, &doc);
+            assert!(fast.is_some(), "{}", String::from_utf8_lossy(&doc));
+            assert_eq!(fast, full, "{}", String::from_utf8_lossy(&doc));
+        }
+        // Not matched: a value of another type or out of range, a bad string, other bytes
+        // around the values.
+        let other: [(&[u8], Vec<u8>); 8] = [
+            (&learned, sim_event("c-2", "a", "1.5")),
+            (&learned, sim_event("c-2", "a", "-1")),
+            (&learned, sim_event("c-2", "a", "99999999999999999999")),
+            (&learned, sim_event("c-2", r"\x", "1")),
+            (&learned, sim_event("c-2", "\u{1}", "1")),
+            (&learned, sim_event("c-2", "a", "null")),
+            (&learned, sim_event("c-2", "a", "1 ")),
+            (
+                USAGE,
+                br#"{"choices":[{"delta":{"content":""},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":4.5}}"#.to_vec(),
+            ),
+        ];
+        for (learned, doc) in other {
+            let (fast, _) = shaped(learned, &doc);
+            assert_eq!(fast, None, "{}", String::from_utf8_lossy(&doc));
+        }
+    }
+
+    /// Capture and simulator events, each learned, then broken one byte at a time: the shape
+    /// matches only what the full read takes, and reads it the same.
+    #[test]
+    fn broken_events_match_a_learned_shape_only_as_the_full_read_takes_them() {
+        let events = capture_events();
+        let mut events: Vec<_> = events.into_iter().step_by(8).collect();
+        events.push(sim_event("chatcmpl-7", "tok", "1795994442000000000"));
+        events.push(USAGE.to_vec());
+        let (mut matched, mut missed) = (0, 0);
+        for e in &events {
+            for i in 0..e.len() {
+                let mut docs = vec![[&e[..i], &e[i + 1..]].concat()];
+                for b in *b"\"\\{}[],:0-.e5n \x01\xc3" {
+                    docs.push([&e[..i], &[b], &e[i + 1..]].concat());
+                    docs.push([&e[..i], &[b], &e[i..]].concat());
+                }
+                for d in docs {
+                    match shaped(e, &d) {
+                        (Some(f), full) => {
+                            assert_eq!(Some(f), full, "{}", String::from_utf8_lossy(&d));
+                            matched += 1;
+                        }
+                        (None, _) => missed += 1,
+                    }
+                }
+            }
+        }
+        assert!(matched > 1000 && missed > 1000, "{matched} {missed}");
+    }
+
+    /// Over the real captures in turn, one shape: every answer is the full read's, most events
+    /// are read by their values, and a new shape is learned after enough misses in a row.
+    #[test]
+    fn one_shape_over_real_responses_answers_as_the_full_read_and_relearns() {
+        let mut shape = super::Shape::default();
+        let mut by_values = 0;
+        let events = capture_events();
+        for e in &events {
+            by_values += usize::from(shape.matched(e).is_some());
+            let got = shape.read(e).map(|e| format!("{e:?}"));
+            assert_eq!(got, super::read(e).map(|e| format!("{e:?}")));
+        }
+        assert!(
+            by_values * 2 > events.len(),
+            "{by_values} of {}",
+            events.len()
+        );
+        // Other events: after RELEARN_AFTER of them in a row, theirs is the shape; a match
+        // breaks the run.
+        let other = sim_event("x", "y", "1");
+        let mut shape = super::Shape::default();
+        assert!(shape.read(USAGE).is_some());
+        for run in [super::RELEARN_AFTER - 1, super::RELEARN_AFTER] {
+            for _ in 0..run {
+                assert!(shape.matched(&other).is_none());
+                assert!(shape.read(&other).is_some());
+            }
+            assert!(shape.read(USAGE).is_some());
+        }
+        assert!(shape.matched(&sim_event("z", "w", "2")).is_some());
+        assert!(shape.matched(USAGE).is_none());
+        // Declined documents and large ones are not learned.
+        let mut fresh = super::Shape::default();
+        assert!(fresh.read(br#"{"error":{"message":"x"}}"#).is_none());
+        let big = sim_event("b", &"t".repeat(super::LEARN_MAX), "1");
+        assert!(fresh.read(&big).is_some() && fresh.matched(&big).is_none());
     }
 
     /// Each capture event broken one byte at a time (dropped, replaced, or a byte put before
