@@ -820,6 +820,19 @@ mod tests {
         );
     }
 
+    /// `e` broken at each byte: the byte dropped, replaced, or another put before it.
+    fn broken(e: &[u8]) -> Vec<Vec<u8>> {
+        let mut docs = Vec::new();
+        for i in 0..e.len() {
+            docs.push([&e[..i], &e[i + 1..]].concat());
+            for b in *b"\"\\{}[],:0-.e5n \x01\xc3" {
+                docs.push([&e[..i], &[b], &e[i + 1..]].concat());
+                docs.push([&e[..i], &[b], &e[i..]].concat());
+            }
+        }
+        docs
+    }
+
     /// What a shape that learned `learned` makes of `doc` by its values alone, and what the
     /// full read makes of it, as their debug forms.
     fn shaped(learned: &[u8], doc: &[u8]) -> (Option<String>, Option<String>) {
@@ -889,20 +902,13 @@ mod tests {
         events.push(USAGE.to_vec());
         let (mut matched, mut missed) = (0, 0);
         for e in &events {
-            for i in 0..e.len() {
-                let mut docs = vec![[&e[..i], &e[i + 1..]].concat()];
-                for b in *b"\"\\{}[],:0-.e5n \x01\xc3" {
-                    docs.push([&e[..i], &[b], &e[i + 1..]].concat());
-                    docs.push([&e[..i], &[b], &e[i..]].concat());
-                }
-                for d in docs {
-                    match shaped(e, &d) {
-                        (Some(f), full) => {
-                            assert_eq!(Some(f), full, "{}", String::from_utf8_lossy(&d));
-                            matched += 1;
-                        }
-                        (None, _) => missed += 1,
+            for d in broken(e) {
+                match shaped(e, &d) {
+                    (Some(f), full) => {
+                        assert_eq!(Some(f), full, "{}", String::from_utf8_lossy(&d));
+                        matched += 1;
                     }
+                    (None, _) => missed += 1,
                 }
             }
         }
@@ -954,21 +960,14 @@ mod tests {
         let events = capture_events();
         let (mut accepted, mut declined) = (0, 0);
         for e in events.iter().step_by(events.len() / 12 + 1) {
-            for i in 0..e.len() {
-                let mut docs = vec![[&e[..i], &e[i + 1..]].concat()];
-                for b in *b"\"\\{}[],:0-.e5n \x01\xc3" {
-                    docs.push([&e[..i], &[b], &e[i + 1..]].concat());
-                    docs.push([&e[..i], &[b], &e[i..]].concat());
-                }
-                for d in docs {
-                    match both(&d) {
-                        (Some(f), general) => {
-                            let text = String::from_utf8_lossy(&d);
-                            assert_eq!(Ok(f), general, "{text}");
-                            accepted += 1;
-                        }
-                        (None, _) => declined += 1,
+            for d in broken(e) {
+                match both(&d) {
+                    (Some(f), general) => {
+                        let text = String::from_utf8_lossy(&d);
+                        assert_eq!(Ok(f), general, "{text}");
+                        accepted += 1;
                     }
+                    (None, _) => declined += 1,
                 }
             }
         }
