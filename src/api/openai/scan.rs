@@ -141,7 +141,7 @@ impl Shape {
             self.misses = 0;
             return Some(e);
         }
-        self.misses += 1;
+        self.misses = self.misses.saturating_add(1);
         if !(self.doc.is_empty() || self.misses >= RELEARN_AFTER) || doc.len() > LEARN_MAX {
             return read(doc);
         }
