@@ -57,16 +57,17 @@ pub(super) struct Event {
 
 /// Reads `doc`, or declines it (`None`).
 pub(super) fn read(doc: &[u8]) -> Option<Event> {
-    traced(doc, false).map(|(e, _)| e)
+    traced(doc, None)
 }
 
-/// [`read`], and where `doc`'s string and number values lie when `trace` is set (the numbers
-/// the event keeps with their roles; strings' roles are found from the event's spans).
-fn traced(doc: &[u8], trace: bool) -> Option<(Event, Vec<Hole>)> {
+/// [`read`], and where `doc`'s string and number values lie, appended to `trace` when given
+/// (the numbers the event keeps with their roles; strings' roles are found from the event's
+/// spans).
+fn traced(doc: &[u8], trace: Option<&mut Vec<Hole>>) -> Option<Event> {
     let mut r = Reader {
         b: doc,
         at: 0,
-        trace: trace.then(Vec::new),
+        trace,
     };
     let mut e = Event::default();
     let mut choice = Choice::default();
@@ -89,7 +90,7 @@ fn traced(doc: &[u8], trace: bool) -> Option<(Event, Vec<Hole>)> {
     e.content = m.content.or(choice.text);
     e.reasoning = m.reasoning_content.or(m.reasoning);
     e.finish_reason = choice.finish_reason;
-    Some((e, r.trace.unwrap_or_default()))
+    Some(e)
 }
 
 /// What a value of a learned document is to the event.
@@ -124,9 +125,11 @@ const RELEARN_AFTER: u32 = 8;
 /// The last document [`read`] took in full, its values marked, to read documents of the same
 /// shape by their values alone.
 #[derive(Debug, Default)]
-pub(crate) struct Shape {
+pub(super) struct Shape {
     doc: Vec<u8>,
     holes: Vec<Hole>,
+    /// Where a document being learned is traced.
+    spare: Vec<Hole>,
     /// The document had a `usage` object.
     usage: bool,
     misses: u32,
@@ -145,8 +148,10 @@ impl Shape {
         if !(self.doc.is_empty() || self.misses >= RELEARN_AFTER) || doc.len() > LEARN_MAX {
             return read(doc);
         }
-        let (e, mut holes) = traced(doc, true)?;
-        for h in holes.iter_mut().filter(|h| !h.number) {
+        // Traced into the spare list, so that learning allocates nothing once it has grown.
+        self.spare.clear();
+        let e = traced(doc, Some(&mut self.spare))?;
+        for h in self.spare.iter_mut().filter(|h| !h.number) {
             let at = Some(h.start + 1);
             let span = |s: Option<Span>| s.map(|s| s.start) == at;
             h.role = if span(e.content) {
@@ -161,7 +166,8 @@ impl Shape {
         }
         self.doc.clear();
         self.doc.extend_from_slice(doc);
-        (self.holes, self.usage, self.misses) = (holes, e.usage.is_some(), 0);
+        std::mem::swap(&mut self.holes, &mut self.spare);
+        (self.usage, self.misses) = (e.usage.is_some(), 0);
         Some(e)
     }
 
@@ -301,14 +307,14 @@ fn set<T>(seen: &mut u32, i: u32, field: &mut T, value: Option<T>) -> Option<()>
     Some(())
 }
 
-struct Reader<'a> {
+struct Reader<'a, 't> {
     b: &'a [u8],
     at: usize,
     /// Where the values read so far lie, when asked for.
-    trace: Option<Vec<Hole>>,
+    trace: Option<&'t mut Vec<Hole>>,
 }
 
-impl Reader<'_> {
+impl Reader<'_, '_> {
     /// Notes the value read from `start` (see [`traced`]).
     fn hole(&mut self, start: usize, number: bool, escaped: bool, role: Role) {
         if let Some(t) = &mut self.trace {
@@ -320,6 +326,22 @@ impl Reader<'_> {
                 role,
             });
         }
+    }
+
+    /// A string value: [`Reader::string`], its place noted.
+    fn string_value(&mut self) -> Option<Span> {
+        let start = self.at;
+        let s = self.string()?;
+        self.hole(start, false, s.escaped, Role::Other);
+        Some(s)
+    }
+
+    /// A number value: [`Reader::number`], its place noted with `role`.
+    fn number_value(&mut self, role: Role) -> Option<Option<u64>> {
+        let start = self.at;
+        let n = self.number()?;
+        self.hole(start, true, false, role);
+        Some(n)
     }
 
     fn peek(&self) -> Option<u8> {
@@ -413,21 +435,11 @@ impl Reader<'_> {
         match self.peek()? {
             b'{' => self.object(depth, |r, _| r.skip(depth + 1)),
             b'[' => self.array(depth, |r, _| r.skip(depth + 1)),
-            b'"' => {
-                let start = self.at;
-                let s = self.string()?;
-                self.hole(start, false, s.escaped, Role::Other);
-                Some(())
-            }
+            b'"' => self.string_value().map(drop),
             b't' => self.word(b"true"),
             b'f' => self.word(b"false"),
             b'n' => self.word(b"null"),
-            _ => {
-                let start = self.at;
-                self.number()?;
-                self.hole(start, true, false, Role::Other);
-                Some(())
-            }
+            _ => self.number_value(Role::Other).map(drop),
         }
     }
 
@@ -523,22 +535,12 @@ impl Reader<'_> {
 
     /// A string or `null`.
     fn text(&mut self) -> Option<Option<Span>> {
-        self.or_null(|r| {
-            let start = r.at;
-            let s = r.string()?;
-            r.hole(start, false, s.escaped, Role::Other);
-            Some(s)
-        })
+        self.or_null(Self::string_value)
     }
 
     /// A whole number of at least 0, or `null`; `role` is what it is to the event.
     fn count(&mut self, role: Role) -> Option<Option<u64>> {
-        self.or_null(|r| {
-            let start = r.at;
-            let n = r.number().flatten()?;
-            r.hole(start, true, false, role);
-            Some(n)
-        })
+        self.or_null(|r| r.number_value(role).flatten())
     }
 
     /// A `delta` or `message`: an object or `null`.
