@@ -857,12 +857,18 @@ mod tests {
     #[test]
     fn a_learned_shape_reads_events_that_differ_in_values_as_the_full_read_does() {
         let learned = sim_event("c-1", "a", "100");
-        let cases: [(&[u8], Vec<u8>); 6] = [
+        let reasoning =
+            br#"{"choices":[{"delta":{"reasoning_content":"think"}}],"x_ringperf_arrived_ns":5}"#;
+        let cases: [(&[u8], Vec<u8>); 7] = [
             (&learned, sim_event("c-2", "bb", "123456789")),
             (&learned, sim_event("c-1", "a", "100")),
             (&learned, sim_event("c-22", r#"\n\u00e9\""#, "9999999999999999999")),
             (&learned, sim_event("c-1", "ü", "0")),
             (USAGE, USAGE.to_vec()),
+            (
+                reasoning,
+                br#"{"choices":[{"delta":{"reasoning_content":"more"}}],"x_ringperf_arrived_ns":77}"#.to_vec(),
+            ),
             (
                 USAGE,
                 br#"{"choices":[{"delta":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":30,"completion_tokens":1}}"#.to_vec(),
@@ -953,6 +959,10 @@ mod tests {
         assert!(fresh.read(br#"{"error":{"message":"x"}}"#).is_none());
         let big = sim_event("b", &"t".repeat(super::LEARN_MAX), "1");
         assert!(fresh.read(&big).is_some() && fresh.matched(&big).is_none());
+        let most = super::LEARN_MAX - sim_event("b", "", "1").len();
+        let largest = sim_event("b", &"t".repeat(most), "1");
+        assert_eq!(largest.len(), super::LEARN_MAX);
+        assert!(fresh.read(&largest).is_some() && fresh.matched(&largest).is_some());
     }
 
     /// Each capture event broken one byte at a time (dropped, replaced, or a byte put before
