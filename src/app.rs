@@ -46,7 +46,12 @@ pub struct ProfileResult {
 /// Runs a parsed command line. `stop` is set by Ctrl-C. Returns the exit code of a run that
 /// measured: 0, or [`GATES_CROSSED`].
 pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
+    // A peer's subcommand parsed by clap alone is translated here.
+    let cli = crate::cli::port::resolve(cli).map_err(Fatal::from)?;
     let done = match cli.command {
+        Command::Bench(_) | Command::Benchmark(_) | Command::Run(_) | Command::Analyze(_) => {
+            unreachable!("translated into profile")
+        }
         Command::Profile(args) => {
             let s = args.sweep_spec().map_err(Fatal::from)?;
             let crossed = if s.is_sweep || s.repeats.runs > 1 {
@@ -302,12 +307,7 @@ fn check_host(plan: &Plan, in_process_sim: bool) -> Result<(), Fatal> {
 
 /// What runs against the server before the measured run: the probe request (with
 /// `preflight`) and the prefix-cache reset (when asked). Returns the warnings for the report.
-fn before_the_run(
-    plan: &Plan,
-    preflight: bool,
-    listed: &[String],
-    args: &ProfileArgs,
-) -> Result<Vec<String>, Fatal> {
+fn before_the_run(plan: &Plan, preflight: bool, listed: &[String]) -> Result<Vec<String>, Fatal> {
     let mut warnings = Vec::new();
     if preflight {
         let p = crate::preflight::probe(plan).map_err(|e| {
@@ -334,7 +334,7 @@ fn before_the_run(
             ));
         }
     }
-    if args.target.reset_prefix_cache {
+    if plan.spec.target.reset_prefix_cache {
         match crate::preflight::reset_prefix_cache(&plan.target) {
             Ok(path) => eprintln!("ringperf: prefix cache emptied (POST {path})"),
             Err(why) => warnings.push(format!(
@@ -414,7 +414,13 @@ fn prepare(args: &ProfileArgs) -> Result<Prepared, Fatal> {
                 .into(),
         ));
     }
-    for n in notes {
+    if let Some(line) = &args.peer.native {
+        eprintln!(
+            "ringperf: {} command line, runs as: {line}",
+            args.peer.dialect.name()
+        );
+    }
+    for n in args.peer.notes.iter().chain(&notes) {
         eprintln!("ringperf: note: {n}");
     }
     if args.sim.is_some() && spec.target.model.is_empty() {
@@ -427,17 +433,18 @@ fn prepare(args: &ProfileArgs) -> Result<Prepared, Fatal> {
         }
         None => (None, Vec::new()),
     };
-    let preflight = sim.is_none() && !args.target.no_preflight;
+    let preflight = sim.is_none() && spec.target.preflight;
     let listed = if sim.is_some() {
         Vec::new()
     } else {
-        choose_model(&mut spec.target, preflight, args.target.ready_check_timeout)?
+        let ready = spec.target.ready_check_timeout_ns;
+        choose_model(&mut spec.target, preflight, ready)?
     };
     eprintln!("ringperf: preparing {}", preparing(&spec.workload));
     // Without a list the flags stand as given; a sweep's plan starts at its first point.
     let load = spec.load.clone();
     if sweep.is_sweep {
-        sweep.points[0].apply(&mut spec.load);
+        sweep.points[0].apply(&mut spec);
     }
     let mut plan = Plan::build(spec).map_err(Fatal::from)?;
     if let Some((caps, step)) = &sweep.staircase {
@@ -474,7 +481,7 @@ fn prepare(args: &ProfileArgs) -> Result<Prepared, Fatal> {
     for p in prepared.points()? {
         check_host(&p.1, prepared.sim.is_some())?;
     }
-    let warnings = before_the_run(&prepared.plan, preflight, &listed, args)?;
+    let warnings = before_the_run(&prepared.plan, preflight, &listed)?;
     Ok(Prepared {
         warnings,
         ..prepared
@@ -577,13 +584,19 @@ impl Prepared {
     fn point_plan(&self, p: &Point) -> Result<Plan, Fatal> {
         let mut plan = self.plan.clone();
         plan.spec.load = self.load.clone();
-        p.apply(&mut plan.spec.load);
+        p.apply(&mut plan.spec);
         if self.sweep.auto.is_some() && p.axis == crate::plan::sweep::Axis::RequestRate {
             // --concurrency is the saturated run's; the rates between run uncapped.
             plan.spec.load.concurrency = None;
         }
-        plan.load = Load::build(&plan.spec.load, plan.spec.workload.random_seed, None)
-            .map_err(|e| Fatal(format!("{}: {e}", p.label())))?;
+        if p.axis.is_workload() {
+            // Each point has prompts of its own.
+            plan =
+                Plan::build(plan.spec.clone()).map_err(|e| Fatal(format!("{}: {e}", p.label())))?;
+        } else {
+            plan.load = Load::build(&plan.spec.load, plan.spec.workload.random_seed, None)
+                .map_err(|e| Fatal(format!("{}: {e}", p.label())))?;
+        }
         plan.output.artifact_dir = self.root.join(p.name());
         Ok(plan)
     }
@@ -780,12 +793,93 @@ pub fn profile(
         return Err(Fatal(why));
     }
     write_report(&plan.output.artifact_dir, print)?;
+    peer_outputs(args, &plan, &m.report, print)?;
     Ok(ProfileResult {
         gates: m.gates,
         artifact_dir: plan.output.artifact_dir.clone(),
         report: m.report,
         console: m.console,
     })
+}
+
+/// What a peer's command line asked to be written too: vLLM's result file and console
+/// block, and its per-request timeline.
+fn peer_outputs(args: &ProfileArgs, plan: &Plan, r: &Report, print: bool) -> Result<(), Fatal> {
+    let dir = &plan.output.artifact_dir;
+    let write = |path: &std::path::Path, bytes: &[u8], append: bool| {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(append)
+            .truncate(!append)
+            .open(path)?;
+        if append && f.metadata()?.len() > 0 {
+            f.write_all(b"\n")?;
+        }
+        f.write_all(bytes)
+    };
+    if let Some(v) = &args.peer.vllm {
+        // vLLM's date stamp (UTC here), as its file names carry it.
+        let iso = export::iso8601(unix_time_secs());
+        let date: String = iso[..19]
+            .chars()
+            .filter(|c| c.is_ascii_digit() || *c == 'T')
+            .map(|c| if c == 'T' { '-' } else { c })
+            .collect();
+        let (json, console) = report::peer::vllm(r, v, &plan.target.model, &date);
+        if print {
+            let _ = std::io::stdout().write_all(console.as_bytes());
+        }
+        if v.save {
+            let folder = v.dir.clone().unwrap_or_else(|| ".".into());
+            std::fs::create_dir_all(&folder)
+                .map_err(|e| Fatal(format!("--result-dir {}: {e}", folder.display())))?;
+            let path = folder.join(report::peer::vllm_filename(v, &plan.target.model, &date));
+            let text = serde_json::to_vec(&json).map_err(Fatal::from)?;
+            write(&path, &text, v.append)
+                .map_err(|e| Fatal(format!("writing {}: {e}", path.display())))?;
+            eprintln!("ringperf: vLLM's result file: {}", path.display());
+        }
+    }
+    if let Some(t) = args.peer.timeline {
+        let page = report::peer::timeline_html(r, t, &format!("{} timeline", plan.target.model));
+        let path = dir.join("timeline.html");
+        write(&path, page.as_bytes(), false)
+            .map_err(|e| Fatal(format!("writing {}: {e}", path.display())))?;
+        if print {
+            eprintln!("ringperf: timeline: {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+/// GenAI-Perf `analyze`'s summary of a sweep, `analyze_export_genai_perf.csv`, in the sweep's
+/// folder.
+fn analyze_csv(p: &Prepared, rows: &[report::sweep::Row]) -> Result<(), Fatal> {
+    let mut points = Vec::new();
+    for row in rows {
+        let mut spec = p.plan.spec.clone();
+        spec.load = p.load.clone();
+        row.point.apply(&mut spec);
+        let dir = p.root.join(row.point.name());
+        let doc = [
+            dir.join(report::sweep::PROFILE_JSON),
+            dir.join("profile_runs/run_0001")
+                .join(report::sweep::PROFILE_JSON),
+        ]
+        .iter()
+        .find_map(|f| report::sweep::read_json(f).ok())
+        .unwrap_or(serde_json::Value::Null);
+        points.push((
+            spec.load.concurrency.unwrap_or(1),
+            u64::from(spec.workload.isl_mean),
+            spec.workload.num_dataset_entries,
+            doc,
+        ));
+    }
+    let csv = report::peer::genai_perf_analyze_csv(&p.plan.target.model, &points);
+    let path = p.root.join("analyze_export_genai_perf.csv");
+    std::fs::write(&path, csv).map_err(|e| Fatal(format!("writing {}: {e}", path.display())))
 }
 
 /// What a sweep (or a point run several times) produced.
@@ -948,6 +1042,9 @@ pub fn sweep(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result<S
     if stop.load(Ordering::Relaxed) {
         eprintln!("ringperf: stopped; what was measured so far is written");
     }
+    if args.peer.genai_perf_analyze && !s.out.rows.is_empty() {
+        analyze_csv(&p, &s.out.rows)?;
+    }
     let out = s.out;
     drop(p);
     if print && (out.rows.len() > 1 || args.sweep.num_profile_runs > 1) {
@@ -1066,8 +1163,8 @@ fn auto_sweep(s: &mut Sweeper) -> Result<(), Fatal> {
 /// What a search found, in a sentence.
 pub fn search_text(s: &Search) -> String {
     let what = match s.spec.axis {
-        crate::plan::sweep::Axis::Concurrency => "concurrency",
         crate::plan::sweep::Axis::RequestRate => "request rate",
+        _ => "concurrency",
     };
     let share = format!("{:.0}%", s.spec.attainment * 100.0);
     match (s.passed, s.failed) {

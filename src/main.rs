@@ -2,13 +2,18 @@
 
 use std::io::Write;
 
-use clap::Parser;
-
 fn main() {
     ringperf::clock::mark_process_start();
     // Signals work from the first instant: Ctrl-C before the run begins stops it too.
     let stop = ringperf::sys::interrupt_flag();
-    let cli = ringperf::cli::Cli::parse();
+    let cli = match ringperf::cli::port::parse(std::env::args_os()) {
+        Ok(cli) => cli,
+        Err(ringperf::cli::port::ParseError::Clap(e)) => e.exit(),
+        Err(ringperf::cli::port::ParseError::Refused(m)) => {
+            eprintln!("error: {m}");
+            std::process::exit(2);
+        }
+    };
     match ringperf::app::run(cli, stop) {
         Ok(0) => {}
         Ok(code) => {

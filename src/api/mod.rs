@@ -113,6 +113,8 @@ pub enum Prompt {
     Text(String),
     /// A whole chat history.
     Messages(Vec<Value>),
+    /// Several inputs in one request (embeddings' `input` array, `--batch-size-text`).
+    Batch(Vec<String>),
 }
 
 impl Prompt {
@@ -125,6 +127,7 @@ impl Prompt {
                 .filter_map(|x| x.get("content").and_then(Value::as_str))
                 .collect::<Vec<_>>()
                 .join("\n"),
+            Prompt::Batch(texts) => texts.join("\n"),
         }
     }
 }
@@ -159,13 +162,17 @@ impl Body {
                 let t = self.template.as_deref().unwrap_or("{}");
                 return fill_template(t, &prompt.text(), osl, &self.model);
             }
+            (Kind::Embeddings, Prompt::Batch(texts)) => {
+                let all = texts.iter().map(|t| Value::String(t.clone())).collect();
+                m.insert("input".into(), Value::Array(all));
+            }
             (Kind::Embeddings, _) => {
                 m.insert("input".into(), Value::String(prompt.text()));
             }
             (Kind::Responses, p) => {
                 let input = match p {
-                    Prompt::Text(t) => Value::String(t.clone()),
                     Prompt::Messages(msgs) => Value::Array(msgs.clone()),
+                    p => Value::String(p.text()),
                 };
                 m.insert("input".into(), input);
                 m.insert("stream".into(), Value::Bool(self.streaming));
@@ -283,6 +290,11 @@ mod tests {
         );
         let t = json(&body(Kind::Template, true), &hi);
         assert_eq!(t, serde_json::json!({"inputs": "hi", "n": 7}));
+        let batch = Prompt::Batch(vec!["a".into(), "b".into()]);
+        assert_eq!(
+            json(&body(Kind::Embeddings, false), &batch)["input"],
+            serde_json::json!(["a", "b"])
+        );
         let history = Prompt::Messages(vec![serde_json::json!({"role": "user", "content": "a"})]);
         assert_eq!(
             json(&body(Kind::Chat, true), &history)["messages"][0]["content"],

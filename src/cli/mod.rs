@@ -112,6 +112,16 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         artifact_dir: PathBuf,
     },
+    /// `vllm bench serve`, with vLLM's flags and defaults (see docs/porting.md).
+    Bench(Box<port::vllm::Bench>),
+    /// GuideLLM's `benchmark [run]` (0.3 to 0.6), with its flags and defaults.
+    Benchmark(Box<port::guidellm::Benchmark>),
+    /// GuideLLM's `run` (0.7 and later: `--backend kind=openai_http,target=…`).
+    Run(Box<port::guidellm::Run>),
+    /// GenAI-Perf's `analyze`: a sweep over --sweep-type (concurrency, request_rate,
+    /// input_sequence_length, num_dataset_entries, batch_size) and --sweep-range or
+    /// --sweep-list, with `profile`'s flags; writes analyze_export_genai_perf.csv.
+    Analyze(Box<AnalyzeArgs>),
     /// Print a shell completion script (e.g. `ringperf completions bash >
     /// /etc/bash_completion.d/ringperf`).
     Completions {
@@ -152,9 +162,12 @@ pub struct ProfileArgs {
     /// GPU telemetry.
     #[command(flatten, next_help_heading = "Telemetry")]
     pub telemetry: TelemetryArgs,
-    /// Flags of GenAI-Perf, AIPerf and `vllm bench serve` (hidden; see the README).
+    /// Flags of GenAI-Perf and AIPerf (hidden; see docs/porting.md).
     #[command(flatten)]
     pub port: port::PortArgs,
+    /// What a peer's command line asked for beyond these flags (set by the translation).
+    #[arg(skip)]
+    pub peer: port::Peer,
     /// Start the built-in simulator in this process and benchmark it. Takes the simulator's
     /// own flags as one string, e.g. --sim="--ttft 50ms --itl 10ms".
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "",
@@ -162,26 +175,135 @@ pub struct ProfileArgs {
     pub sim: Option<String>,
 }
 
+/// GenAI-Perf's `analyze`: `profile`'s flags and the sweep.
+#[derive(Debug, Clone, Args)]
+pub struct AnalyzeArgs {
+    /// Everything `profile` takes.
+    #[command(flatten)]
+    pub profile: ProfileArgs,
+    /// What to sweep: concurrency, request_rate, input_sequence_length, num_dataset_entries
+    /// or batch_size [default: concurrency].
+    #[arg(long, value_name = "TYPE")]
+    pub sweep_type: Option<String>,
+    /// MIN:MAX (powers of two between them) or MIN:MAX:STEP [default: 1:1024].
+    #[arg(long, value_name = "RANGE")]
+    pub sweep_range: Option<String>,
+    /// The values, comma-separated.
+    #[arg(long, value_name = "LIST")]
+    pub sweep_list: Option<String>,
+}
+
+impl AnalyzeArgs {
+    /// The sweep as `profile` runs it, with GenAI-Perf's summary CSV.
+    pub fn translate(self) -> Result<ProfileArgs, port::ParseError> {
+        use crate::plan::sweep::Axis;
+        let refused = |m: String| port::ParseError::Refused(m);
+        let ty = self.sweep_type.as_deref().unwrap_or("concurrency");
+        let axis = match ty {
+            "concurrency" => Axis::Concurrency,
+            "request_rate" => Axis::RequestRate,
+            "input_sequence_length" => Axis::InputSequenceLength,
+            "num_dataset_entries" => Axis::NumDatasetEntries,
+            "batch_size" => Axis::BatchSize,
+            other => {
+                return Err(refused(format!(
+                    "--sweep-type {other}: expected concurrency, request_rate,                      input_sequence_length, num_dataset_entries or batch_size"
+                )))
+            }
+        };
+        let values: Vec<f64> = match (&self.sweep_list, &self.sweep_range) {
+            (Some(_), Some(_)) => {
+                return Err(refused(
+                    "give --sweep-range or --sweep-list, not both".into(),
+                ))
+            }
+            (Some(list), None) => list
+                .split(',')
+                .map(|v| v.trim().parse::<f64>())
+                .collect::<Result<_, _>>()
+                .map_err(|_| refused(format!("--sweep-list {list}: expected numbers")))?,
+            (None, range) => {
+                let range = range.as_deref().unwrap_or("1:1024");
+                let bad = || {
+                    refused(format!(
+                        "--sweep-range {range}: expected MIN:MAX or MIN:MAX:STEP"
+                    ))
+                };
+                let parts: Vec<u64> = range
+                    .split(':')
+                    .map(|v| v.trim().parse::<u64>())
+                    .collect::<Result<_, _>>()
+                    .map_err(|_| bad())?;
+                match parts[..] {
+                    [lo, hi] if lo >= 1 && hi > lo => {
+                        if axis == Axis::Concurrency
+                            && !(lo.is_power_of_two() && hi.is_power_of_two())
+                        {
+                            return Err(refused(format!(
+                                "--sweep-range {range}: min/max values must be powers of 2 when                                  sweeping concurrency (as GenAI-Perf asks)"
+                            )));
+                        }
+                        let mut v = Vec::new();
+                        let mut x = lo;
+                        while x <= hi {
+                            v.push(x as f64);
+                            x = x.saturating_mul(2);
+                        }
+                        v
+                    }
+                    [lo, hi, step] if lo >= 1 && hi > lo && step >= 1 => {
+                        if axis == Axis::Concurrency {
+                            return Err(refused(format!(
+                                "--sweep-range {range}: step is not supported when sweeping                                  concurrency (as GenAI-Perf says)"
+                            )));
+                        }
+                        (lo..=hi).step_by(step as usize).map(|x| x as f64).collect()
+                    }
+                    _ => return Err(bad()),
+                }
+            }
+        };
+        if values.is_empty() || values.iter().any(|v| v.is_nan() || *v <= 0.0) {
+            return Err(refused("every sweep value must be above 0".into()));
+        }
+        let mut p = self.profile;
+        let points = Points(values);
+        match axis {
+            Axis::Concurrency => p.load.concurrency = Some(points),
+            Axis::RequestRate => p.load.request_rate = Some(points),
+            _ => p.sweep.workload_axis = Some((axis, points.0)),
+        }
+        p.peer.genai_perf_analyze = true;
+        p.peer.dialect = port::Dialect::GenaiPerf;
+        p.port.genai_perf_line = true;
+        Ok(p)
+    }
+}
+
 /// The server and how to talk to it.
 #[derive(Debug, Clone, Args)]
 pub struct TargetArgs {
     /// Model name sent in every request (default: the first model the server lists at
     /// /v1/models; `ringperf-sim` with --sim).
-    #[arg(short = 'm', long = "model", visible_alias = "model-names")]
-    pub model: Option<String>,
+    #[arg(short = 'm', long = "model", visible_alias = "model-names", num_args = 1..)]
+    pub model: Vec<String>,
     /// Server URL: http(s)://host:port (a path prefix is kept) [default: http://localhost:8000].
-    #[arg(short = 'u', long, visible_alias = "base-url")]
+    #[arg(short = 'u', long)]
     pub url: Option<String>,
-    /// API shape [default: the kind --endpoint names, else chat].
-    #[arg(long, value_enum)]
-    pub endpoint_type: Option<Kind>,
-    /// Request path, overriding the endpoint type's default (e.g. /v1/chat/completions).
-    #[arg(long)]
+    /// API shape: chat, completions, embeddings, responses, template; GenAI-Perf's kserve and
+    /// generate speak Triton's generate extension [default: the kind --endpoint or --url
+    /// names, else chat].
+    #[arg(long, value_name = "KIND")]
+    pub endpoint_type: Option<String>,
+    /// Request path, overriding the endpoint type's default (e.g. /v1/chat/completions);
+    /// `{model}` is replaced by the model name.
+    #[arg(long, visible_alias = "custom-endpoint")]
     pub endpoint: Option<String>,
-    /// With --endpoint-type template: a JSON body with `{{prompt}}`, `{{max_tokens}}` and
-    /// `{{model}}`, each replaced by a JSON value (`"inputs": {{prompt}}`).
-    #[arg(long)]
-    pub request_template: Option<PathBuf>,
+    /// With --endpoint-type template: a JSON body (a file, or the JSON itself) with
+    /// `{{prompt}}`, `{{max_tokens}}` and `{{model}}`, each replaced by a JSON value
+    /// (`"inputs": {{prompt}}`).
+    #[arg(long, value_name = "FILE|JSON")]
+    pub request_template: Option<String>,
     /// With --endpoint-type template: JSON pointer to the new text in each event (or in the
     /// whole body), e.g. `/token/text` for TGI, `/text_output` for Triton.
     #[arg(long, default_value = "/text")]
@@ -219,7 +341,7 @@ pub struct TargetArgs {
     pub no_preflight: bool,
     /// Wait this long for the server to come up (it refuses connections or answers 503)
     /// before the run, checking once a second (default: no wait).
-    #[arg(long, visible_alias = "ready-check-timeout-sec", value_parser = parse_duration_ns,
+    #[arg(long, value_parser = parse_duration_ns,
           default_value = "0s", value_name = "DURATION")]
     pub ready_check_timeout: u64,
     /// Time allowed for a whole request, from send to last byte.
@@ -235,8 +357,7 @@ pub struct LoadArgs {
     /// --request-rate, a cap on requests in flight (default: closed loop at 1, no cap with a
     /// rate). A list or range sweeps: `1,4,16,64`, `1..1024x2` (doubling up to 1024),
     /// `8..64+8`; one run per point, each in its own folder.
-    #[arg(long, visible_alias = "max-concurrency", value_parser = parse_count_points,
-          value_name = "N[,N..]")]
+    #[arg(long, value_parser = parse_count_points, value_name = "N[,N..]")]
     pub concurrency: Option<Points>,
     /// Open loop: send this many requests per second, on a schedule fixed in advance and
     /// measured from each request's intended send time (`inf`: no rate, closed loop). A list
@@ -244,12 +365,13 @@ pub struct LoadArgs {
     #[arg(long, value_name = "PER_SECOND", allow_negative_numbers = true,
           value_parser = parse_rate_points)]
     pub request_rate: Option<Points>,
-    /// How open-loop arrivals are spaced.
-    #[arg(long, visible_alias = "arrival-pattern", value_enum, default_value_t = Arrival::Poisson)]
-    pub arrival: Arrival,
-    /// Gamma shape for --arrival gamma (vLLM's --burstiness): 1 is Poisson, larger is smoother.
-    #[arg(long, visible_alias = "arrival-smoothness", default_value_t = 1.0)]
-    pub burstiness: f64,
+    /// How open-loop arrivals are spaced [default: poisson; gamma when --burstiness is given].
+    #[arg(long, visible_aliases = ["arrival-pattern", "request-rate-mode"], value_enum)]
+    pub arrival: Option<Arrival>,
+    /// Gamma shape (vLLM's --burstiness, AIPerf's --arrival-smoothness): 1 is Poisson, smaller
+    /// is burstier, larger is smoother [default: 1].
+    #[arg(long, visible_aliases = ["arrival-smoothness", "vllm-burstiness"])]
+    pub burstiness: Option<f64>,
     /// Raise concurrency (or the rate) linearly from 1 to the target over this long; requests
     /// sent meanwhile are tagged `ramp_up` and left out of the metrics.
     #[arg(long, value_parser = parse_duration_ns, value_name = "DURATION")]
@@ -262,7 +384,8 @@ pub struct LoadArgs {
     /// tpot, request_latency, e2el): adds goodput.
     #[arg(long, num_args = 1.., value_name = "METRIC:MS")]
     pub goodput: Vec<String>,
-    /// Measured requests to send (default 10, as AIPerf, unless a duration is given).
+    /// Measured requests to send (default: twice --concurrency and at least 10, as AIPerf
+    /// and GenAI-Perf; 10 with a rate; none with a duration).
     #[arg(long, visible_alias = "num-requests", value_parser = parse_count)]
     pub request_count: Option<u64>,
     /// Measure for this long instead of a request count.
@@ -273,7 +396,7 @@ pub struct LoadArgs {
           default_value = "30s", value_name = "DURATION")]
     pub grace_period: u64,
     /// Requests sent before measuring, excluded from every metric.
-    #[arg(long, visible_aliases = ["num-warmup-requests", "num-warmups"], value_parser = parse_count,
+    #[arg(long, visible_alias = "num-warmup-requests", value_parser = parse_count,
           default_value = "0")]
     pub warmup_request_count: u64,
     /// Split this load across N client hosts ("nodes"), each running the same command: every
@@ -302,6 +425,28 @@ impl Points {
     /// The first point (a flag without a list has only this one).
     pub fn first(&self) -> f64 {
         self.0[0]
+    }
+}
+
+/// vLLM's `--random-range-ratio`: one ratio, or a JSON object with `input` and `output`.
+pub fn parse_range_ratio(s: &str) -> Result<(f64, f64), String> {
+    let t = s.trim();
+    if t.starts_with('{') {
+        let v: serde_json::Value =
+            serde_json::from_str(t).map_err(|e| format!("{t}: not JSON: {e}"))?;
+        let get = |k: &str| v.get(k).and_then(serde_json::Value::as_f64).unwrap_or(0.0);
+        return Ok((get("input"), get("output")));
+    }
+    let r: f64 = t
+        .parse()
+        .map_err(|_| format!("{t:?}: expected a ratio, or {{\"input\": r, \"output\": r}}"))?;
+    Ok((r, r))
+}
+
+fn parse_filter(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
+        _ => Err(format!("{s:?}: expected KEY=VALUE, e.g. category=writing")),
     }
 }
 
@@ -346,8 +491,9 @@ pub struct SweepArgs {
     pub staircase: Option<u64>,
     /// `auto`: find the server's capacity and sweep up to it: a serial run (concurrency 1), a
     /// saturated one (--concurrency, default 256, in flight), then --sweep-points − 2
-    /// open-loop rates (--arrival) evenly spaced between the two throughputs; stops early when
-    /// the server is over-saturated (it falls behind the rate while TTFT grows), and says so.
+    /// open-loop rates (--arrival) evenly spaced above the serial throughput up to the
+    /// saturated one (as GuideLLM); stops early when the server is over-saturated (it falls
+    /// behind the rate while TTFT grows), and says so.
     #[arg(long, value_enum, value_name = "MODE")]
     pub sweep: Option<SweepMode>,
     /// With --sweep auto: points in all, the serial and the saturated run included.
@@ -368,6 +514,9 @@ pub struct SweepArgs {
     /// this close, relative to the first (concurrency: or 1 apart).
     #[arg(long, default_value_t = 0.05)]
     pub search_tolerance: f64,
+    /// A sweep over a workload flag (GenAI-Perf's `analyze`): the axis and its values.
+    #[arg(skip)]
+    pub workload_axis: Option<(crate::plan::sweep::Axis, Vec<f64>)>,
 }
 
 /// How `--sweep` chooses its points.
@@ -394,22 +543,31 @@ pub struct WorkloadArgs {
     /// never downloads). Default: the embedded Qwen3 tokenizer.
     #[arg(long)]
     pub tokenizer: Option<String>,
+    /// Count with this model's own tokenizer when the Hugging Face cache holds it, else the
+    /// embedded one (what the peers' translations use when the model sent has another name).
+    #[arg(long, hide = true, value_name = "MODEL")]
+    pub tokenizer_of: Option<String>,
     /// Revision (branch, tag or commit) of a model id's tokenizer on the hub [default: main].
     #[arg(long)]
     pub tokenizer_revision: Option<String>,
     /// Mean prompt length in tokens.
-    #[arg(long, visible_aliases = ["isl", "random-input-len", "prompt-input-tokens-mean"],
+    #[arg(long, visible_aliases = ["isl", "prompt-input-tokens-mean"],
           default_value_t = 550)]
     pub synthetic_input_tokens_mean: u32,
     /// Standard deviation of the prompt length [default: 0].
     #[arg(long, visible_aliases = ["isl-stddev", "prompt-input-tokens-stddev"])]
     pub synthetic_input_tokens_stddev: Option<u32>,
     /// Mean output length requested (`max_tokens`); unset leaves it to the server.
-    #[arg(long, visible_aliases = ["osl", "random-output-len", "prompt-output-tokens-mean"])]
+    #[arg(long, visible_aliases = ["osl", "prompt-output-tokens-mean"])]
     pub output_tokens_mean: Option<u32>,
     /// Standard deviation of the requested output length [default: 0].
     #[arg(long, visible_aliases = ["osl-stddev", "prompt-output-tokens-stddev"])]
     pub output_tokens_stddev: Option<u32>,
+    /// Draw prompt and output lengths uniformly from [mean·(1−r), mean·(1+r)], as vLLM's
+    /// random dataset does, instead of from a normal distribution (0 ≤ r < 1); as vLLM, one
+    /// ratio for both, or '{"input": 0.3, "output": 0.5}'.
+    #[arg(long, value_name = "R", value_parser = parse_range_ratio)]
+    pub random_range_ratio: Option<(f64, f64)>,
     /// Also set `min_tokens` to the requested length, so outputs are exactly that long.
     #[arg(long)]
     pub output_tokens_mean_deterministic: bool,
@@ -418,22 +576,31 @@ pub struct WorkloadArgs {
     #[arg(long)]
     pub extra_inputs: Vec<String>,
     /// Seed for prompts and lengths: the same seed gives byte-identical inputs.json.
-    #[arg(long, visible_alias = "seed", default_value_t = 0)]
+    #[arg(long, default_value_t = 0)]
     pub random_seed: u64,
     /// Distinct prompts to generate; requests cycle through them [default: 100].
-    #[arg(long, visible_alias = "conversation-num", value_parser = parse_count)]
+    #[arg(long, visible_alias = "num-prompts", value_parser = parse_count)]
     pub num_dataset_entries: Option<u64>,
+    /// Inputs per request for embeddings: each request sends this many distinct prompts
+    /// as its `input` array (GenAI-Perf's and AIPerf's --batch-size-text).
+    #[arg(short = 'b', long, visible_aliases = ["batch-size", "prompt-batch-size"],
+          default_value_t = 1, value_name = "N")]
+    pub batch_size_text: u32,
     /// Do not send `stream_options.include_usage` (then output tokens are re-tokenized).
     #[arg(long)]
     pub no_usage: bool,
     /// Prompts from a file instead of synthetic ones (see --dataset-type).
-    #[arg(long, visible_alias = "dataset-path")]
+    #[arg(long)]
     pub input_file: Option<PathBuf>,
     /// Format of --input-file: jsonl, sharegpt or mooncake (default: guessed: .json is
     /// ShareGPT, JSONL with `hash_ids` or `input_length` is a mooncake trace, other JSONL is
     /// jsonl).
     #[arg(long, visible_alias = "custom-dataset-type", value_parser = parse_dataset_type)]
     pub dataset_type: Option<DatasetType>,
+    /// Only the JSONL lines whose KEY holds VALUE, e.g. category=writing (a string, or a
+    /// number as written).
+    #[arg(long, value_name = "KEY=VALUE", value_parser = parse_filter)]
+    pub dataset_filter: Option<(String, String)>,
     /// Replay the file's timestamps (ms) as send times (a trace's own schedule).
     #[arg(long)]
     pub fixed_schedule: bool,
@@ -470,7 +637,7 @@ pub struct WorkloadArgs {
 pub struct OutputArgs {
     /// Artifact folder (default: artifacts/<model>-openai-<endpoint>-concurrency<N>, or
     /// -request_rate<R> with a rate).
-    #[arg(long, visible_aliases = ["artifact-directory", "result-dir"])]
+    #[arg(long, visible_aliases = ["artifact-directory", "output-artifact-dir", "output-dir"])]
     pub artifact_dir: Option<PathBuf>,
     /// No live progress line on stderr (it is off anyway when stderr is not a terminal).
     #[arg(long)]
@@ -544,7 +711,8 @@ pub struct TelemetryArgs {
     pub gpu_price_eur_hour: Option<f64>,
     /// Prometheus endpoint to scrape during the run (repeatable); `auto` is the target
     /// server's /metrics. A DCGM exporter URL brings GPU power from another host.
-    #[arg(long, visible_aliases = ["gpu-telemetry", "server-metrics"])]
+    #[arg(long, visible_aliases = ["gpu-telemetry", "server-metrics", "server-metrics-urls"],
+          num_args = 1..)]
     pub server_metrics_url: Vec<String>,
     /// Scrape interval for --server-metrics-url.
     #[arg(long, value_parser = parse_duration_ns, default_value = "1s", value_name = "DURATION")]
@@ -643,6 +811,7 @@ impl ProfileArgs {
     /// The spec, and a note for each flag of another tool that was accepted without effect or
     /// mapped in a way worth saying.
     pub fn spec_and_notes(&self) -> Result<(Spec, Vec<String>), crate::plan::PlanError> {
+        use crate::plan::PlanError;
         let (t, l, w, o, e) = (
             &self.target,
             &self.load,
@@ -650,44 +819,89 @@ impl ProfileArgs {
             &self.output,
             &self.engine,
         );
+        let mut notes = Vec::new();
         let cpus = match &e.cpus {
-            Some(list) => {
-                Some(crate::cpus::parse_cpu_list(list).map_err(crate::plan::PlanError::Flag)?)
-            }
+            Some(list) => Some(crate::cpus::parse_cpu_list(list).map_err(PlanError::Flag)?),
             None => None,
         };
+        let model = match t.model.as_slice() {
+            [] => String::new(),
+            [one] if !one.contains(',') => one.clone(),
+            several => {
+                return Err(PlanError::Flag(format!(
+                    "-m {}: one model per run in ringperf (the peers spread requests over                      several, e.g. LoRA adapters); run each model as a command of its own",
+                    several.join(" ")
+                )))
+            }
+        };
+        // The endpoint type: one of ringperf's kinds, GenAI-Perf's Triton words, or another
+        // tool's API that ringperf does not speak.
+        let endpoint_type = t.endpoint_type.as_deref().map(str::trim);
+        let asked_kind = match endpoint_type {
+            None | Some("kserve" | "generate") => None,
+            Some(name) => match Kind::ALL.into_iter().find(|k| k.name() == name) {
+                Some(k) => Some(k),
+                None => {
+                    let why = port::foreign_endpoint_type(name).unwrap_or(
+                        "expected chat, completions, embeddings, responses or template (or                          GenAI-Perf's kserve and generate, for Triton)",
+                    );
+                    return Err(PlanError::Flag(format!("--endpoint-type {name}: {why}")));
+                }
+            },
+        };
+        // AIPerf's docs give --url as the whole endpoint URL: the kind's path is the endpoint.
+        let mut url = t
+            .url
+            .clone()
+            .unwrap_or_else(|| "http://localhost:8000".into());
+        let mut endpoint = t.endpoint.clone();
+        if endpoint.is_none() {
+            if let Some((base, path)) = split_endpoint_url(&url) {
+                notes.push(format!(
+                    "--url {url}: requests go to {path} on {base} (the URL names the endpoint)"
+                ));
+                url = base;
+                endpoint = Some(path);
+            }
+        }
         let given = port::Given {
             url: t.url.is_some(),
             num_dataset_entries: w.num_dataset_entries.is_some(),
-            isl_stddev: w.synthetic_input_tokens_stddev.is_some(),
-            osl_stddev: w.output_tokens_stddev.is_some(),
             session_turn_delay: w.session_turn_delay.is_some(),
+            concurrency: l.concurrency.is_some(),
+            ready_check_timeout: t.ready_check_timeout != 0,
         };
-        // vLLM's default rate, `inf`, sends as fast as the concurrency cap allows: closed loop
-        // (every request at once without a cap, as vLLM does).
+        // `--request-rate inf` is no rate: every request at once without a cap (as vLLM), else
+        // a closed loop at the cap.
         let rate = l.request_rate.as_ref().map(Points::first);
         let unbounded = rate.is_some_and(|r| r == f64::INFINITY);
         let request_rate = rate.filter(|_| !unbounded);
         let concurrency = match (l.concurrency.as_ref().map(|c| c.first() as u64), unbounded) {
             (None, true) => Some(
                 l.request_count
-                    .or(self.port.num_prompts)
                     .unwrap_or(crate::plan::load::DEFAULT_REQUEST_COUNT),
             ),
             (c, _) => c,
         };
         let (nodes, from_env) =
             crate::plan::nodes::resolve(l.node_count, l.node_index, &|k| std::env::var(k).ok())
-                .map_err(crate::plan::PlanError::Flag)?;
+                .map_err(PlanError::Flag)?;
+        // The kind: as asked, else what --endpoint names, else chat.
+        let kind = asked_kind
+            .or_else(|| {
+                let path = endpoint.as_deref()?.trim_end_matches('/');
+                Kind::ALL.into_iter().find(|k| {
+                    k.path()
+                        .is_some_and(|p| path.ends_with(p.trim_start_matches('/')))
+                })
+            })
+            .unwrap_or(Kind::Chat);
         let mut spec = Spec {
             target: TargetSpec {
-                model: t.model.clone().unwrap_or_default(),
-                url: t
-                    .url
-                    .clone()
-                    .unwrap_or_else(|| "http://localhost:8000".into()),
-                kind: t.endpoint_type.unwrap_or(Kind::Chat),
-                endpoint: t.endpoint.clone(),
+                model,
+                url,
+                kind,
+                endpoint,
                 request_template: t.request_template.clone(),
                 response_text_pointer: t.response_text_pointer.clone(),
                 response_tokens_pointer: t.response_tokens_pointer.clone(),
@@ -698,12 +912,19 @@ impl ProfileArgs {
                 insecure: t.insecure,
                 connect_timeout_ns: t.connect_timeout,
                 request_timeout_ns: t.request_timeout,
+                ready_check_timeout_ns: t.ready_check_timeout,
+                preflight: !t.no_preflight,
+                reset_prefix_cache: t.reset_prefix_cache || self.port.reset_kv_cache,
             },
             load: LoadSpec {
                 concurrency,
                 request_rate,
-                arrival: l.arrival,
-                burstiness: l.burstiness,
+                // A smoothness without a pattern means gamma (vLLM and AIPerf alike).
+                arrival: l.arrival.unwrap_or(match l.burstiness {
+                    Some(b) if b != 1.0 => Arrival::Gamma,
+                    _ => Arrival::Poisson,
+                }),
+                burstiness: l.burstiness.unwrap_or(1.0),
                 ramp_up_ns: l.ramp_up,
                 include_ramp_up: l.include_ramp_up,
                 goodput: l
@@ -712,7 +933,7 @@ impl ProfileArgs {
                     .flat_map(|g| g.split_whitespace())
                     .map(|g| {
                         crate::plan::parse_slo(g)
-                            .map_err(|e| crate::plan::PlanError::Flag(format!("--goodput {e}")))
+                            .map_err(|e| PlanError::Flag(format!("--goodput {e}")))
                     })
                     .collect::<Result<_, _>>()?,
                 request_count: l.request_count,
@@ -725,17 +946,22 @@ impl ProfileArgs {
             workload: WorkloadSpec {
                 tokenizer: w.tokenizer.clone(),
                 tokenizer_revision: w.tokenizer_revision.clone(),
+                tokenizer_from_model: w.tokenizer.is_none() && self.sim.is_none(),
+                tokenizer_of: w.tokenizer_of.clone(),
                 isl_mean: w.synthetic_input_tokens_mean,
                 isl_stddev: w.synthetic_input_tokens_stddev.unwrap_or(0),
                 osl_mean: w.output_tokens_mean,
                 osl_stddev: w.output_tokens_stddev.unwrap_or(0),
+                range_ratio: w.random_range_ratio,
                 osl_deterministic: w.output_tokens_mean_deterministic,
                 extra_inputs: crate::workload::parse_extra_inputs(&w.extra_inputs)?,
                 random_seed: w.random_seed,
                 num_dataset_entries: w.num_dataset_entries.unwrap_or(100),
+                batch_size: w.batch_size_text,
                 no_usage: w.no_usage,
                 input_file: w.input_file.clone(),
                 dataset_type: w.dataset_type,
+                dataset_filter: w.dataset_filter.clone(),
                 fixed_schedule: w.fixed_schedule,
                 stream_dataset_above: w.stream_dataset_above.saturating_mul(1 << 20),
                 num_prefix_prompts: w.num_prefix_prompts,
@@ -743,6 +969,7 @@ impl ProfileArgs {
                 session_turns_mean: w.session_turns_mean,
                 session_turns_stddev: w.session_turns_stddev,
                 session_turn_delay_ns: w.session_turn_delay.unwrap_or(0),
+                session_turn_delay_stddev_ns: 0,
             },
             output: OutputSpec {
                 artifact_dir: o.artifact_dir.clone(),
@@ -759,27 +986,20 @@ impl ProfileArgs {
                 kernel_timestamps: !e.no_kernel_timestamps,
             },
         };
-        let ported = self.port.apply(&mut spec, &given)?;
-        // The kind: as asked, else what --endpoint names, else what --backend implies, else chat.
-        spec.target.kind = t
-            .endpoint_type
-            .or_else(|| {
-                let path = t.endpoint.as_deref()?.trim_end_matches('/');
-                Kind::ALL.into_iter().find(|k| {
-                    k.path()
-                        .is_some_and(|p| path.ends_with(p.trim_start_matches('/')))
-                })
-            })
-            .or(ported.kind)
-            .unwrap_or(Kind::Chat);
-        spec.target.streaming |= ported.streaming;
-        let mut notes = ported.notes;
+        let ported = self.port.apply(&mut spec, &given, endpoint_type)?;
+        notes.extend(ported.notes);
         if spec.target.kind == Kind::Embeddings && spec.workload.osl_mean.is_some() {
             notes.push(
                 "--output-tokens-mean: embeddings generate no tokens; no max_tokens is sent".into(),
             );
             spec.workload.osl_mean = None;
             spec.workload.osl_deterministic = false;
+        }
+        if spec.workload.batch_size > 1 && spec.target.kind != Kind::Embeddings {
+            return Err(PlanError::Flag(format!(
+                "--batch-size-text {}: batches of inputs go to embeddings (--endpoint-type                  embeddings); chat and completions take one prompt a request",
+                spec.workload.batch_size
+            )));
         }
         spec.output.progress &= !ported.no_progress;
         if unbounded {
@@ -803,7 +1023,11 @@ impl ProfileArgs {
         use crate::plan::sweep::{Axis, Point, Repeats, SweepSpec};
         let flag = |m: String| Err(crate::plan::PlanError::Flag(m));
         let (l, a) = (&self.load, &self.sweep);
-        let lists: Vec<(Axis, &Points)> = [
+        let workload = a
+            .workload_axis
+            .as_ref()
+            .map(|(axis, v)| (*axis, Points(v.clone())));
+        let mut lists: Vec<(Axis, &Points)> = [
             (Axis::Concurrency, l.concurrency.as_ref()),
             (Axis::RequestRate, l.request_rate.as_ref()),
         ]
@@ -811,6 +1035,10 @@ impl ProfileArgs {
         .filter_map(|(axis, p)| Some((axis, p?)))
         .filter(|(_, p)| p.0.len() > 1)
         .collect();
+        // A workload sweep is a sweep even at one point (GenAI-Perf's analyze).
+        if let Some((axis, p)) = &workload {
+            lists.push((*axis, p));
+        }
         if lists.len() > 1 {
             return flag(
                 "--concurrency and --request-rate both have lists: a sweep varies one flag".into(),
@@ -941,10 +1169,12 @@ impl ProfileArgs {
                 runs: a.num_profile_runs,
                 confidence: a.confidence_level,
                 cooldown_ns: a.run_cooldown,
-                warmup_every_run: a.warmup_every_run
-                    || self.port.profile_run_disable_warmup_after_first == Some(false),
+                warmup_every_run: a.warmup_every_run || self.port.warmup_every_run(),
             },
-            pause_ns: a.sweep_pause,
+            pause_ns: match self.port.parameter_sweep_cooldown_seconds {
+                Some(s) if a.sweep_pause == 0 && s > 0.0 && s < 1e9 => (s * 1e9) as u64,
+                _ => a.sweep_pause,
+            },
             resume: a.resume,
         };
         spec.validate()?;
@@ -955,6 +1185,20 @@ impl ProfileArgs {
     pub fn plan(&self) -> Result<crate::plan::Plan, crate::plan::PlanError> {
         crate::plan::Plan::build(self.spec()?)
     }
+}
+
+/// `http://h:8000/v1/chat/completions` as the server and the endpoint it names:
+/// (`http://h:8000`, `/v1/chat/completions`). `None` when the URL's path names no endpoint kind.
+fn split_endpoint_url(url: &str) -> Option<(String, String)> {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let slash = after_scheme + url[after_scheme..].find('/')?;
+    let path = url[slash..].split(['?', '#']).next()?.trim_end_matches('/');
+    let kind = Kind::ALL
+        .into_iter()
+        .find(|k| k.path().is_some_and(|p| path.ends_with(p)))?;
+    let p = kind.path()?;
+    let prefix = &path[..path.len() - p.len()];
+    Some((format!("{}{prefix}", &url[..slash]), p.to_string()))
 }
 
 impl SimArgs {
@@ -1038,9 +1282,29 @@ mod tests {
         assert_eq!(p.load.concurrency, Some(Points(vec![10_000.0])));
         assert_eq!(p.load.request_count, Some(1000));
         assert_eq!(p.load.grace_period, 5_000_000_000);
-        assert_eq!(p.target.endpoint_type, Some(Kind::Completions));
+        assert_eq!(p.target.endpoint_type.as_deref(), Some("completions"));
         assert_eq!(p.workload.extra_inputs, vec!["ignore_eos:true"]);
         assert!(p.sim.is_none());
+    }
+
+    #[test]
+    fn a_url_that_names_its_endpoint_is_split() {
+        assert_eq!(
+            split_endpoint_url("http://h:8000/v1/chat/completions"),
+            Some(("http://h:8000".into(), "/v1/chat/completions".into()))
+        );
+        assert_eq!(
+            split_endpoint_url("https://h/proxy/v1/completions/"),
+            Some(("https://h/proxy".into(), "/v1/completions".into()))
+        );
+        assert_eq!(split_endpoint_url("http://h:8000"), None);
+        assert_eq!(split_endpoint_url("http://h:8000/v1"), None);
+        assert_eq!(
+            split_endpoint_url("localhost:8000/v1/embeddings")
+                .unwrap()
+                .1,
+            "/v1/embeddings"
+        );
     }
 
     #[test]

@@ -436,8 +436,8 @@ async fn session(shard: Rc<Shard>, ticket: Ticket, mut due: Option<u64>) {
     let mut end = now_ns();
     for (k, turn) in s.turns.iter().enumerate() {
         if k > 0 {
-            if sessions.delay_ns > 0 {
-                monoio::time::sleep(Duration::from_nanos(sessions.delay_ns)).await;
+            if turn.delay_ns > 0 {
+                monoio::time::sleep(Duration::from_nanos(turn.delay_ns)).await;
             }
             if shard.cancelled.get() {
                 break;
@@ -462,7 +462,7 @@ async fn session(shard: Rc<Shard>, ticket: Ticket, mut due: Option<u64>) {
         rec.due_ns = due;
         exchange_once(&shard, &template, &mut rec).await;
         end = rec.end_ns;
-        due = Some(end + sessions.delay_ns);
+        due = Some(end + s.turns.get(k + 1).map_or(0, |t| t.delay_ns));
         let ok = rec.outcome == Outcome::Ok;
         context_tokens = isl + rec.osl.unwrap_or(0) as u32;
         // The record keeps the text only when its tokens still have to be counted.

@@ -11,8 +11,19 @@ use crate::record::Record;
 
 pub use super::nodes::Nodes;
 
-/// Measured requests when neither a count nor a duration is given (as AIPerf).
+/// The fewest measured requests when neither a count nor a duration is given (as AIPerf and
+/// GenAI-Perf).
 pub const DEFAULT_REQUEST_COUNT: u64 = 10;
+
+/// Measured requests when neither a count nor a duration is given, as AIPerf and GenAI-Perf
+/// decide it: twice the requests kept in flight, and at least [`DEFAULT_REQUEST_COUNT`]
+/// (open loop: [`DEFAULT_REQUEST_COUNT`]).
+pub fn default_request_count(concurrency: Option<u64>, open_loop: bool) -> u64 {
+    match (open_loop, concurrency) {
+        (false, Some(c)) => c.saturating_mul(2).max(DEFAULT_REQUEST_COUNT),
+        _ => DEFAULT_REQUEST_COUNT,
+    }
+}
 
 /// What the flags say about the load.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -135,7 +146,10 @@ fn planned_requests(s: &LoadSpec) -> f64 {
         (Some(n), _, _) => n as f64 + warmup,
         (None, Some(d), Some(rate)) => rate * (d + s.ramp_up_ns.unwrap_or(0)) as f64 / 1e9 + warmup,
         // Closed loop for a duration: as many as finish, one record each.
-        (None, _, _) => warmup,
+        (None, Some(_), None) => warmup,
+        (None, None, rate) => {
+            default_request_count(s.concurrency.or(Some(1)), rate.is_some()) as f64 + warmup
+        }
     }
 }
 
@@ -172,9 +186,6 @@ impl Load {
         if s.benchmark_duration_ns == Some(0) {
             return flag("--benchmark-duration must be longer than 0");
         }
-        if s.request_count.is_some() && s.benchmark_duration_ns.is_some() {
-            return flag("give --request-count or --benchmark-duration, not both");
-        }
         if trace.is_some() && s.request_rate.is_some() {
             return flag("give --fixed-schedule or --request-rate, not both");
         }
@@ -184,9 +195,11 @@ impl Load {
             (None, true) => u64::MAX,
             (None, false) => 1,
         };
-        let request_count = match s.benchmark_duration_ns {
-            Some(_) => None,
-            None => Some(s.request_count.unwrap_or(DEFAULT_REQUEST_COUNT)),
+        // Both a count and a duration: whichever is reached first ends the run (as AIPerf).
+        let request_count = match (s.request_count, s.benchmark_duration_ns) {
+            (Some(c), _) => Some(c),
+            (None, Some(_)) => None,
+            (None, None) => Some(default_request_count(Some(concurrency), open_loop)),
         };
         let ramp_ns = s.ramp_up_ns.unwrap_or(0);
         let offsets = match (trace, s.request_rate) {
@@ -369,6 +382,35 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn an_unset_count_is_twice_the_concurrency_and_at_least_ten() {
+        let count = |concurrency, request_rate| {
+            Load::build(
+                &LoadSpec {
+                    concurrency,
+                    request_rate,
+                    ..spec()
+                },
+                0,
+                None,
+            )
+            .unwrap()
+            .request_count
+        };
+        assert_eq!(count(Some(4), None), Some(10));
+        assert_eq!(count(Some(5), None), Some(10));
+        assert_eq!(count(Some(6), None), Some(12));
+        assert_eq!(count(Some(64), None), Some(128));
+        // With a rate the cap is no measure of the load: AIPerf's 10.
+        assert_eq!(count(Some(64), Some(5.0)), Some(10));
+        // A concurrency whose default count passes the cap is refused up front.
+        let huge = LoadSpec {
+            concurrency: Some(MAX_REQUESTS),
+            ..spec()
+        };
+        assert!(Load::build(&huge, 0, None).is_err());
+    }
+
+    #[test]
     fn open_loop_draws_its_schedule_from_the_seed() {
         let s = LoadSpec {
             request_rate: Some(100.0),
@@ -484,19 +526,26 @@ pub(super) mod tests {
                 },
                 "--request-count",
             ),
-            (
-                LoadSpec {
-                    request_count: Some(1),
-                    benchmark_duration_ns: Some(1),
-                    ..spec()
-                },
-                "not both",
-            ),
         ];
         for (s, want) in cases {
             let e = Load::build(&s, 0, None).unwrap_err().to_string();
             assert!(e.contains(want), "{e}");
         }
+        // A count and a duration together: both bound the run.
+        let l = Load::build(
+            &LoadSpec {
+                request_count: Some(7),
+                benchmark_duration_ns: Some(1_000_000_000),
+                ..spec()
+            },
+            0,
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            (l.request_count, l.duration_ns),
+            (Some(7), Some(1_000_000_000))
+        );
         let both = LoadSpec {
             request_rate: Some(1.0),
             ..spec()

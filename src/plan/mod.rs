@@ -123,8 +123,10 @@ impl Plan {
         let target = Target::build(&spec.target)?;
         let mut workload = Workload::build(&spec.workload, &target)?;
         let load = Load::build(&spec.load, spec.workload.random_seed, workload.trace.take())?;
-        if workload.sessions.is_some() && load.offsets.is_some() {
-            return Err(PlanError::Flag("multi-turn sessions are closed loop with synthetic prompts: drop --request-rate, --fixed-schedule and --input-file".into()));
+        // Sessions start at a rate (each then runs its turns), or in a closed loop; a trace's
+        // lines are single requests.
+        if workload.sessions.is_some() && load.offsets.is_some() && load.rate.is_none() {
+            return Err(PlanError::Flag("multi-turn sessions are made of synthetic prompts: drop --fixed-schedule and --input-file".into()));
         }
         let output = Output::build(
             &spec.output,
@@ -161,8 +163,31 @@ impl Plan {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A spec with every part at its tests' defaults.
+    pub(crate) fn spec() -> Spec {
+        Spec {
+            target: target::tests::spec("http://127.0.0.1:9"),
+            load: load::tests::spec(),
+            workload: workload::tests::workload_spec(),
+            output: OutputSpec {
+                artifact_dir: None,
+                progress: false,
+                gates: Vec::new(),
+                allow_client_limited: false,
+            },
+            engine: EngineSpec {
+                shards: None,
+                cpus: None,
+                no_pin: false,
+                driver: crate::runtime::Driver::Auto,
+                ring_entries: 256,
+                kernel_timestamps: true,
+            },
+        }
+    }
 
     #[test]
     fn secrets_serialize_redacted_and_keep_header_names() {

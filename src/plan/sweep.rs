@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{LoadSpec, PlanError};
+use super::{PlanError, Spec};
 
 /// The most points one sweep runs.
 pub const MAX_POINTS: usize = 256;
@@ -20,6 +20,12 @@ pub enum Axis {
     Concurrency,
     /// `--request-rate`.
     RequestRate,
+    /// `--synthetic-input-tokens-mean` (GenAI-Perf `analyze`'s input_sequence_length).
+    InputSequenceLength,
+    /// `--num-dataset-entries`.
+    NumDatasetEntries,
+    /// `--batch-size-text`.
+    BatchSize,
 }
 
 impl Axis {
@@ -28,6 +34,9 @@ impl Axis {
         match self {
             Axis::Concurrency => "concurrency",
             Axis::RequestRate => "request_rate",
+            Axis::InputSequenceLength => "input_sequence_length",
+            Axis::NumDatasetEntries => "num_dataset_entries",
+            Axis::BatchSize => "batch_size",
         }
     }
 
@@ -36,7 +45,15 @@ impl Axis {
         match self {
             Axis::Concurrency => "--concurrency",
             Axis::RequestRate => "--request-rate",
+            Axis::InputSequenceLength => "--synthetic-input-tokens-mean",
+            Axis::NumDatasetEntries => "--num-dataset-entries",
+            Axis::BatchSize => "--batch-size-text",
         }
+    }
+
+    /// Whether each point needs its own prompts (the axis is a workload flag).
+    pub fn is_workload(self) -> bool {
+        !matches!(self, Axis::Concurrency | Axis::RequestRate)
     }
 }
 
@@ -55,11 +72,15 @@ impl Point {
         format!("{}_{}", self.axis.name(), self.value)
     }
 
-    /// Sets the swept flag in `load`.
-    pub fn apply(&self, load: &mut LoadSpec) {
+    /// Sets the swept flag in `spec`.
+    pub fn apply(&self, spec: &mut Spec) {
+        let whole = self.value.round().max(1.0);
         match self.axis {
-            Axis::Concurrency => load.concurrency = Some(self.value as u64),
-            Axis::RequestRate => load.request_rate = Some(self.value),
+            Axis::Concurrency => spec.load.concurrency = Some(whole as u64),
+            Axis::RequestRate => spec.load.request_rate = Some(self.value),
+            Axis::InputSequenceLength => spec.workload.isl_mean = whole.min(u32::MAX as f64) as u32,
+            Axis::NumDatasetEntries => spec.workload.num_dataset_entries = whole as u64,
+            Axis::BatchSize => spec.workload.batch_size = whole.min(u32::MAX as f64) as u32,
         }
     }
 
@@ -68,6 +89,9 @@ impl Point {
         match self.axis {
             Axis::Concurrency => format!("concurrency {}", self.value),
             Axis::RequestRate => format!("request rate {}/s", self.value),
+            Axis::InputSequenceLength => format!("input length {} tokens", self.value),
+            Axis::NumDatasetEntries => format!("{} dataset entries", self.value),
+            Axis::BatchSize => format!("batches of {}", self.value),
         }
     }
 }
@@ -199,11 +223,11 @@ pub struct AutoSpec {
 }
 
 /// The open-loop rates an automatic sweep runs between the serial throughput `low` and the
-/// saturated throughput `high` (requests/s): `n` evenly spaced, both ends excluded, to 3
-/// significant digits.
+/// saturated throughput `high` (requests/s): `n` evenly spaced above `low`, the last at `high`
+/// (GuideLLM's sweep), to 3 significant digits.
 pub fn auto_rates(low: f64, high: f64, n: usize) -> Vec<f64> {
     (1..=n)
-        .map(|i| round_sig(low + (high - low) * i as f64 / (n + 1) as f64, 3))
+        .map(|i| round_sig(low + (high - low) * i as f64 / n as f64, 3))
         .collect()
 }
 
@@ -457,9 +481,10 @@ mod tests {
 
     #[test]
     fn automatic_rates_are_spaced_evenly_between_the_two_throughputs() {
-        assert_eq!(auto_rates(2.0, 12.0, 4), [4.0, 6.0, 8.0, 10.0]);
-        assert_eq!(auto_rates(1.234, 100.0, 1), [50.6]);
-        assert_eq!(auto_rates(0.31, 0.97, 2), [0.53, 0.75]);
+        // GuideLLM's: numpy.linspace(low, high, n + 1)[1:], the last at the saturated rate.
+        assert_eq!(auto_rates(2.0, 12.0, 4), [4.5, 7.0, 9.5, 12.0]);
+        assert_eq!(auto_rates(1.234, 100.0, 1), [100.0]);
+        assert_eq!(auto_rates(0.31, 0.97, 2), [0.64, 0.97]);
     }
 
     #[test]
@@ -475,10 +500,18 @@ mod tests {
             value: 16.0,
         };
         assert_eq!(c.name(), "concurrency_16");
-        let mut load = crate::plan::load::tests::spec();
-        c.apply(&mut load);
-        assert_eq!(load.concurrency, Some(16));
-        p.apply(&mut load);
-        assert_eq!(load.request_rate, Some(2.5));
+        let mut spec = crate::plan::tests::spec();
+        c.apply(&mut spec);
+        assert_eq!(spec.load.concurrency, Some(16));
+        p.apply(&mut spec);
+        assert_eq!(spec.load.request_rate, Some(2.5));
+        let isl = Point {
+            axis: Axis::InputSequenceLength,
+            value: 200.0,
+        };
+        isl.apply(&mut spec);
+        assert_eq!(spec.workload.isl_mean, 200);
+        assert_eq!(isl.name(), "input_sequence_length_200");
+        assert!(isl.axis.is_workload() && !c.axis.is_workload());
     }
 }

@@ -22,8 +22,8 @@ pub struct TargetSpec {
     pub kind: Kind,
     /// Request path, overriding the kind's own.
     pub endpoint: Option<String>,
-    /// `Kind::Template`: the body template file.
-    pub request_template: Option<PathBuf>,
+    /// `Kind::Template`: the body template, inline (JSON text starting with `{`) or a file.
+    pub request_template: Option<String>,
     /// `Kind::Template`: JSON pointer to each event's text.
     pub response_text_pointer: String,
     /// `Kind::Template`: JSON pointer to the output token count.
@@ -42,6 +42,19 @@ pub struct TargetSpec {
     pub connect_timeout_ns: u64,
     /// Time allowed for a whole request (ns).
     pub request_timeout_ns: u64,
+    /// Wait this long for the server to come up before the run (ns; 0: no wait).
+    #[serde(default)]
+    pub ready_check_timeout_ns: u64,
+    /// Check the server before the run: the model list and one probe request.
+    #[serde(default = "yes")]
+    pub preflight: bool,
+    /// Empty the server's prefix cache before the run.
+    #[serde(default)]
+    pub reset_prefix_cache: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The target, ready: resolved, TLS set up, the parts of every request's head fixed.
@@ -141,7 +154,12 @@ impl Target {
                 "--endpoint holds {c:?}: percent-encode it (spaces as %20)"
             )));
         }
-        let path = match (&s.endpoint, s.kind.path()) {
+        // GenAI-Perf writes Triton's paths with the model in them: /v2/models/{MODEL_NAME}/generate.
+        let given = s.endpoint.as_ref().map(|e| {
+            e.replace("{MODEL_NAME}", &s.model)
+                .replace("{model}", &s.model)
+        });
+        let path = match (&given, s.kind.path()) {
             (Some(p), _) if p.starts_with('/') => format!("{}{p}", endpoint.prefix),
             (Some(p), _) => format!("{}/{p}", endpoint.prefix),
             (None, Some(p)) => format!("{}{p}", endpoint.prefix),
@@ -151,28 +169,35 @@ impl Target {
                 ))
             }
         };
-        let template = match (&s.request_template, s.kind) {
-            (Some(path), Kind::Template) => {
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    PlanError::Flag(format!("--request-template {}: {e}", path.display()))
-                })?;
-                crate::api::check_template(&text).map_err(|e| {
-                    PlanError::Flag(format!("--request-template {}: {e}", path.display()))
-                })?;
-                Some(text)
-            }
-            (None, Kind::Template) => {
-                return Err(PlanError::Flag(
-                    "--endpoint-type template needs --request-template FILE".into(),
-                ))
-            }
-            (Some(_), _) => {
-                return Err(PlanError::Flag(
-                    "--request-template goes with --endpoint-type template".into(),
-                ))
-            }
-            (None, _) => None,
-        };
+        let template =
+            match (&s.request_template, s.kind) {
+                (Some(given), Kind::Template) => {
+                    let inline = given.trim_start().starts_with('{');
+                    let text = if inline {
+                        given.clone()
+                    } else {
+                        std::fs::read_to_string(given).map_err(|e| {
+                            PlanError::Flag(format!(
+                                "--request-template {given}: {e} (give a file, or the JSON itself)"
+                            ))
+                        })?
+                    };
+                    let name = if inline { "(inline)" } else { given.as_str() };
+                    crate::api::check_template(&text)
+                        .map_err(|e| PlanError::Flag(format!("--request-template {name}: {e}")))?;
+                    Some(text)
+                }
+                (None, Kind::Template) => return Err(PlanError::Flag(
+                    "--endpoint-type template needs --request-template FILE (or the JSON itself)"
+                        .into(),
+                )),
+                (Some(_), _) => {
+                    return Err(PlanError::Flag(
+                        "--request-template goes with --endpoint-type template".into(),
+                    ))
+                }
+                (None, _) => None,
+            };
         let pointers = (s.kind == Kind::Template).then(|| Pointers {
             text: s.response_text_pointer.clone(),
             tokens: s.response_tokens_pointer.clone(),
@@ -228,6 +253,9 @@ pub(crate) mod tests {
             insecure: false,
             connect_timeout_ns: 1,
             request_timeout_ns: 1,
+            ready_check_timeout_ns: 0,
+            preflight: true,
+            reset_prefix_cache: false,
         }
     }
 

@@ -22,6 +22,13 @@ pub struct WorkloadSpec {
     pub tokenizer: Option<String>,
     /// The hub revision of a model id's tokenizer (default `main`).
     pub tokenizer_revision: Option<String>,
+    /// Without `tokenizer`: try the served model's own tokenizer (the local Hugging Face
+    /// cache, else the hub) before the embedded one, as the peers count with the model's.
+    #[serde(default)]
+    pub tokenizer_from_model: bool,
+    /// Without `tokenizer`: this model's tokenizer (from the cache), not the served one's.
+    #[serde(default)]
+    pub tokenizer_of: Option<String>,
     /// Mean prompt length in tokens.
     pub isl_mean: u32,
     /// Standard deviation of the prompt length.
@@ -30,6 +37,11 @@ pub struct WorkloadSpec {
     pub osl_mean: Option<u32>,
     /// Standard deviation of the requested output length.
     pub osl_stddev: u32,
+    /// Prompt and output lengths drawn uniformly from [mean·(1−r), mean·(1+r)] (vLLM's
+    /// `--random-range-ratio`) instead of from a normal distribution: the prompt's r and the
+    /// output's.
+    #[serde(default)]
+    pub range_ratio: Option<(f64, f64)>,
     /// Also send `min_tokens` equal to `max_tokens`.
     pub osl_deterministic: bool,
     /// Extra request body fields.
@@ -38,12 +50,18 @@ pub struct WorkloadSpec {
     pub random_seed: u64,
     /// Distinct prompts to generate (or dataset lines to read).
     pub num_dataset_entries: u64,
+    /// Inputs per request (embeddings batches; 1 otherwise).
+    #[serde(default = "one")]
+    pub batch_size: u32,
     /// Leave out `stream_options.include_usage`.
     pub no_usage: bool,
     /// Prompts from a file instead of synthetic ones.
     pub input_file: Option<PathBuf>,
     /// Its format (default: guessed).
     pub dataset_type: Option<DatasetType>,
+    /// Only the file's lines whose key holds this value (`category=writing`).
+    #[serde(default)]
+    pub dataset_filter: Option<(String, String)>,
     /// Replay the file's timestamps as send times.
     pub fixed_schedule: bool,
     /// A JSONL file or trace whose prompts come to more bytes than this is not held: its
@@ -60,6 +78,9 @@ pub struct WorkloadSpec {
     pub session_turns_stddev: f64,
     /// Pause between an answer and the session's next turn (ns).
     pub session_turn_delay_ns: u64,
+    /// Standard deviation of that pause (ns).
+    #[serde(default)]
+    pub session_turn_delay_stddev_ns: u64,
 }
 
 /// The workload, ready.
@@ -77,6 +98,10 @@ pub struct Workload {
 
 /// A file's prompts held in memory at most (64 MiB); a larger file is streamed.
 pub const STREAM_DATASET_ABOVE: u64 = 64 << 20;
+
+fn one() -> u32 {
+    1
+}
 
 fn default_stream_above() -> u64 {
     STREAM_DATASET_ABOVE
@@ -111,7 +136,26 @@ impl Workload {
         let prefixes = s.num_prefix_prompts.unwrap_or(0) as u64;
         let planned = u64::from(s.isl_mean) * s.num_dataset_entries
             + prefixes * u64::from(s.prefix_prompt_length);
-        let longest = u64::from(s.isl_mean) + 4 * u64::from(s.isl_stddev);
+        if let Some((ri, ro)) = s.range_ratio {
+            for r in [ri, ro] {
+                if !(0.0..1.0).contains(&r) {
+                    return Err(flag(format!(
+                        "--random-range-ratio {r}: expected a ratio from 0 to below 1"
+                    )));
+                }
+            }
+            if (ri > 0.0 && s.isl_stddev > 0) || (ro > 0.0 && s.osl_stddev > 0) {
+                return Err(flag(
+                    "--random-range-ratio draws lengths uniformly; a standard deviation \
+                     (--synthetic-input-tokens-stddev, --output-tokens-stddev) asks for a normal \
+                     distribution: give one or the other",
+                ));
+            }
+        }
+        let longest = match s.range_ratio {
+            Some((r, _)) => u64::from(crate::workload::uniform_range(s.isl_mean, r).1),
+            None => u64::from(s.isl_mean) + 4 * u64::from(s.isl_stddev),
+        };
         if s.input_file.is_none()
             && longest.max(u64::from(s.prefix_prompt_length)) > MAX_PROMPT_TOKENS
         {
@@ -132,10 +176,22 @@ impl Workload {
                 "--fixed-schedule replays an --input-file's timestamps: give one",
             ));
         }
-        let tokenizer = Arc::new(Tokenizer::load(
-            s.tokenizer.as_deref(),
-            s.tokenizer_revision.as_deref(),
-        )?);
+        if s.batch_size == 0 || s.batch_size > 4096 {
+            return Err(flag("--batch-size-text must be from 1 to 4096"));
+        }
+        if s.batch_size > 1 && s.input_file.is_some() && s.fixed_schedule {
+            return Err(flag(
+                "--batch-size-text with --fixed-schedule: a trace's line is one request",
+            ));
+        }
+        let revision = s.tokenizer_revision.as_deref();
+        let tokenizer = Arc::new(match (&s.tokenizer, &s.tokenizer_of) {
+            (None, Some(model)) => Tokenizer::of_model(model, revision),
+            (None, None) if s.tokenizer_from_model && !target.model.is_empty() => {
+                Tokenizer::of_model(&target.model, revision)
+            }
+            (t, _) => Tokenizer::load(t.as_deref(), revision)?,
+        });
         let gen = Gen {
             body: Body {
                 model: target.model.clone(),
@@ -151,6 +207,8 @@ impl Workload {
             entries: s.num_dataset_entries as usize,
             prefixes: s.num_prefix_prompts.map(|n| (n, s.prefix_prompt_length)),
             seed: s.random_seed,
+            range_ratio: s.range_ratio,
+            batch: s.batch_size.max(1) as usize,
         };
         let (dataset, trace) = match &s.input_file {
             None => (Dataset::synthetic(&gen, &target.head, &tokenizer)?, None),
@@ -185,8 +243,14 @@ impl Workload {
                         (Dataset::from_items(&gen, &target.head, items)?, None)
                     }
                     _ => {
-                        let index =
-                            files::Index::read(path, kind, limit, files::CAPS.line, s.random_seed)?;
+                        let index = files::Index::read(
+                            path,
+                            kind,
+                            limit,
+                            files::CAPS.line,
+                            s.random_seed,
+                            s.dataset_filter.as_ref(),
+                        )?;
                         let (n, of) = (index.len() - index.timestamps.len(), index.len());
                         let trace = match s.fixed_schedule {
                             true if n > 0 => return Err(no_timestamp(n, of)),
@@ -217,14 +281,21 @@ impl Workload {
                     return Err(flag("multi-turn sessions need --endpoint-type chat"));
                 }
                 if s.input_file.is_some() {
-                    return Err(flag("multi-turn sessions are closed loop with synthetic prompts: drop --request-rate, --fixed-schedule and --input-file"));
+                    return Err(flag("multi-turn sessions are made of synthetic prompts: drop --fixed-schedule and --input-file"));
                 }
-                let list = Sessions::synthetic(&gen, &tokenizer, (m, s.session_turns_stddev))?;
+                let list = Sessions::synthetic(
+                    &gen,
+                    &tokenizer,
+                    (m, s.session_turns_stddev),
+                    (
+                        s.session_turn_delay_ns as f64,
+                        s.session_turn_delay_stddev_ns as f64,
+                    ),
+                )?;
                 Some(Arc::new(Sessions {
                     body: gen.body.clone(),
                     head: target.head.clone(),
                     list,
-                    delay_ns: s.session_turn_delay_ns,
                 }))
             }
         };
@@ -253,18 +324,22 @@ impl Workload {
 }
 
 #[cfg(test)]
-mod tests {
+pub(in crate::plan) mod tests {
     use super::*;
     use crate::plan::target::tests::spec;
 
-    fn workload_spec() -> WorkloadSpec {
+    pub(in crate::plan) fn workload_spec() -> WorkloadSpec {
         WorkloadSpec {
             tokenizer: None,
             tokenizer_revision: None,
+            tokenizer_from_model: false,
+            tokenizer_of: None,
             isl_mean: 40,
             isl_stddev: 0,
             osl_mean: Some(7),
             osl_stddev: 0,
+            range_ratio: None,
+            batch_size: 1,
             osl_deterministic: false,
             extra_inputs: Map::new(),
             random_seed: 3,
@@ -272,6 +347,7 @@ mod tests {
             no_usage: false,
             input_file: None,
             dataset_type: None,
+            dataset_filter: None,
             fixed_schedule: false,
             stream_dataset_above: STREAM_DATASET_ABOVE,
             num_prefix_prompts: None,
@@ -279,6 +355,7 @@ mod tests {
             session_turns_mean: None,
             session_turns_stddev: 0.0,
             session_turn_delay_ns: 0,
+            session_turn_delay_stddev_ns: 0,
         }
     }
 

@@ -520,6 +520,7 @@ fn sweep_charts(
                 >= 4.0 * rows.iter().map(load).fold(f64::MAX, f64::min),
         ),
         Axis::RequestRate => ("request rate asked (requests/s)", false),
+        other => (other.flag().trim_start_matches("--"), false),
     };
     let mark_load = knee.and_then(|k| {
         let r = rows.iter().find(|r| r.point == k.at)?;

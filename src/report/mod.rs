@@ -16,6 +16,7 @@ pub mod merge;
 mod metrics;
 /// What each run writes for merging.
 pub mod node;
+pub mod peer;
 pub mod plot;
 pub mod staircase;
 pub mod sweep;

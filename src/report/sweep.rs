@@ -125,6 +125,7 @@ impl Row {
         match self.point.axis {
             Axis::Concurrency => [v, None],
             Axis::RequestRate => [None, v],
+            _ => [None, None],
         }
     }
 
@@ -134,6 +135,9 @@ impl Row {
         let [c, r] = self.asked();
         m.insert("concurrency".into(), json!(c));
         m.insert("request_rate".into(), json!(r));
+        if self.point.axis.is_workload() {
+            m.insert(self.point.axis.name().into(), json!(self.point.value));
+        }
         m.insert("runs".into(), json!(self.runs));
         for ((name, _), v) in FIGURES.iter().zip(&self.figures) {
             m.insert((*name).into(), json!(v));
@@ -515,16 +519,22 @@ pub fn read_runs(point_dir: &Path) -> std::io::Result<Vec<(String, Value)>> {
 
 /// The point a sweep folder is named after (`concurrency_16`, `request_rate_2.5`).
 pub fn point_of_dir(name: &str) -> Option<Point> {
-    [Axis::Concurrency, Axis::RequestRate]
-        .into_iter()
-        .find_map(|axis| {
-            let v: f64 = name
-                .strip_prefix(axis.name())?
-                .strip_prefix('_')?
-                .parse()
-                .ok()?;
-            Some(Point { axis, value: v })
-        })
+    [
+        Axis::Concurrency,
+        Axis::RequestRate,
+        Axis::InputSequenceLength,
+        Axis::NumDatasetEntries,
+        Axis::BatchSize,
+    ]
+    .into_iter()
+    .find_map(|axis| {
+        let v: f64 = name
+            .strip_prefix(axis.name())?
+            .strip_prefix('_')?
+            .parse()
+            .ok()?;
+        Some(Point { axis, value: v })
+    })
 }
 
 /// The rows of a sweep folder, from each point's own artifacts, in load order.

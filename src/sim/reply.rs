@@ -18,6 +18,8 @@ use crate::net::Conn;
 /// What a generation request asked for.
 pub(super) struct Gen {
     api: Kind,
+    /// Triton's generate extension: `text_output` events, no usage, no `[DONE]`.
+    triton: bool,
     stream: bool,
     usage: bool,
     max_tokens: u32,
@@ -85,6 +87,7 @@ pub(super) fn read_gen(r: &GenRequest<'_>, api: Kind, default_max: u32) -> Gen {
         .max(1);
     Gen {
         api,
+        triton: false,
         stream: r.stream,
         usage: r.stream_options.as_ref().is_some_and(|o| o.include_usage),
         max_tokens,
@@ -93,6 +96,49 @@ pub(super) fn read_gen(r: &GenRequest<'_>, api: Kind, default_max: u32) -> Gen {
         // An estimate (about four characters a token); the simulator carries no tokenizer.
         prompt_tokens: prompt_chars.div_ceil(4) as u64,
     }
+}
+
+/// A request to Triton's generate extension (`/v2/models/{model}/generate[_stream]`), as
+/// GenAI-Perf sends it to each backend: `text_input`, and the length as `max_tokens` (TRT-LLM,
+/// generic) or inside the `sampling_parameters` string (vLLM's backend); values may come as
+/// one-element arrays. `Err` says what is wrong with the body.
+pub(super) fn read_triton(body: &[u8], stream: bool, default_max: u32) -> Result<Gen, String> {
+    use serde_json::Value;
+    let v: Value = serde_json::from_slice(body).map_err(|e| format!("invalid JSON: {e}"))?;
+    let one = |k: &str| -> Option<Value> {
+        match v.get(k)? {
+            Value::Array(a) => a.first().cloned(),
+            x => Some(x.clone()),
+        }
+    };
+    let text = one("text_input")
+        .and_then(|t| t.as_str().map(str::len))
+        .ok_or("text_input is missing")?;
+    let as_u64 = |x: &Value| x.as_u64().or_else(|| x.as_str()?.trim().parse().ok());
+    let sampling: Option<Value> = one("sampling_parameters")
+        .and_then(|s| s.as_str().and_then(|s| serde_json::from_str(s).ok()));
+    let max = one("max_tokens")
+        .as_ref()
+        .and_then(as_u64)
+        .or_else(|| sampling.as_ref()?.get("max_tokens").and_then(as_u64))
+        .map_or(default_max, |n| n.min(u64::from(u32::MAX)) as u32)
+        .max(1);
+    let min = one("min_length")
+        .as_ref()
+        .and_then(as_u64)
+        .or_else(|| sampling.as_ref()?.get("min_tokens").and_then(as_u64))
+        .map_or(0, |n| n.min(u64::from(max)) as u32);
+    let wants_stream = one("stream").and_then(|s| s.as_bool()).unwrap_or(false);
+    Ok(Gen {
+        api: Kind::Template,
+        triton: true,
+        stream: stream || wants_stream,
+        usage: false,
+        max_tokens: max,
+        min_tokens: min,
+        ignore_eos: false,
+        prompt_tokens: text.div_ceil(4) as u64,
+    })
 }
 
 /// Output length: max_tokens, or earlier at a random EOS after min_tokens.
@@ -197,6 +243,13 @@ pub(super) async fn generate(
     // What every event of this response shares, formatted once: the part before the new
     // text, and the part right after it.
     let (prefix, after_text) = match gen.api {
+        _ if gen.triton => (
+            format!(
+                r#"{{"model_name":{},"model_version":"1","text_output":""#,
+                ctx.model_json
+            ),
+            r#"""#,
+        ),
         Kind::Chat => (
             format!(
                 r#"{{"id":"{id}","object":"chat.completion.chunk","created":{created},"model":{},"choices":[{{"index":0,"delta":{{"content":""#,
@@ -239,7 +292,9 @@ pub(super) async fn generate(
             .fetch_add(u64::from(n), Ordering::Relaxed);
         if gen.stream {
             ev.extend_from_slice(after_text.as_bytes());
-            if gen.api != Kind::Responses {
+            if gen.triton {
+                ev.extend_from_slice(std::mem::take(&mut arrival).as_bytes());
+            } else if gen.api != Kind::Responses {
                 if sent == n_out {
                     let _ = write!(ev, "\"{finish}\"");
                 } else {
@@ -276,7 +331,9 @@ pub(super) async fn generate(
         gen.prompt_tokens + u64::from(n_out)
     );
     if gen.stream {
-        if gen.api == Kind::Responses {
+        if gen.triton {
+            // Triton ends the stream with the last event.
+        } else if gen.api == Kind::Responses {
             let ev = format!(
                 r#"{{"type":"response.completed","response":{{"id":"{id}","object":"response","created_at":{created},"status":"completed","model":{},"usage":{responses_usage}}}}}"#,
                 ctx.model_json
@@ -297,6 +354,10 @@ pub(super) async fn generate(
         send(stream, out).await && !close
     } else {
         let b = match gen.api {
+            _ if gen.triton => format!(
+                r#"{{"model_name":{},"model_version":"1","text_output":"{text}"{arrival}}}"#,
+                ctx.model_json
+            ),
             Kind::Chat => format!(
                 r#"{{"id":"{id}","object":"{object}","created":{created},"model":{},"choices":[{{"index":0,"message":{{"role":"assistant","content":"{text}"}},"finish_reason":"{finish}"}}],"usage":{usage}{arrival}}}"#,
                 ctx.model_json

@@ -475,6 +475,39 @@ async fn handle(
             let gen = read_gen(&r, api, ctx.args.default_max_tokens);
             generate(ctx, stream, out, gen, req.close, arrived).await
         }
+        ("POST", p) if p.starts_with("/v2/models/") => {
+            // Triton's generate extension: /v2/models/{model}[/versions/{v}]/generate[_stream].
+            let rest = &p["/v2/models/".len()..];
+            let (model, streamed) = match (
+                rest.strip_suffix("/generate_stream"),
+                rest.strip_suffix("/generate"),
+            ) {
+                (Some(m), _) => (m, true),
+                (None, Some(m)) => (m, false),
+                _ => {
+                    let b = br#"{"error":"Not Found"}"#;
+                    return respond(stream, out, 404, json, b, req.close).await;
+                }
+            };
+            let model = model.split("/versions/").next().unwrap_or(model);
+            if model != ctx.args.model {
+                let b = format!(
+                    r#"{{"error":"Request for unknown model: '{}' is not found"}}"#,
+                    model.replace(['"', '\\'], "")
+                );
+                return respond(stream, out, 400, json, b.as_bytes(), req.close).await;
+            }
+            let gen = match super::reply::read_triton(body, streamed, ctx.args.default_max_tokens) {
+                Ok(g) => g,
+                Err(e) => {
+                    let b = serde_json::json!({ "error": e }).to_string();
+                    return respond(stream, out, 400, json, b.as_bytes(), req.close).await;
+                }
+            };
+            ctx.counters.requests.fetch_add(1, Ordering::Relaxed);
+            let _busy = Busy::enter(&ctx.counters.in_flight, arrived);
+            generate(ctx, stream, out, gen, req.close, arrived).await
+        }
         (_, p) if Kind::at(p).is_some() || matches!(p, "/v1/models" | "/health" | "/metrics") => {
             respond(
                 stream,

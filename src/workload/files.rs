@@ -258,7 +258,11 @@ fn trace_line(v: &Value) -> Result<TraceLine, String> {
 /// A custom JSONL line's request.
 fn jsonl_item(mut v: Value) -> Result<Item, String> {
     // `prompt` and `output_tokens` are the names of `vllm bench serve`'s custom dataset.
-    let text = v.get("text").or_else(|| v.get("prompt"));
+    // `turns` (a list of user turns: the first is sent) is SpecBench's and MT-Bench's.
+    let text = v
+        .get("text")
+        .or_else(|| v.get("prompt"))
+        .or_else(|| v.get("turns").and_then(|t| t.get(0)));
     let prompt = if let Some(t) = text.and_then(Value::as_str) {
         Prompt::Text(t.to_string())
     } else if let Some(m) = v.get_mut("messages").and_then(Value::as_array_mut) {
@@ -267,7 +271,10 @@ fn jsonl_item(mut v: Value) -> Result<Item, String> {
         }
         Prompt::Messages(std::mem::take(m))
     } else {
-        return Err("expected a \"text\" (or \"prompt\") string or a \"messages\" array".into());
+        return Err(
+            "expected a \"text\" (or \"prompt\") string, a \"messages\" array or a \"turns\" list"
+                .into(),
+        );
     };
     Ok(Item {
         prompt,
@@ -284,13 +291,15 @@ fn jsonl_item(mut v: Value) -> Result<Item, String> {
 
 impl Index {
     /// Reads up to `limit` request lines of a JSONL file or trace (`kind`), each at most
-    /// `max_line` bytes, checking every one.
+    /// `max_line` bytes, checking every one; with `filter` (key, value), only the lines whose
+    /// `key` holds `value`.
     pub fn read(
         path: &Path,
         kind: DatasetType,
         limit: usize,
         max_line: usize,
         seed: u64,
+        filter: Option<&(String, String)>,
     ) -> Result<Index, WorkloadError> {
         assert!(
             kind != DatasetType::Sharegpt,
@@ -331,6 +340,17 @@ impl Index {
             }
             let v: Value = serde_json::from_slice(&buf)
                 .map_err(|e| err(path, n, format!("invalid JSON: {e}")))?;
+            if let Some((key, want)) = filter {
+                let holds = match v.get(key) {
+                    Some(Value::String(s)) => s == want,
+                    // A number or a boolean, as written: parse the wanted text as JSON.
+                    Some(other) => serde_json::from_str::<Value>(want).is_ok_and(|w| w == *other),
+                    None => false,
+                };
+                if !holds {
+                    continue;
+                }
+            }
             let (timestamp, max_tokens, bytes) = match kind {
                 DatasetType::Mooncake => {
                     let t = trace_line(&v).map_err(|m| err(path, n, m))?;
@@ -355,9 +375,10 @@ impl Index {
             });
         }
         if index.lines.is_empty() {
-            let what = match kind {
-                DatasetType::Mooncake => "no request in the trace",
-                _ => "no request in the file",
+            let what = match (kind, filter) {
+                (_, Some((k, v))) => format!("no request line with {k} = {v:?}"),
+                (DatasetType::Mooncake, None) => "no request in the trace".into(),
+                _ => "no request in the file".into(),
             };
             return Err(err(path, 0, what));
         }
@@ -593,7 +614,7 @@ mod tests {
         );
         let tok = Tokenizer::embedded().unwrap();
         let maker = PromptMaker::new(&tok).unwrap();
-        let index = Index::read(&p, DatasetType::Jsonl, 10, 1 << 20, 1).unwrap();
+        let index = Index::read(&p, DatasetType::Jsonl, 10, 1 << 20, 1, None).unwrap();
         assert_eq!(index.len(), 3);
         assert_eq!(index.timestamps, [5.0, 7.0]);
         assert_eq!(index.max_tokens, [Some(3), None, None]);
@@ -608,12 +629,12 @@ mod tests {
             );
         }
         assert_eq!(
-            Index::read(&p, DatasetType::Jsonl, 2, 1 << 20, 1)
+            Index::read(&p, DatasetType::Jsonl, 2, 1 << 20, 1, None)
                 .unwrap()
                 .len(),
             2
         );
-        let e = Index::read(&p, DatasetType::Jsonl, 10, 60, 1)
+        let e = Index::read(&p, DatasetType::Jsonl, 10, 60, 1, None)
             .unwrap_err()
             .to_string();
         assert!(
@@ -648,7 +669,7 @@ mod tests {
         );
         let tok = Tokenizer::embedded().unwrap();
         let maker = PromptMaker::new(&tok).unwrap();
-        let index = Index::read(&p, DatasetType::Mooncake, 10, 1 << 20, 3).unwrap();
+        let index = Index::read(&p, DatasetType::Mooncake, 10, 1 << 20, 3, None).unwrap();
         assert_eq!(index.timestamps, [0.0, 10.0, 25.0, 25.0, 30.0]);
         assert_eq!(
             index.max_tokens,

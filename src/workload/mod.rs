@@ -57,6 +57,44 @@ pub struct Gen {
     pub prefixes: Option<(usize, u32)>,
     /// Seed for every random choice.
     pub seed: u64,
+    /// Lengths drawn uniformly from [mean·(1−r), mean·(1+r)] instead of a normal distribution
+    /// (vLLM's `--random-range-ratio`): the prompt's r and the output's.
+    pub range_ratio: Option<(f64, f64)>,
+    /// Inputs per request (embeddings batches; 1 otherwise).
+    pub batch: usize,
+}
+
+impl Gen {
+    /// A prompt length: around the mean, uniform over the range ratio when one is set (as
+    /// vLLM draws it), else normal; at least 1.
+    pub fn draw_isl(&self, rng: &mut impl Rng) -> u32 {
+        draw_len(rng, self.isl, self.range_ratio.map(|r| r.0))
+    }
+
+    /// An output length (`max_tokens`), drawn as [`Gen::draw_isl`] draws prompt lengths.
+    pub fn draw_osl(&self, rng: &mut impl Rng) -> Option<u32> {
+        Some(draw_len(rng, self.osl?, self.range_ratio.map(|r| r.1)))
+    }
+}
+
+/// A length around `(mean, stddev)`: uniform over the range ratio `r` when it is above 0,
+/// else normal; at least 1.
+fn draw_len(rng: &mut impl Rng, (mean, std): (u32, u32), r: Option<f64>) -> u32 {
+    match r.filter(|r| *r > 0.0) {
+        Some(r) => {
+            let (lo, hi) = uniform_range(mean, r);
+            rng.random_range(lo..=hi)
+        }
+        None => sample_len(rng, mean, std),
+    }
+}
+
+/// The lengths a range ratio `r` spans around `mean`: vLLM's floor(mean·(1−r)) to
+/// ceil(mean·(1+r)), at least 1.
+pub fn uniform_range(mean: u32, r: f64) -> (u32, u32) {
+    let lo = (f64::from(mean) * (1.0 - r)).floor().max(1.0) as u32;
+    let hi = (f64::from(mean) * (1.0 + r)).ceil().max(f64::from(lo)) as u32;
+    (lo, hi)
 }
 
 /// Turns per session at most; a turn's request id is `session × MAX_TURNS + turn`.
@@ -81,6 +119,8 @@ pub struct Turn {
     pub isl: u32,
     /// `max_tokens` for the answer.
     pub osl: Option<u32>,
+    /// The pause between the previous answer and this turn (ns; 0 for the first turn).
+    pub delay_ns: u64,
 }
 
 /// A multi-turn session.
@@ -99,8 +139,6 @@ pub struct Sessions {
     pub head: Target,
     /// The sessions that runs cycle through.
     pub list: Vec<Session>,
-    /// Pause between an answer and the next turn (ns).
-    pub delay_ns: u64,
 }
 
 impl Sessions {
@@ -119,13 +157,31 @@ impl Sessions {
         )
     }
 
-    /// Makes `spec.entries` sessions of about `turns` (mean, std) turns each.
+    /// Makes `spec.entries` sessions of about `turns` (mean, std) turns each, with pauses of
+    /// about `delay` (mean, std, in ns) before every turn but the first.
     pub fn synthetic(
         spec: &Gen,
         tokenizer: &Tokenizer,
         turns: (f64, f64),
+        delay: (f64, f64),
     ) -> Result<Vec<Session>, WorkloadError> {
         let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x5e55);
+        // Pauses come from a stream of their own: asking for them changes no prompt.
+        let mut pauses = ChaCha8Rng::seed_from_u64(spec.seed ^ 0xde1a);
+        let mut pause = |first: bool| -> u64 {
+            if first || delay.0 <= 0.0 && delay.1 <= 0.0 {
+                return 0;
+            }
+            let ns = if delay.1 > 0.0 {
+                use rand_distr::Distribution;
+                rand_distr::Normal::new(delay.0, delay.1)
+                    .expect("finite")
+                    .sample(&mut pauses)
+            } else {
+                delay.0
+            };
+            ns.max(0.0).round() as u64
+        };
         let maker = PromptMaker::new(tokenizer)?;
         let mut out = Vec::with_capacity(spec.entries);
         for _ in 0..spec.entries.max(1) {
@@ -140,12 +196,18 @@ impl Sessions {
             }
             .clamp(1.0, MAX_TURNS as f64) as usize;
             let mut list = Vec::with_capacity(n);
-            for _ in 0..n {
-                let want = sample_len(&mut rng, spec.isl.0, spec.isl.1);
+            for k in 0..n {
+                let want = spec.draw_isl(&mut rng);
                 let prompt = maker.prompt(want as usize, &mut rng)?;
                 let isl = tokenizer.count(&prompt)? as u32;
-                let osl = spec.osl.map(|(m, s)| sample_len(&mut rng, m, s));
-                list.push(Turn { prompt, isl, osl });
+                let osl = spec.draw_osl(&mut rng);
+                let delay_ns = pause(k == 0);
+                list.push(Turn {
+                    prompt,
+                    isl,
+                    osl,
+                    delay_ns,
+                });
             }
             out.push(Session { turns: list });
         }
@@ -223,7 +285,35 @@ fn count_prompt(p: &Prompt, tokenizer: &Tokenizer) -> Result<u32, WorkloadError>
             .filter_map(|x| x.get("content").and_then(Value::as_str))
             .map(|c| tokenizer.count(c))
             .sum::<Result<usize, _>>()? as u32,
+        Prompt::Batch(texts) => texts
+            .iter()
+            .map(|t| tokenizer.count(t))
+            .sum::<Result<usize, _>>()? as u32,
     })
+}
+
+/// `items` in batches of `n` inputs each (embeddings' `--batch-size-text`): each batch is one
+/// request whose prompt is the batch's texts, its tokens their sum. A last, short batch is
+/// left out, so that every request carries `n` inputs.
+fn batched(items: Vec<files::Item>, n: usize) -> Vec<files::Item> {
+    if n <= 1 || items.len() < n {
+        return items;
+    }
+    let mut out = Vec::with_capacity(items.len() / n);
+    let mut it = items.into_iter();
+    loop {
+        let group: Vec<files::Item> = it.by_ref().take(n).collect();
+        if group.len() < n {
+            return out;
+        }
+        let tokens = group.iter().map(|i| i.tokens).sum::<Option<u32>>();
+        out.push(files::Item {
+            prompt: Prompt::Batch(group.into_iter().map(|i| i.prompt.text()).collect()),
+            max_tokens: None,
+            timestamp_ms: None,
+            tokens,
+        });
+    }
 }
 
 /// All prepared requests of a run: held, or for a large file built while the run goes on.
@@ -464,8 +554,7 @@ fn sample_len(rng: &mut impl Rng, mean: u32, std: u32) -> u32 {
 /// requests' order, from the seed).
 fn draw_osls(spec: &Gen, own: impl Iterator<Item = Option<u32>>) -> Vec<Option<u32>> {
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x0051);
-    own.map(|m| m.or_else(|| spec.osl.map(|(m, s)| sample_len(&mut rng, m, s))))
-        .collect()
+    own.map(|m| m.or_else(|| spec.draw_osl(&mut rng))).collect()
 }
 
 impl Dataset {
@@ -484,12 +573,14 @@ impl Dataset {
             None => Vec::new(),
         };
         // Every draw first, in the seed's order (cheap); then the costly text on every core.
-        let drafts: Vec<(Draft, Option<usize>, Option<u32>)> = (0..spec.entries.max(1))
+        // A batch of inputs takes that many prompts per entry.
+        let prompts = spec.entries.max(1) * spec.batch.max(1);
+        let drafts: Vec<(Draft, Option<usize>, Option<u32>)> = (0..prompts)
             .map(|_| {
-                let want = sample_len(&mut rng, spec.isl.0, spec.isl.1);
+                let want = spec.draw_isl(&mut rng);
                 let draft = maker.draft(want as usize, &mut rng);
                 let prefix = (!prefixes.is_empty()).then(|| rng.random_range(0..prefixes.len()));
-                let osl = spec.osl.map(|(m, s)| sample_len(&mut rng, m, s));
+                let osl = spec.draw_osl(&mut rng);
                 (draft, prefix, osl)
             })
             .collect();
@@ -520,6 +611,7 @@ impl Dataset {
         target: &Target,
         items: Vec<files::Item>,
     ) -> Result<Dataset, WorkloadError> {
+        let items = batched(items, spec.batch);
         let osls = draw_osls(spec, items.iter().map(|i| i.max_tokens));
         let work: Vec<(&files::Item, Option<u32>)> = items.iter().zip(osls).collect();
         let mut entries = par_map(&work, |(item, osl)| {
@@ -765,6 +857,8 @@ mod tests {
             entries: 2,
             prefixes: None,
             seed: 1,
+            range_ratio: None,
+            batch: 1,
         };
         let target = Target {
             host: "127.0.0.1:1".into(),
@@ -824,6 +918,8 @@ mod tests {
             entries: 3,
             prefixes: None,
             seed: 4,
+            range_ratio: None,
+            batch: 1,
         };
         let target = Target {
             host: "127.0.0.1:1".into(),
@@ -839,7 +935,8 @@ mod tests {
             "{\"text\": \"three\"}",
         ];
         std::fs::write(&path, lines.join("\n")).unwrap();
-        let read = || files::Index::read(&path, files::DatasetType::Jsonl, 10, 1 << 20, 4).unwrap();
+        let read =
+            || files::Index::read(&path, files::DatasetType::Jsonl, 10, 1 << 20, 4, None).unwrap();
         let held = Dataset::from_file(&spec, &target, read(), tok.clone(), u64::MAX).unwrap();
         let streamed = Dataset::from_file(&spec, &target, read(), tok.clone(), 0).unwrap();
         assert!(held.stream.is_none() && streamed.stream.is_some());

@@ -42,7 +42,8 @@ impl Tokenizer {
         revision: Option<&str>,
         hub: &super::hub::Hub,
     ) -> Result<Tokenizer, WorkloadError> {
-        let Some(spec) = spec else {
+        // AIPerf's word for its zero-network tokenizer; ringperf's is the embedded Qwen3.
+        let Some(spec) = spec.filter(|s| !matches!(*s, "builtin" | "embedded")) else {
             return Self::embedded();
         };
         let path = Path::new(spec);
@@ -65,6 +66,55 @@ impl Tokenizer {
             inner,
             source: file.display().to_string(),
         })
+    }
+
+    /// The served model's own tokenizer, as the peers count with it: the embedded one for a
+    /// Qwen3 model (the same vocabulary), else `model`'s from the local Hugging Face cache. A
+    /// default is never downloaded (a firewalled hub would stall the start); when the cache
+    /// lacks it, the embedded tokenizer counts and its source says why.
+    pub fn of_model(model: &str, revision: Option<&str>) -> Tokenizer {
+        Self::of_model_with(model, revision, &super::hub::Hub::from_env())
+    }
+
+    /// [`Tokenizer::of_model`] with the hub's settings given.
+    pub fn of_model_with(model: &str, revision: Option<&str>, hub: &super::hub::Hub) -> Tokenizer {
+        let fallback = |why: String| {
+            let mut t = Self::embedded().expect("the embedded tokenizer loads");
+            t.source = format!(
+                "embedded Qwen3 tokenizer: {why}; give --tokenizer {model} to download it, or                  --tokenizer PATH"
+            );
+            t
+        };
+        if model.to_ascii_lowercase().contains("qwen3") {
+            let mut t = Self::embedded().expect("the embedded tokenizer loads");
+            t.source = format!("embedded Qwen3 tokenizer (the tokenizer of {model})");
+            return t;
+        }
+        // A hub id may have no organisation (`gpt2`).
+        let id_like = !model.is_empty()
+            && model.split('/').count() <= 2
+            && model
+                .split('/')
+                .all(|p| !p.is_empty() && !p.starts_with('.'));
+        if !id_like {
+            return fallback(format!("{model:?} names no Hugging Face model"));
+        }
+        match hub.cached(model, revision.unwrap_or("main"), "tokenizer.json") {
+            Some(f) => match tokenizers::Tokenizer::from_file(&f) {
+                Ok(inner) => Tokenizer {
+                    inner,
+                    source: format!(
+                        "{} ({model}'s own, from the Hugging Face cache)",
+                        f.display()
+                    ),
+                },
+                Err(e) => fallback(format!("{}: {e}", f.display())),
+            },
+            None => fallback(format!(
+                "{model}'s tokenizer is not in the Hugging Face cache ({})",
+                hub.cache.display()
+            )),
+        }
     }
 
     /// The embedded Qwen3 tokenizer.
@@ -134,6 +184,58 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("HF_HUB_OFFLINE is set"), "{e}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_models_own_tokenizer_comes_from_the_cache_and_never_from_the_network() {
+        let dir = std::env::temp_dir().join(format!("ringperf-hf-own-{}", std::process::id()));
+        let commit = "89abcdef0123456789abcdef0123456789abcdef";
+        let snap = dir.join("models--org--small/snapshots").join(commit);
+        std::fs::create_dir_all(&snap).unwrap();
+        std::fs::create_dir_all(dir.join("models--org--small/refs")).unwrap();
+        std::fs::write(dir.join("models--org--small/refs/main"), commit).unwrap();
+        // A real tokenizer file: the embedded one, unpacked.
+        let mut json = Vec::new();
+        flate2::read::GzDecoder::new(EMBEDDED_QWEN3)
+            .read_to_end(&mut json)
+            .unwrap();
+        std::fs::write(snap.join("tokenizer.json"), &json).unwrap();
+        // Not offline, and a hub that cannot be reached: nothing may be asked of it.
+        let hub = super::super::hub::Hub {
+            offline: false,
+            endpoint: "http://127.0.0.1:9".into(),
+            cache: dir.clone(),
+            ..super::super::hub::Hub::from_env()
+        };
+        let t = Tokenizer::of_model_with("org/small", None, &hub);
+        assert!(t.source.contains("org/small's own"), "{}", t.source);
+        let t = Tokenizer::of_model_with("org/absent", None, &hub);
+        assert!(
+            t.source
+                .starts_with("embedded Qwen3 tokenizer: org/absent's tokenizer is not in"),
+            "{}",
+            t.source
+        );
+        assert_eq!(t.count("hello world").unwrap(), 2);
+        let t = Tokenizer::of_model_with("Qwen/Qwen3-0.6B", None, &hub);
+        assert!(t.source.contains("the tokenizer of Qwen/Qwen3-0.6B"));
+        let t = Tokenizer::of_model_with("ringperf-sim", None, &hub);
+        assert!(
+            t.source.contains("not in the Hugging Face cache"),
+            "{}",
+            t.source
+        );
+        let t = Tokenizer::of_model_with("../x/y", None, &hub);
+        assert!(
+            t.source.contains("names no Hugging Face model"),
+            "{}",
+            t.source
+        );
+        assert!(Tokenizer::load_with(Some("builtin"), None, &hub)
+            .unwrap()
+            .source
+            .starts_with("embedded Qwen3"));
         std::fs::remove_dir_all(dir).unwrap();
     }
 
