@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 
 use crate::endpoint::Endpoint;
 
+/// The longest a connection may take to open, whatever the exchange's limit.
+const CONNECT_AT_MOST: Duration = Duration::from_secs(15);
+
 /// Where to connect: the address, and for https the TLS configuration and the server name.
 pub(crate) struct To<'a> {
     /// The resolved address.
@@ -67,8 +70,11 @@ pub(crate) fn exchange(
             .filter(|d| !d.is_zero())
             .ok_or_else(|| Error::Io(format!("{what}: no answer within {timeout:?}")))
     };
+    // A connection that takes longer than this is not coming (a firewall dropping the
+    // packets): a hub download behind one fails in seconds, not at the transfer's limit.
+    let connect = timeout.min(CONNECT_AT_MOST);
     let mut tcp =
-        TcpStream::connect_timeout(&to.addr, timeout).map_err(|e| Error::Connect(e.to_string()))?;
+        TcpStream::connect_timeout(&to.addr, connect).map_err(|e| Error::Connect(e.to_string()))?;
     let io = |what: &'static str| move |e: std::io::Error| Error::Io(format!("{what}: {e}"));
     tcp.set_read_timeout(Some(left("TLS handshake")?))
         .map_err(io("socket"))?;

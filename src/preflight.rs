@@ -268,6 +268,10 @@ pub fn probe(plan: &Plan) -> Result<Probe, Failure> {
                 "; does --response-text-pointer {} point at the text the server sends?",
                 p.text
             ),
+            // A 404 that does not blame the model: the path is not served.
+            (_, Outcome::HttpStatus(404)) if !why.to_ascii_lowercase().contains("model") => {
+                not_served(&target.head.path)
+            }
             _ => String::new(),
         };
         return Err(Failure::Probe(format!(
@@ -284,9 +288,31 @@ pub fn probe(plan: &Plan) -> Result<Probe, Failure> {
     })
 }
 
+/// Why a path answered 404, and how to ask for the right one.
+fn not_served(path: &str) -> String {
+    format!(
+        "; the server serves no {path}: give --url the server's base URL (http://host:port, no \
+         API path) and the API with --endpoint-type (chat, completions, embeddings, responses) \
+         or --endpoint PATH"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_404_names_the_path_and_the_fix() {
+        let h = not_served("/v1/chat/completions/v1/chat/completions");
+        assert!(
+            h.contains("serves no /v1/chat/completions/v1/chat/completions"),
+            "{h}"
+        );
+        assert!(
+            h.contains("--endpoint-type") && h.contains("base URL"),
+            "{h}"
+        );
+    }
 
     #[test]
     fn http_dates_read_as_unix_seconds() {
