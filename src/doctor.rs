@@ -224,7 +224,7 @@ pub(crate) fn busy_cpus(busy: &[crate::host::BusyCpu]) -> Check {
             "busy CPUs",
             Level::Warn,
             format!(
-                "{}: ringperf keeps its shards off busy CPUs (see Placement in the README); \
+                "{}: ringperf keeps its shards off busy CPUs (see docs/metrics.md, Placement); \
                  with the server on this host, leave it its CPUs",
                 hot.join("; ")
             ),

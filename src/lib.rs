@@ -7,7 +7,7 @@
 //! [`api::openai`] and [`exchange`] turn received bytes into [`record`]s; [`report`] merges
 //! them and writes what GenAI-Perf and AIPerf users expect. [`sim`] is the built-in server,
 //! beside the engine, that proves the client's own overhead. Imports point one way; see the
-//! README's *Code layout*.
+//! *Code layout* in `docs/design.md`.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 #![warn(unreachable_pub)]

@@ -664,9 +664,10 @@ a pinned shard cannot escape a server that out-ranks it. During the run a shard 
 its CPU is moved to wider CPUs and reported; the requests it had in flight are marked. --shards,
 --cpus and --no-pin override each part.
 
-GenAI-Perf, AIPerf and `vllm bench serve` command lines run as they are: their other flags
-(--num-prompts, --backend, --dataset-name, --measurement-interval, --ui-type, ...) are accepted,
-mapped or noted; the README's porting table lists them.";
+GenAI-Perf and AIPerf command lines run here as they are (their flags are accepted, mapped or
+noted); `vllm bench serve ...` runs as `ringperf bench serve ...`, `guidellm benchmark ...` as
+`ringperf benchmark ...` and `guidellm run ...` as `ringperf run ...`, each with its own
+defaults. docs/porting.md lists every flag.";
 
 /// Threads, cores and I/O driver.
 #[derive(Debug, Clone, Args)]

@@ -1,6 +1,6 @@
 //! A short pass of every fuzz target on stable, as CI runs it: the real captures and a few
 //! hundred thousand mutations of them (seeded, so a failure repeats). The coverage-guided runs are
-//! `cargo +nightly fuzz run --fuzz-dir tests/fuzz TARGET` (see the README's "Fuzzing").
+//! `cargo +nightly fuzz run --fuzz-dir tests/fuzz TARGET` (see docs/performance.md, "Fuzzing").
 
 use crate::support;
 
