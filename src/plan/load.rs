@@ -272,10 +272,11 @@ impl Load {
         }
     }
 
-    /// The closed-loop concurrency this node holds steady, if any (not with a rate, a trace or
-    /// a ramp).
+    /// The closed-loop concurrency this node holds steady, if any (not with a rate, a trace,
+    /// a ramp or a staircase, whose cap changes step by step).
     pub fn steady_concurrency(&self) -> Option<u64> {
-        (self.offsets.is_none() && self.ramp_ns == 0).then_some(self.nodes.share(self.concurrency))
+        (self.offsets.is_none() && self.ramp_ns == 0 && self.steps.is_none())
+            .then_some(self.nodes.share(self.concurrency))
     }
 }
 

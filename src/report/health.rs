@@ -221,18 +221,40 @@ pub(super) fn merge_window_ns(kernel_stamps: bool, chunk_gaps: &Dist) -> u64 {
     }
 }
 
-/// Mean requests in flight, by the client's own records, between the first and the last
-/// measured send (closed loop: the cap is full there but for the gaps between a response
-/// and the next send).
-fn held(records: &[Record], asked: u64) -> Option<Held> {
-    let measured = || records.iter().filter(|r| r.is_measured_sent());
-    let (from, to) = measured().fold((u64::MAX, 0), |(a, b), r| {
-        (a.min(r.start_ns), b.max(r.start_ns))
-    });
-    if to <= from {
+/// The stretch in which a closed loop of `asked` places should hold every one of them:
+/// from the send that filled the last place to the last measured send (after it, places
+/// drain as the count runs out). None when no place was ever refilled (a burst of `asked`
+/// requests or fewer: nothing to hold), or when the stretch is shorter than half a median
+/// request: a refill that soon after the last place filled follows a request that ended
+/// early, and over so short a stretch its one turnaround would weigh as a lost place.
+fn hold_window(records: &[Record], asked: u64) -> Option<(u64, u64)> {
+    let mut starts: Vec<u64> = records
+        .iter()
+        .filter(|r| r.is_measured_sent())
+        .map(|r| r.start_ns)
+        .collect();
+    let filled = usize::try_from(asked).ok()?.checked_sub(1)?;
+    if starts.len() <= filled + 1 {
         return None;
     }
-    let busy: u128 = measured()
+    starts.sort_unstable();
+    let (from, to) = (starts[filled], *starts.last()?);
+    let mut lengths: Vec<u64> = records
+        .iter()
+        .filter(|r| r.is_measured_sent())
+        .map(|r| r.end_ns.saturating_sub(r.start_ns))
+        .collect();
+    let mid = lengths.len() / 2;
+    let median = *lengths.select_nth_unstable(mid).1;
+    (to > from && 2 * (to - from) >= median).then_some((from, to))
+}
+
+/// Mean requests in flight, by the client's own records, over the [`hold_window`].
+fn held(records: &[Record], asked: u64) -> Option<Held> {
+    let (from, to) = hold_window(records, asked)?;
+    let busy: u128 = records
+        .iter()
+        .filter(|r| r.is_measured_sent())
         .map(|r| {
             let end = r.end_ns.max(r.start_ns).min(to);
             u128::from(end.saturating_sub(r.start_ns.max(from)))
@@ -467,10 +489,16 @@ fn self_check(i: &Inputs<'_>) -> SelfCheck {
         c.receive.record(recv);
         c.total.record(send + recv);
     }
-    // The load is held from the first measured send to the last (after it, it drains).
-    let starts = measured().map(|r| r.start_ns);
-    let (from, to) = starts.fold((u64::MAX, 0), |(a, b), t| (a.min(t), b.max(t)));
-    c.server_in_flight = mean_in_flight(i.server_in_flight, from, to);
+    // A closed loop is judged over its hold window; an open loop's figure (not judged) is
+    // over its sends.
+    let window = match i.asked {
+        Some(a) => hold_window(i.records, a),
+        None => {
+            let starts = measured().map(|r| r.start_ns);
+            Some(starts.fold((u64::MAX, 0), |(a, b), t| (a.min(t), b.max(t))))
+        }
+    };
+    c.server_in_flight = window.and_then(|(from, to)| mean_in_flight(i.server_in_flight, from, to));
     c
 }
 
@@ -588,9 +616,32 @@ mod tests {
             rec(3, 0, 1100, 1150),
         ];
         let h = held(&recs, 2).unwrap();
+        // The window starts at the second send (1000: both places full) and ends at 1100.
         assert!((h.mean - 1.8).abs() < 1e-9, "{h:?}");
         assert_eq!(h.asked, 2);
         assert!(held(&recs[..1], 1).is_none(), "one send makes no window");
+    }
+
+    #[test]
+    fn a_burst_or_a_window_shorter_than_a_request_is_not_judged() {
+        // Four requests at once into four places, or fewer: nothing is refilled.
+        let burst: Vec<Record> = (0..4)
+            .map(|i| rec(i, 0, 1000 + i, 5000 + 100 * i))
+            .collect();
+        assert_eq!(hold_window(&burst, 4), None);
+        assert_eq!(hold_window(&burst, 8), None);
+        // A fifth request refills the first place to free: judged from the fourth send.
+        let mut refilled = burst.clone();
+        refilled.push(rec(4, 0, 5010, 9000));
+        assert_eq!(hold_window(&refilled, 4), Some((1003, 5010)));
+        let h = held(&refilled, 4).unwrap();
+        // Place 0 stood empty 5000–5010 of 4007 ns: 4 − 10/4007.
+        assert!((h.mean - (4.0 - 10.0 / 4007.0)).abs() < 1e-9, "{h:?}");
+        // A refill right after the last place filled, before any place could cycle once:
+        // the stretch is shorter than half a median request, too short to judge.
+        let mut early = burst.clone();
+        early.push(rec(4, 0, 1010, 1020));
+        assert_eq!(hold_window(&early, 4), None);
     }
 
     #[test]

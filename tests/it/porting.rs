@@ -1174,6 +1174,11 @@ fn guidellm_documented_lines_send_guidellms_load() {
          \"prompt_tokens=256,output_tokens=128\" --max-seconds 20 --rate 3",
         "openai_http",
     );
+    // 0.6's flags on 0.7's `run` (GuideLLM itself rejects them) point to the right spelling.
+    refused(
+        &format!("guidellm run --target {url} --rate-type concurrent --rate 4 --max-requests 8"),
+        "--backend kind=openai_http,target=URL",
+    );
 }
 
 #[test]

@@ -135,6 +135,28 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli, ParseError
             _ => {}
         }
     }
+    // `guidellm run` (0.7) spells the target inside --backend; 0.6's flags belong to `benchmark`.
+    if argv.get(1).map(String::as_str) == Some("run") {
+        const OLD: [&str; 6] = [
+            "--target",
+            "--rate-type",
+            "--rate",
+            "--max-requests",
+            "--max-seconds",
+            "--output-path",
+        ];
+        if let Some(old) = argv[2..]
+            .iter()
+            .map(|a| a.split('=').next().unwrap_or(a))
+            .find(|a| OLD.contains(a))
+        {
+            return Err(ParseError::Refused(format!(
+                "run {old}: that is GuideLLM 0.6's flag, for `ringperf benchmark …` (as `guidellm \
+                 benchmark`); GuideLLM 0.7's `run` takes --backend kind=openai_http,target=URL, \
+                 --profile kind=…,rate=… and --constraint kind=max_requests,count=N"
+            )));
+        }
+    }
     let cli = match argv.get(1).map(String::as_str) {
         Some(sub @ ("profile" | "analyze")) => {
             let sub = sub.to_string();
