@@ -404,6 +404,123 @@ impl TInterval {
     }
 }
 
+/// A 95%-style interval and how it was made, for the artifacts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Interval {
+    /// Lower end.
+    pub lo: f64,
+    /// Upper end.
+    pub hi: f64,
+}
+
+/// The distribution-free interval of the `p`-th percentile (0–100) from `sorted` values at
+/// `confidence`: the order statistics x₍ₗ₎ and x₍ᵤ₎ whose ranks the binomial distribution
+/// B(n, p/100) puts around the percentile's rank, so that P(x₍ₗ₎ ≤ q < x₍ᵤ₎) ≥ confidence
+/// (exact for n ≤ 1,000, by the normal approximation above). The ends are observed values,
+/// so the interval never leaves the figure's domain; where a small sample cannot bound a
+/// side (p99 of 50 values), that end is the sample's extreme.
+pub fn percentile_interval(sorted: &[f64], p: f64, confidence: f64) -> Option<Interval> {
+    let n = sorted.len();
+    if n < 2 || !(0.0..=100.0).contains(&p) {
+        return None;
+    }
+    let q = p / 100.0;
+    let tail = (1.0 - confidence) / 2.0;
+    // Ranks (1-based) of the lower and upper order statistics.
+    let (l, u) = if n <= 1000 {
+        // P(B ≤ k) for k = 0..n, from the pmf built up term by term in logs.
+        let (lq, lr) = (q.max(1e-300).ln(), (1.0 - q).max(1e-300).ln());
+        let mut cdf = Vec::with_capacity(n + 1);
+        let mut acc = 0.0;
+        for k in 0..=n {
+            let ln_pmf = ln_gamma(n as f64 + 1.0)
+                - ln_gamma(k as f64 + 1.0)
+                - ln_gamma((n - k) as f64 + 1.0)
+                + k as f64 * lq
+                + (n - k) as f64 * lr;
+            acc += ln_pmf.exp();
+            cdf.push(acc);
+        }
+        // l: the largest rank with P(B ≤ l − 1) ≤ tail; u: the smallest with
+        // P(B ≤ u − 1) ≥ 1 − tail.
+        let l = (1..=n)
+            .take_while(|&k| cdf[k - 1] <= tail)
+            .last()
+            .unwrap_or(0);
+        let u = (1..=n).find(|&k| cdf[k - 1] >= 1.0 - tail).unwrap_or(n + 1);
+        (l, u)
+    } else {
+        let z = t_critical(1e9, confidence);
+        let (m, sd) = (n as f64 * q, (n as f64 * q * (1.0 - q)).sqrt());
+        (
+            (m - z * sd).floor().max(0.0) as usize,
+            ((m + z * sd).ceil() as usize + 1).min(n + 1),
+        )
+    };
+    Some(Interval {
+        lo: sorted[l.clamp(1, n) - 1],
+        hi: sorted[u.clamp(1, n) - 1],
+    })
+}
+
+/// The interval of the mean of `values`, all of which must be positive, at `confidence`:
+/// Student's t on their logarithms, taken back (a geometric interval: never below zero, and
+/// fitting the right skew of latencies and throughputs over a few runs). For values that
+/// include zero or less, Student's t on the values with the low end clamped at zero. `None`
+/// with fewer than 2 values.
+pub fn positive_mean_interval(values: &[f64], confidence: f64) -> Option<(Interval, &'static str)> {
+    if values.iter().all(|v| *v > 0.0) {
+        let logs: Vec<f64> = values.iter().map(|v| v.ln()).collect();
+        let (lo, hi) = TInterval::of(&logs, confidence)?.bounds();
+        Some((
+            Interval {
+                lo: lo.exp(),
+                hi: hi.exp(),
+            },
+            "t on logarithms",
+        ))
+    } else {
+        let (lo, hi) = TInterval::of(values, confidence)?.bounds();
+        Some((
+            Interval {
+                lo: lo.max(0.0),
+                hi,
+            },
+            "t, clamped at 0",
+        ))
+    }
+}
+
+/// The interval of the ratio Σ num / Σ den by batch means: the pairs, in their order (e.g.
+/// by send time), cut into 2 to 10 consecutive batches of at least 5, each batch's own
+/// ratio taken as one observation, Student's t over them, scaled to centre on the whole
+/// ratio, the low end clamped at zero.
+/// Consecutive batches soak up the correlation between neighbouring requests that a
+/// per-request interval would ignore. `None` under 10 pairs or for a zero denominator.
+pub fn ratio_interval(num: &[f64], den: &[f64], confidence: f64) -> Option<Interval> {
+    let n = num.len().min(den.len());
+    if n < 10 {
+        return None;
+    }
+    let k = (n / 5).clamp(2, 10);
+    let ratios: Option<Vec<f64>> = (0..k)
+        .map(|b| {
+            let (a, z) = (b * n / k, (b + 1) * n / k);
+            let d: f64 = den[a..z].iter().sum();
+            (d > 0.0).then(|| num[a..z].iter().sum::<f64>() / d)
+        })
+        .collect();
+    let t = TInterval::of(&ratios?, confidence)?;
+    // Centred on the whole ratio (the batches' mean weighs each batch alike).
+    let whole = num[..n].iter().sum::<f64>() / den[..n].iter().sum::<f64>();
+    let scale = if t.mean > 0.0 { whole / t.mean } else { 1.0 };
+    let (lo, hi) = t.bounds();
+    Some(Interval {
+        lo: (lo * scale).max(0.0),
+        hi: hi * scale,
+    })
+}
+
 /// ln Γ(x) for x > 0 (Lanczos' approximation, g = 7, 9 terms; about 15 digits).
 fn ln_gamma(x: f64) -> f64 {
     const C: [f64; 9] = [
@@ -571,6 +688,58 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percentile_intervals_are_order_statistics_at_binomial_ranks() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        // The median of 100: ranks 40 and 61 (P(40 ≤ B(100, ½) ≤ 60) = 0.965).
+        assert_eq!(
+            percentile_interval(&v, 50.0, 0.95),
+            Some(Interval { lo: 40.0, hi: 61.0 })
+        );
+        // p99 of 50 values: rank 48 below; no rank bounds it above, so the maximum.
+        assert_eq!(
+            percentile_interval(&v[..50], 99.0, 0.95),
+            Some(Interval { lo: 48.0, hi: 50.0 })
+        );
+        // Past 1,000 values the normal approximation gives the same ranks, near enough.
+        let big: Vec<f64> = (1..=2000).map(f64::from).collect();
+        let i = percentile_interval(&big, 50.0, 0.95).unwrap();
+        assert!(
+            (956.0..=957.0).contains(&i.lo) && (1044.0..=1046.0).contains(&i.hi),
+            "{i:?}"
+        );
+        assert_eq!(percentile_interval(&v[..1], 50.0, 0.95), None);
+    }
+
+    #[test]
+    fn intervals_of_positive_figures_stay_positive() {
+        // Three runs whose p99 spread widely: a plain t interval goes below zero here.
+        let runs = [2.0, 40.0, 90.0];
+        let (lo, _) = TInterval::of(&runs, 0.95).unwrap().bounds();
+        assert!(lo < 0.0);
+        let (i, how) = positive_mean_interval(&runs, 0.95).unwrap();
+        assert!(i.lo > 0.0 && i.lo < 2.0 && i.hi > 90.0, "{i:?}");
+        assert_eq!(how, "t on logarithms");
+        let (i, how) = positive_mean_interval(&[0.0, 1.0, 2.0], 0.95).unwrap();
+        assert_eq!((i.lo, how), (0.0, "t, clamped at 0"));
+    }
+
+    #[test]
+    fn a_ratio_interval_comes_from_batch_means() {
+        // Every request 2 tokens in 4 s: the ratio is exactly ½.
+        let (num, den) = (vec![2.0; 40], vec![4.0; 40]);
+        assert_eq!(
+            ratio_interval(&num, &den, 0.95),
+            Some(Interval { lo: 0.5, hi: 0.5 })
+        );
+        // Alternating halves of the run: ½ then 1; the interval holds the whole ratio.
+        let den: Vec<f64> = (0..40).map(|i| if i < 20 { 4.0 } else { 2.0 }).collect();
+        let i = ratio_interval(&num, &den, 0.95).unwrap();
+        let whole = 80.0 / den.iter().sum::<f64>();
+        assert!(i.lo < whole && whole < i.hi && i.lo >= 0.0, "{i:?}");
+        assert_eq!(ratio_interval(&num[..9], &den[..9], 0.95), None);
+    }
 
     #[test]
     fn a_distribution_rebuilt_from_its_parts_keeps_moments_and_percentiles() {

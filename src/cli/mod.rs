@@ -207,7 +207,8 @@ impl AnalyzeArgs {
             "batch_size" => Axis::BatchSize,
             other => {
                 return Err(refused(format!(
-                    "--sweep-type {other}: expected concurrency, request_rate,                      input_sequence_length, num_dataset_entries or batch_size"
+                    "--sweep-type {other}: expected concurrency, request_rate, \
+                         input_sequence_length, num_dataset_entries or batch_size"
                 )))
             }
         };
@@ -240,7 +241,8 @@ impl AnalyzeArgs {
                             && !(lo.is_power_of_two() && hi.is_power_of_two())
                         {
                             return Err(refused(format!(
-                                "--sweep-range {range}: min/max values must be powers of 2 when                                  sweeping concurrency (as GenAI-Perf asks)"
+                                "--sweep-range {range}: min/max values must be powers of 2 when \
+                                     sweeping concurrency (as GenAI-Perf asks)"
                             )));
                         }
                         let mut v = Vec::new();
@@ -254,7 +256,8 @@ impl AnalyzeArgs {
                     [lo, hi, step] if lo >= 1 && hi > lo && step >= 1 => {
                         if axis == Axis::Concurrency {
                             return Err(refused(format!(
-                                "--sweep-range {range}: step is not supported when sweeping                                  concurrency (as GenAI-Perf says)"
+                                "--sweep-range {range}: step is not supported when sweeping \
+                                     concurrency (as GenAI-Perf says)"
                             )));
                         }
                         (lo..=hi).step_by(step as usize).map(|x| x as f64).collect()
@@ -830,7 +833,8 @@ impl ProfileArgs {
             [one] if !one.contains(',') => one.clone(),
             several => {
                 return Err(PlanError::Flag(format!(
-                    "-m {}: one model per run in ringperf (the peers spread requests over                      several, e.g. LoRA adapters); run each model as a command of its own",
+                    "-m {}: one model per run in ringperf (the peers spread requests over \
+                         several, e.g. LoRA adapters); run each model as a command of its own",
                     several.join(" ")
                 )))
             }
@@ -998,7 +1002,8 @@ impl ProfileArgs {
         }
         if spec.workload.batch_size > 1 && spec.target.kind != Kind::Embeddings {
             return Err(PlanError::Flag(format!(
-                "--batch-size-text {}: batches of inputs go to embeddings (--endpoint-type                  embeddings); chat and completions take one prompt a request",
+                "--batch-size-text {}: batches of inputs go to embeddings (--endpoint-type \
+                     embeddings); chat and completions take one prompt a request",
                 spec.workload.batch_size
             )));
         }

@@ -3,6 +3,7 @@
 //! shard's watcher asks [`Limits::due`] every few milliseconds with the clock's time; the
 //! rules themselves are tested here with made-up times, without sleeping.
 
+use crate::plan::sweep::{judge_step, StepVerdict};
 use crate::plan::Load;
 
 /// A linear ramp of the concurrency cap from 1 to the phase's cap.
@@ -140,16 +141,20 @@ impl Limits {
 }
 
 /// Watches a staircase run from the main thread and says when to stop: the first step whose
-/// throughput (completions per second after its first quarter) gained less than half of
-/// what its added concurrency would give a server that still scaled.
+/// throughput (completions per second after its first quarter) stopped scaling by the
+/// sweep's rule ([`judge_step`]). A step's interval is that of a closed loop's completion
+/// count, whose places each complete a renewal process: relative half-width 1.96 × CV/√n,
+/// with CV the coefficient of variation of the latencies of the n requests completed in
+/// the window, and never under one completion (1/n).
 pub(super) struct StairWatch {
     start_ns: u64,
     step_ns: u64,
     caps: Vec<u64>,
-    /// The step now watched, and (time, completions) a quarter into it.
+    /// The step now watched, and (time, completions, Σ latency, Σ latency²) a quarter into it.
     step: usize,
-    mark: Option<(u64, u64)>,
-    rates: Vec<f64>,
+    mark: Option<(u64, u64, [f64; 2])>,
+    /// Each finished step's completions per second, and its relative 95% half-width.
+    rates: Vec<(f64, f64)>,
 }
 
 impl StairWatch {
@@ -164,20 +169,24 @@ impl StairWatch {
         }
     }
 
-    /// Called now and then with the completions so far; true once the knee is passed.
-    pub(super) fn observe(&mut self, now: u64, done: u64) -> bool {
+    /// Called now and then with the completions so far and the Σ latency and Σ latency²
+    /// (seconds) of those that succeeded; true once the knee is passed.
+    pub(super) fn observe(&mut self, now: u64, done: u64, sums: [f64; 2]) -> bool {
         let into = now.saturating_sub(self.start_ns);
         let step = (into / self.step_ns) as usize;
         if step > self.step {
-            if let Some((t, d)) = self.mark.take() {
-                let rate =
-                    done.saturating_sub(d) as f64 * 1e9 / now.saturating_sub(t).max(1) as f64;
-                self.rates.push(rate);
+            if let Some((t, d, s)) = self.mark.take() {
+                let n = done.saturating_sub(d);
+                let rate = n as f64 * 1e9 / now.saturating_sub(t).max(1) as f64;
+                self.rates
+                    .push((rate, half_width(n, sums[0] - s[0], sums[1] - s[1])));
                 let k = self.rates.len() - 1;
                 if k >= 1 && k < self.caps.len() {
+                    let ((ra, ha), (rb, hb)) = (self.rates[k - 1], self.rates[k]);
                     let load = self.caps[k] as f64 / self.caps[k - 1] as f64;
-                    let gain = rate / self.rates[k - 1].max(1e-9) - 1.0;
-                    if gain / (load - 1.0) < 0.5 {
+                    if judge_step(ra, Some(ha), rb, Some(hb), load)
+                        .is_some_and(|g| g.verdict == StepVerdict::Stopped)
+                    {
                         return true;
                     }
                 }
@@ -185,10 +194,23 @@ impl StairWatch {
             self.step = step;
         }
         if self.mark.is_none() && into >= step as u64 * self.step_ns + self.step_ns / 4 {
-            self.mark = Some((now, done));
+            self.mark = Some((now, done, sums));
         }
         false
     }
+}
+
+/// The relative 95% half-width of a closed loop's completion count `n` whose latencies sum
+/// to `sum` with squares summing to `sq`: 1.96 × CV / √n, at least 1/n.
+fn half_width(n: u64, sum: f64, sq: f64) -> f64 {
+    if n == 0 {
+        return f64::INFINITY;
+    }
+    let n = n as f64;
+    let mean = sum / n;
+    let var = (sq / n - mean * mean).max(0.0);
+    let cv = if mean > 0.0 { var.sqrt() / mean } else { 1.0 };
+    (1.96 * cv / n.sqrt()).max(1.0 / n)
 }
 
 #[cfg(test)]
@@ -263,29 +285,47 @@ mod tests {
         assert_eq!(shard(0).dispatch_deadline, Some(t0 + 30 * S));
     }
 
-    #[test]
-    fn the_stair_watch_stops_after_the_first_step_that_did_not_pay() {
+    /// When the watch stops a staircase of 4 s steps through 8..64 whose steps complete
+    /// `rate` requests per second.
+    fn stair_stop(rate: [f64; 4]) -> (Option<u64>, StairWatch) {
         let steps = crate::plan::load::Steps {
             step_ns: 4 * S,
             caps: vec![8, 16, 32, 64],
         };
-        // Completions per second by step: 100, 200, 230 (a 15% gain for twice the load).
-        let rate = [100.0, 200.0, 230.0, 240.0];
         let mut w = StairWatch::new(0, &steps);
         let mut done = 0.0;
-        let mut stopped = None;
-        for ms in (0..16_000).step_by(10) {
-            let now = ms as u64 * 1_000_000;
+        for ms in (0..16_000u64).step_by(10) {
             done += rate[(ms / 4000) as usize] / 100.0;
-            if w.observe(now, done as u64) {
-                stopped = Some(ms);
-                break;
+            // Latencies of 1 s ± 0.5 s (CV ½): Σ = n, Σ² = n · 1.25.
+            let n = done.floor();
+            if w.observe(ms * 1_000_000, n as u64, [n, 1.25 * n]) {
+                return (Some(ms), w);
             }
         }
-        // Judged as step 3 begins: step 2 (32) gained too little.
+        (None, w)
+    }
+
+    #[test]
+    fn the_stair_watch_stops_after_the_first_step_that_did_not_pay() {
+        // 100, 200, then 205 completions/s: 2.5% more for twice the load, from about 600
+        // completions a step with latencies of CV ½ (±4%): it stopped scaling, judged as
+        // step 3 begins.
+        let (stopped, w) = stair_stop([100.0, 200.0, 205.0, 206.0]);
         assert_eq!(stopped, Some(12_000));
         assert_eq!(w.rates.len(), 3);
-        assert!((w.rates[1] - 200.0).abs() < 2.0, "{:?}", w.rates);
+        assert!((w.rates[1].0 - 200.0).abs() < 2.0, "{:?}", w.rates);
+        assert!(
+            (w.rates[1].1 - 1.96 * 0.5 / 600f64.sqrt()).abs() < 1e-3,
+            "{:?}",
+            w.rates
+        );
+        // 15% more (over the 10% a doubling must buy) from counts too small to tell it
+        // from 10%: undecided, so it climbs on rather than stop early.
+        assert_eq!(stair_stop([10.0, 20.0, 23.0, 24.0]).0, None);
+        // The half-width: CV ½ over 100 completions, and never under one completion.
+        assert!((half_width(100, 100.0, 125.0) - 0.098).abs() < 1e-9);
+        assert_eq!(half_width(4, 4.0, 4.0), 0.25);
+        assert_eq!(half_width(0, 0.0, 0.0), f64::INFINITY);
     }
 
     #[test]

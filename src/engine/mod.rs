@@ -264,7 +264,13 @@ pub fn run(
                 .iter()
                 .map(|p| p.done.load(Ordering::Relaxed))
                 .sum();
-            if w.observe(now, done) {
+            let sum = |k: usize| {
+                progress
+                    .iter()
+                    .map(|p| f64::from_bits(p.latency_sums[k].load(Ordering::Relaxed)))
+                    .sum::<f64>()
+            };
+            if w.observe(now, done, [sum(0), sum(1)]) {
                 // The knee is passed: stop sending; what is in flight finishes.
                 progress
                     .iter()

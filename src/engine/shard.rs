@@ -53,6 +53,9 @@ pub struct Progress {
     pub tid: AtomicI32,
     /// Stop sending (the staircase found its knee); what is in flight finishes.
     pub finish: std::sync::atomic::AtomicBool,
+    /// Σ latency and Σ latency² (seconds, as `f64` bits) of measured requests that
+    /// succeeded, for the staircase's live judgement. Only the shard writes them.
+    pub latency_sums: [AtomicU64; 2],
     /// Measured requests' TTFT so far (µs), for the live line.
     pub ttft_us: crate::stats::LiveBuckets,
     /// Measured requests' ITL so far (µs), for the live line.
@@ -324,8 +327,13 @@ impl Shard {
             if rec.outcome != Outcome::Ok {
                 self.progress.errors.fetch_add(1, Ordering::Relaxed);
             } else if let Some(first) = rec.first_content_ns {
-                // Two counters per request, off the per-event path.
+                // A few counters per request, off the per-event path.
                 let p = &self.progress;
+                let secs = rec.latency() as f64 / 1e9;
+                for (sum, add) in p.latency_sums.iter().zip([secs, secs * secs]) {
+                    let v = f64::from_bits(sum.load(Ordering::Relaxed)) + add;
+                    sum.store(v.to_bits(), Ordering::Relaxed);
+                }
                 p.ttft_us.record(first.saturating_sub(rec.start_ns) / 1000);
                 let tokens = rec.osl.or(rec.tokenizer_osl).unwrap_or(0);
                 if let (Some(last), true) = (rec.last_content_ns, tokens >= 2) {

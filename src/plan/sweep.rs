@@ -224,6 +224,71 @@ pub struct AutoSpec {
 
 /// The open-loop rates an automatic sweep runs between the serial throughput `low` and the
 /// saturated throughput `high` (requests/s): `n` evenly spaced above `low`, the last at `high`
+/// A step up in load scales when its throughput gain is at least this share of the gain a
+/// server that still scaled would give (the load ratio − 1): 10%, so that a doubling must
+/// buy at least 10% more throughput. The sweep's knee and the staircase's live stop judge
+/// by it alike ([`judge_step`]).
+pub const KNEE_MIN_SHARE: f64 = 0.1;
+
+/// What one step up in load did to throughput.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepVerdict {
+    /// The gain's interval lies at or above the gain needed.
+    Scaled,
+    /// The gain's interval lies below it.
+    Stopped,
+    /// The interval straddles it: more measurement would tell.
+    Undecided,
+}
+
+/// A step's throughput gain, judged.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepGain {
+    /// tb / ta − 1.
+    pub gain: f64,
+    /// Its 95% interval, when both throughputs had one.
+    pub interval: Option<(f64, f64)>,
+    /// The gain that counts as scaling: [`KNEE_MIN_SHARE`] × (load ratio − 1).
+    pub needed: f64,
+    /// The verdict.
+    pub verdict: StepVerdict,
+}
+
+/// Judges a step from throughput `ta` to `tb` for a load `load` times higher; `ha` and `hb`
+/// are the throughputs' relative half-widths (95%), combined in quadrature for the ratio.
+/// Without them the point estimates decide. `None` for a step that is not up, or from 0.
+pub fn judge_step(
+    ta: f64,
+    ha: Option<f64>,
+    tb: f64,
+    hb: Option<f64>,
+    load: f64,
+) -> Option<StepGain> {
+    if !(ta > 0.0 && load > 1.0 && tb.is_finite()) {
+        return None;
+    }
+    let needed = KNEE_MIN_SHARE * (load - 1.0);
+    let gain = tb / ta - 1.0;
+    let interval = ha.zip(hb).map(|(ha, hb)| {
+        let h = (ha * ha + hb * hb).sqrt() * (gain + 1.0);
+        (gain - h, gain + h)
+    });
+    let (lo, hi) = interval.unwrap_or((gain, gain));
+    let verdict = if lo >= needed {
+        StepVerdict::Scaled
+    } else if hi < needed {
+        StepVerdict::Stopped
+    } else {
+        StepVerdict::Undecided
+    };
+    Some(StepGain {
+        gain,
+        interval,
+        needed,
+        verdict,
+    })
+}
+
 /// (GuideLLM's sweep), to 3 significant digits.
 pub fn auto_rates(low: f64, high: f64, n: usize) -> Vec<f64> {
     (1..=n)
@@ -375,6 +440,34 @@ fn round_sig(v: f64, digits: i32) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_step_scales_stops_or_is_undecided_by_its_interval() {
+        // Twice the load for 48% more: scaled, whatever the noise of ±5% each.
+        let g = judge_step(100.0, Some(0.05), 148.0, Some(0.05), 2.0).unwrap();
+        assert_eq!(g.verdict, StepVerdict::Scaled);
+        assert!((g.needed - 0.1).abs() < 1e-12);
+        // 1% more: stopped with ±5% (the gain's interval tops out near 8%)...
+        let g = judge_step(100.0, Some(0.05), 101.0, Some(0.05), 2.0).unwrap();
+        assert_eq!(g.verdict, StepVerdict::Stopped);
+        let (lo, hi) = g.interval.unwrap();
+        assert!((hi - lo - 2.0 * 1.01 * 0.05 * 2f64.sqrt()).abs() < 1e-9);
+        // ...undecided with ±10%, and stopped on point estimates alone.
+        let g = judge_step(100.0, Some(0.1), 101.0, Some(0.1), 2.0).unwrap();
+        assert_eq!(g.verdict, StepVerdict::Undecided);
+        assert_eq!(
+            judge_step(100.0, None, 101.0, None, 2.0).unwrap().verdict,
+            StepVerdict::Stopped
+        );
+        // A fourfold step needs 30%.
+        assert!((judge_step(100.0, None, 125.0, None, 4.0).unwrap().needed - 0.3).abs() < 1e-12);
+        assert_eq!(
+            judge_step(100.0, None, 125.0, None, 4.0).unwrap().verdict,
+            StepVerdict::Stopped
+        );
+        assert_eq!(judge_step(0.0, None, 1.0, None, 2.0), None);
+        assert_eq!(judge_step(1.0, None, 1.0, None, 1.0), None);
+    }
 
     #[test]
     fn lists_and_ranges() {

@@ -108,6 +108,19 @@ pub(crate) fn profile_json(r: &Report, input_config: &Value, times: &Times) -> V
         json!({ "server_usage": r.osl_from_usage, "tokenizer": r.osl_from_tokenizer }),
     );
     doc.insert("measured_window_s".into(), json!(r.window_ns as f64 / 1e9));
+    let ok: Vec<&crate::record::Record> = r.records.iter().filter(|x| x.is_measured_ok()).collect();
+    doc.insert(
+        "intervals".into(),
+        super::intervals::within_run(
+            &ok,
+            match (r.requested_rate, r.health.self_check.asked) {
+                (None, Some(c)) => super::intervals::Loop::Closed(c as usize),
+                (None, None) => super::intervals::Loop::Closed(0),
+                (Some(_), _) => super::intervals::Loop::Open,
+            },
+            [r.request_tps(), r.output_tps()],
+        ),
+    );
     doc.insert("ramp_up_request_count".into(), json!(r.ramp_up));
     if let Some(g) = &r.goodput {
         doc.insert("goodput_detail".into(), json!(g));

@@ -223,10 +223,8 @@ pub(super) fn merge_window_ns(kernel_stamps: bool, chunk_gaps: &Dist) -> u64 {
 
 /// The stretch in which a closed loop of `asked` places should hold every one of them:
 /// from the send that filled the last place to the last measured send (after it, places
-/// drain as the count runs out). None when no place was ever refilled (a burst of `asked`
-/// requests or fewer: nothing to hold), or when the stretch is shorter than half a median
-/// request: a refill that soon after the last place filled follows a request that ended
-/// early, and over so short a stretch its one turnaround would weigh as a lost place.
+/// drain as the count runs out). None when no place was ever refilled: a burst of `asked`
+/// requests or fewer has nothing to hold.
 fn hold_window(records: &[Record], asked: u64) -> Option<(u64, u64)> {
     let mut starts: Vec<u64> = records
         .iter()
@@ -239,6 +237,15 @@ fn hold_window(records: &[Record], asked: u64) -> Option<(u64, u64)> {
     }
     starts.sort_unstable();
     let (from, to) = (starts[filled], *starts.last()?);
+    (to > from).then_some((from, to))
+}
+
+/// The [`hold_window`] when it is long enough to judge a count of requests in flight over
+/// it: at least half a median request. A refill sooner after the last place filled follows
+/// a request that ended early, and over so short a stretch its one turnaround would weigh
+/// as a lost place.
+fn judged_window(records: &[Record], asked: u64) -> Option<(u64, u64)> {
+    let (from, to) = hold_window(records, asked)?;
     let mut lengths: Vec<u64> = records
         .iter()
         .filter(|r| r.is_measured_sent())
@@ -246,7 +253,22 @@ fn hold_window(records: &[Record], asked: u64) -> Option<(u64, u64)> {
         .collect();
     let mid = lengths.len() / 2;
     let median = *lengths.select_nth_unstable(mid).1;
-    (to > from && 2 * (to - from) >= median).then_some((from, to))
+    (2 * (to - from) >= median).then_some((from, to))
+}
+
+/// The share of its places' time a closed loop lost between a response's end and the next
+/// send on that place (the client's own turnaround): Σ dispatch delay / Σ (dispatch delay +
+/// latency) over the measured requests that refilled a place. Free of any window, so a
+/// short run is judged as a long one. None without refills.
+fn turnaround_share(records: &[Record]) -> Option<f64> {
+    let (lost, busy) = records
+        .iter()
+        .filter(|r| r.is_measured_sent())
+        .filter_map(|r| Some((r.dispatch_delay()?, r.end_ns.saturating_sub(r.start_ns))))
+        .fold((0u128, 0u128), |(l, b), (d, len)| {
+            (l + u128::from(d), b + u128::from(d) + u128::from(len))
+        });
+    (busy > 0).then(|| lost as f64 / busy as f64)
 }
 
 /// Mean requests in flight, by the client's own records, over the [`hold_window`].
@@ -350,11 +372,12 @@ pub(super) fn assess(i: &Inputs<'_>, warnings: &mut Vec<String>) -> Health {
         ));
     }
     let held = i.asked.and_then(|a| held(i.records, a));
-    if let Some(h) = held.filter(|h| h.mean < IN_FLIGHT_MIN * h.asked as f64) {
+    let lost = i.asked.and(turnaround_share(i.records));
+    if let Some(l) = lost.filter(|l| *l > 1.0 - IN_FLIGHT_MIN) {
         limits.push(format!(
-            "it held {:.1} of the {} requests asked in flight on average: requests went out up to {:.2} ms (p99) after a place freed",
-            h.mean,
-            h.asked,
+            "places stood empty {:.1}% of the time between a response's end and the next send on them{}: requests went out up to {:.2} ms (p99) after a place freed",
+            l * 100.0,
+            held.map_or(String::new(), |h| format!(" (it held {:.1} of the {} asked in flight on average)", h.mean, h.asked)),
             i.dispatch.percentile(99.0) as f64 / 1e6
         ));
     }
@@ -492,7 +515,7 @@ fn self_check(i: &Inputs<'_>) -> SelfCheck {
     // A closed loop is judged over its hold window; an open loop's figure (not judged) is
     // over its sends.
     let window = match i.asked {
-        Some(a) => hold_window(i.records, a),
+        Some(a) => judged_window(i.records, a),
         None => {
             let starts = measured().map(|r| r.start_ns);
             Some(starts.fold((u64::MAX, 0), |(a, b), t| (a.min(t), b.max(t))))
@@ -633,15 +656,23 @@ mod tests {
         // A fifth request refills the first place to free: judged from the fourth send.
         let mut refilled = burst.clone();
         refilled.push(rec(4, 0, 5010, 9000));
+        refilled[4].due_ns = Some(5000);
         assert_eq!(hold_window(&refilled, 4), Some((1003, 5010)));
         let h = held(&refilled, 4).unwrap();
         // Place 0 stood empty 5000–5010 of 4007 ns: 4 − 10/4007.
         assert!((h.mean - (4.0 - 10.0 / 4007.0)).abs() < 1e-9, "{h:?}");
+        // The turnaround: 10 ns lost of the refill's 10 + 3990.
+        assert_eq!(turnaround_share(&refilled), Some(10.0 / 4000.0));
+        assert_eq!(turnaround_share(&burst), None);
         // A refill right after the last place filled, before any place could cycle once:
-        // the stretch is shorter than half a median request, too short to judge.
+        // the stretch is shorter than half a median request, too short to judge a count
+        // of requests in flight over it (the turnaround itself is still judged).
         let mut early = burst.clone();
         early.push(rec(4, 0, 1010, 1020));
-        assert_eq!(hold_window(&early, 4), None);
+        early[4].due_ns = Some(1009);
+        assert_eq!(judged_window(&early, 4), None);
+        assert_eq!(hold_window(&early, 4), Some((1003, 1010)));
+        assert_eq!(turnaround_share(&early), Some(1.0 / 11.0));
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod gates;
 mod goodput;
 mod health;
 pub mod html;
+pub mod intervals;
 /// Merging the runs of one load split across nodes.
 pub mod merge;
 mod metrics;

@@ -1,5 +1,5 @@
 //! A staircase run, step by step: each step's steady state (its first quarter dropped as the
-//! transient), its throughput with a batch-means confidence interval, its latencies and
+//! transient), its throughput with a 95% interval (Little's law by batch means), its latencies and
 //! goodput, and the knee, judged as a sweep's is, so that one run answers what a sweep of
 //! runs would.
 
@@ -15,19 +15,14 @@ use crate::stats::linear_percentile;
 /// The file a staircase run writes beside its usual artifacts.
 pub const STAIRCASE_JSON: &str = "staircase.json";
 
-/// Batches a step's steady window is cut into for its confidence interval.
-const BATCHES: usize = 5;
-
 /// A step needs this many completions in its steady window to be judged.
 const MIN_COMPLETIONS: usize = 10;
 
 /// One step, measured.
 #[derive(Debug, Clone)]
 pub struct Step {
-    /// Its row, as a sweep's point (the knee and the report read it).
+    /// Its row, as a sweep's point (the knee and the report read it), with its intervals.
     pub row: Row,
-    /// 95% confidence interval of its request throughput (batch means).
-    pub ci: (f64, f64),
 }
 
 fn pct(mut v: Vec<f64>, p: f64) -> Option<f64> {
@@ -64,18 +59,14 @@ pub fn steps(records: &[Record], t0: u64, steps: &Steps, slos: &[Slo]) -> Vec<St
         let ok: Vec<&&Record> = started.iter().filter(|r| r.is_measured_ok()).collect();
         let secs = (to - from) as f64 / 1e9;
         let tokens: u64 = ended.iter().filter_map(|r| r.osl).sum();
-        // Batch means: completions per second in each fifth of the window.
-        let width = (to - from) / BATCHES as u64;
-        let batch: Vec<f64> = (0..BATCHES as u64)
-            .map(|b| {
-                let (a, z) = (from + b * width, from + (b + 1) * width);
-                ended.iter().filter(|r| (a..z).contains(&r.end_ns)).count() as f64 * 1e9
-                    / width as f64
-            })
-            .collect();
-        let ci = crate::stats::TInterval::of(&batch, 0.95)
-            .expect("BATCHES > 1")
-            .bounds();
+        let (req_tput, tok_tput) = (ended.len() as f64 / secs, tokens as f64 / secs);
+        // The step holds its cap: a closed loop, whose throughput interval comes from the
+        // requests that ended in the window (Little's law by batch means).
+        let intervals = super::intervals::within_run(
+            &ended,
+            super::intervals::Loop::Closed(0),
+            [req_tput, tok_tput],
+        );
         let ms = |f: fn(&Record) -> Option<f64>| ok.iter().filter_map(|r| f(r)).collect::<Vec<_>>();
         let ttft = ms(|r| r.ttft().map(|t| t as f64 / 1e6));
         let itl = ms(|r| r.itl().map(|t| t / 1e6));
@@ -85,8 +76,9 @@ pub fn steps(records: &[Record], t0: u64, steps: &Steps, slos: &[Slo]) -> Vec<St
             .filter(|r| r.is_measured_ok() && slos.iter().all(|s| s.met(r)))
             .count();
         let doc = json!({
-            "request_throughput": {"avg": ended.len() as f64 / secs},
-            "output_token_throughput": {"avg": tokens as f64 / secs},
+            "request_throughput": {"avg": req_tput},
+            "output_token_throughput": {"avg": tok_tput},
+            "intervals": intervals,
             "time_to_first_token": {"p50": pct(ttft.clone(), 50.0), "p99": pct(ttft, 99.0)},
             "inter_token_latency": {"p50": pct(itl.clone(), 50.0), "p99": pct(itl, 99.0)},
             "request_latency": {"p50": pct(e2e.clone(), 50.0), "p99": pct(e2e, 99.0)},
@@ -101,7 +93,6 @@ pub fn steps(records: &[Record], t0: u64, steps: &Steps, slos: &[Slo]) -> Vec<St
         };
         out.push(Step {
             row: Row::of(point, &[doc]),
-            ci,
         });
     }
     out
@@ -118,12 +109,15 @@ pub fn describe(steps: &[Step], step_ns: u64, attainment: f64) -> (Value, String
         .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.max(v))));
     let mut text = sweep::render(&rows);
     for s in steps {
+        let ci = s.row.interval("request_throughput");
         text.push_str(&format!(
-            "  {}: steady request throughput {:.2}/s, 95% CI {:.2} to {:.2} (batch means)\n",
+            "  {}: steady request throughput {:.2}/s, 95% interval {}\n",
             s.row.point.label(),
             s.row.get("request_throughput").unwrap_or(0.0),
-            s.ci.0,
-            s.ci.1
+            ci.map_or("- (under 10 requests)".into(), |i| format!(
+                "{:.2} to {:.2} (Little's law, batch means)",
+                i.lo, i.hi
+            ))
         ));
     }
     let has_slos = rows.iter().any(|r| r.get("goodput_fraction").is_some());
@@ -146,7 +140,8 @@ pub fn describe(steps: &[Step], step_ns: u64, attainment: f64) -> (Value, String
         "steps": steps.iter().map(|s| json!({
             "concurrency": s.row.point.value,
             "request_throughput": s.row.get("request_throughput"),
-            "request_throughput_ci95": [s.ci.0, s.ci.1],
+            "request_throughput_ci95": s.row.interval("request_throughput").map(|i| [i.lo, i.hi]),
+            "output_token_throughput_ci95": s.row.interval("output_token_throughput").map(|i| [i.lo, i.hi]),
             "output_token_throughput": s.row.get("output_token_throughput"),
             "ttft_p50_ms": s.row.get("ttft_p50_ms"),
             "ttft_p99_ms": s.row.get("ttft_p99_ms"),
@@ -156,8 +151,9 @@ pub fn describe(steps: &[Step], step_ns: u64, attainment: f64) -> (Value, String
             "goodput_fraction": s.row.get("goodput_fraction"),
             "requests": s.row.get("request_count"),
         })).collect::<Vec<_>>(),
-        "knee": knee.as_ref().map(|k| json!({"at": k.at.value, "next": k.next.value,
-            "efficiency": k.efficiency, "text": k.describe()})),
+        "knee": knee.as_ref().map(sweep::Knee::to_json),
+        "knee_rule": sweep::KNEE_RULE,
+        "undecided": sweep::undecided(&rows),
         "highest_within_slo": within,
         "slo_attainment": has_slos.then_some(attainment),
     });

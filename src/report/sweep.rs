@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Map, Value};
 
-use crate::plan::sweep::{Axis, Point};
+use super::intervals::{self, CONFIDENCE};
+use crate::plan::sweep::{judge_step, Axis, Point, StepGain, StepVerdict, KNEE_MIN_SHARE};
+use crate::stats::{positive_mean_interval, Interval};
 
 /// The summary files, at the top of a sweep's artifact folder.
 pub const SUMMARY_CSV: &str = "sweep_summary.csv";
@@ -64,6 +66,9 @@ pub struct Row {
     pub runs: usize,
     /// [`FIGURES`], in order; `None` where no run has it.
     pub figures: Vec<Option<f64>>,
+    /// The 95% interval of each of [`intervals::FIGURES`], in order: over the runs when
+    /// there are several, else the run's own (see [`intervals`]).
+    pub intervals: Vec<Option<Interval>>,
     /// A run of this point may have been limited by the client.
     pub client_limited: bool,
     /// The client verdict (of a limited run, when there is one).
@@ -93,10 +98,25 @@ impl Row {
             .and_then(|d| d.pointer("/client_health/verdict")?.as_str())
             .unwrap_or("")
             .to_string();
+        let intervals = intervals::FIGURES
+            .iter()
+            .map(|name| {
+                if docs.len() < 2 {
+                    return intervals::from_doc(docs.first()?, name);
+                }
+                let at = FIGURES.iter().find(|(n, _)| n == name)?.1;
+                let got: Vec<f64> = docs
+                    .iter()
+                    .filter_map(|d| d.pointer(at)?.as_f64())
+                    .collect();
+                positive_mean_interval(&got, CONFIDENCE).map(|(i, _)| i)
+            })
+            .collect();
         Row {
             point,
             runs: docs.len(),
             figures,
+            intervals,
             client_limited: docs.iter().any(|d| limited(&d)),
             verdict,
             cancelled: docs
@@ -111,12 +131,30 @@ impl Row {
         self.figures[i]
     }
 
-    /// The throughput the knee is judged on: output tokens per second, or requests per
-    /// second for an endpoint that makes no tokens.
-    fn throughput(&self) -> Option<f64> {
-        self.get("output_token_throughput")
-            .filter(|t| *t > 0.0)
-            .or_else(|| self.get("request_throughput"))
+    /// A figure's 95% interval by column name.
+    pub fn interval(&self, name: &str) -> Option<Interval> {
+        let i = intervals::FIGURES.iter().position(|n| *n == name)?;
+        self.intervals[i]
+    }
+
+    /// How the row's intervals were made.
+    pub fn interval_method(&self) -> &'static str {
+        if self.runs >= 2 {
+            "over the point's runs: Student's t on the logarithms of the runs' figures"
+        } else {
+            "within the run: see the run's intervals"
+        }
+    }
+
+    /// The throughput the knee is judged on, with its interval: output tokens per second,
+    /// or requests per second for an endpoint that makes no tokens.
+    fn throughput(&self) -> Option<(f64, Option<Interval>)> {
+        let name = if self.get("output_token_throughput").is_some_and(|t| t > 0.0) {
+            "output_token_throughput"
+        } else {
+            "request_throughput"
+        };
+        Some((self.get(name)?, self.interval(name)))
     }
 
     /// The asked concurrency and request rate (one of them is this row's point).
@@ -142,6 +180,10 @@ impl Row {
         for ((name, _), v) in FIGURES.iter().zip(&self.figures) {
             m.insert((*name).into(), json!(v));
         }
+        for (name, i) in intervals::FIGURES.iter().zip(&self.intervals) {
+            m.insert(format!("{name}_ci95"), json!(i.map(|i| [i.lo, i.hi])));
+        }
+        m.insert("interval_method".into(), json!(self.interval_method()));
         m.insert("client_limited".into(), json!(self.client_limited));
         m.insert("verdict".into(), json!(self.verdict));
         m.insert("was_cancelled".into(), json!(self.cancelled));
@@ -159,10 +201,19 @@ pub struct Knee {
     /// The share of the proportional throughput gain that the next step returned (1: it
     /// scaled perfectly; 0: no gain).
     pub efficiency: f64,
+    /// The step's throughput gain, its 95% interval and the gain needed.
+    pub step: StepGain,
+    /// The step before, which scaled: the point it reached and its gain.
+    pub before: Option<(Point, StepGain)>,
 }
 
-/// Below this share of the proportional gain, a step up in load did not scale.
-pub const KNEE_EFFICIENCY: f64 = 0.5;
+/// One step between consecutive points along the main axis, judged.
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    from: Point,
+    to: Point,
+    gain: StepGain,
+}
 
 /// The axis most rows share (concurrency on a tie).
 pub fn main_axis(rows: &[Row]) -> Option<Axis> {
@@ -177,44 +228,149 @@ pub fn main_axis(rows: &[Row]) -> Option<Axis> {
     })
 }
 
-/// The knee: going up the load, the first step whose throughput gain is under
-/// [`KNEE_EFFICIENCY`] of what the load step would give if the server scaled (throughput
-/// ratio − 1 over load ratio − 1). `None` when every step scaled, or fewer than 2 points.
-/// An automatic sweep mixes axes (a serial and a saturated closed loop, rates between): the
-/// knee is judged along the axis most of its points share.
-pub fn knee(rows: &[Row]) -> Option<Knee> {
-    let along = main_axis(rows)?;
+/// Each step up the load along the main axis, judged: its throughput gain against
+/// [`KNEE_MIN_SHARE`] of the proportional gain, with the gain's 95% interval from the two
+/// points' intervals (their relative half-widths in quadrature). Without intervals the
+/// point estimates decide.
+fn steps(rows: &[Row]) -> Vec<Step> {
+    let Some(along) = main_axis(rows) else {
+        return Vec::new();
+    };
     let mut sorted: Vec<&Row> = rows
         .iter()
         .filter(|r| r.point.axis == along && r.throughput().is_some())
         .collect();
     sorted.sort_by(|a, b| a.point.value.total_cmp(&b.point.value));
-    sorted.windows(2).find_map(|w| {
-        let (a, b) = (w[0], w[1]);
-        let (ta, tb) = (a.throughput()?, b.throughput()?);
-        let load = b.point.value / a.point.value;
-        if ta <= 0.0 || load <= 1.0 {
-            return None;
-        }
-        let efficiency = (tb / ta - 1.0) / (load - 1.0);
-        (efficiency < KNEE_EFFICIENCY).then_some(Knee {
-            at: a.point,
-            next: b.point,
-            efficiency,
+    let half =
+        |t: f64, i: Option<Interval>| i.filter(|_| t > 0.0).map(|i| (i.hi - i.lo) / (2.0 * t));
+    sorted
+        .windows(2)
+        .filter_map(|w| {
+            let (a, b) = (w[0], w[1]);
+            let ((ta, ia), (tb, ib)) = (a.throughput()?, b.throughput()?);
+            let gain = judge_step(
+                ta,
+                half(ta, ia),
+                tb,
+                half(tb, ib),
+                b.point.value / a.point.value,
+            )?;
+            Some(Step {
+                from: a.point,
+                to: b.point,
+                gain,
+            })
         })
+        .collect()
+}
+
+/// The knee: going up the load, the first step whose throughput gain falls short of
+/// [`KNEE_MIN_SHARE`] of the proportional gain beyond the points' 95% intervals; a step
+/// whose interval straddles that line decides nothing (see [`undecided`]). `None` when no
+/// step stopped. An automatic sweep mixes axes (a serial and a saturated closed loop,
+/// rates between): the knee is judged along the axis most of its points share.
+pub fn knee(rows: &[Row]) -> Option<Knee> {
+    let steps = steps(rows);
+    let k = steps
+        .iter()
+        .position(|s| s.gain.verdict == StepVerdict::Stopped)?;
+    let s = steps[k];
+    let load = s.to.value / s.from.value;
+    Some(Knee {
+        at: s.from,
+        next: s.to,
+        efficiency: s.gain.gain / (load - 1.0),
+        step: s.gain,
+        before: k
+            .checked_sub(1)
+            .map(|p| steps[p])
+            .filter(|p| p.gain.verdict == StepVerdict::Scaled)
+            .map(|p| (p.to, p.gain)),
     })
 }
 
-impl Knee {
-    /// One line for the console and the report.
-    pub fn describe(&self) -> String {
+/// Steps before the knee (or all of them, without one) whose gain's interval straddles the
+/// line: a sentence saying which and what would decide them.
+pub fn undecided(rows: &[Row]) -> Option<String> {
+    let steps = steps(rows);
+    let until = steps
+        .iter()
+        .position(|s| s.gain.verdict == StepVerdict::Stopped)
+        .unwrap_or(steps.len());
+    let open: Vec<String> = steps[..until]
+        .iter()
+        .filter(|s| s.gain.verdict == StepVerdict::Undecided)
+        .map(|s| {
+            format!(
+                "{} → {} ({})",
+                s.from.value,
+                s.to.value,
+                gain_text(s.gain.gain, s.gain.interval)
+            )
+        })
+        .collect();
+    (!open.is_empty()).then(|| {
         format!(
-            "knee at {}: the step to {} returned {:.0}% of the throughput gain that the added \
-             load would give a server that still scaled",
+            "undecided step(s): {}: their throughput gain's 95% interval straddles the {:.0}% of \
+             the proportional gain that counts as scaling; repeats (--num-profile-runs 3) or \
+             longer runs would decide",
+            open.join(", "),
+            KNEE_MIN_SHARE * 100.0
+        )
+    })
+}
+
+fn gain_text(gain: f64, interval: Option<(f64, f64)>) -> String {
+    match interval {
+        Some((lo, hi)) => format!(
+            "{:+.1}%, 95% interval {:+.1}% to {:+.1}%",
+            gain * 100.0,
+            lo * 100.0,
+            hi * 100.0
+        ),
+        None => format!("{:+.1}%, no interval", gain * 100.0),
+    }
+}
+
+/// The knee's rule, in words, for the artifacts.
+pub const KNEE_RULE: &str = "the knee is the last point before the first step up in load whose \
+    throughput gain falls short of 10% of the load step's proportional gain (a doubling must buy \
+    10% more) beyond its 95% interval (the two points' relative half-widths in quadrature); a \
+    step whose interval straddles that line is undecided and does not place the knee";
+
+impl Knee {
+    /// The knee in the summaries' JSON.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "at": self.at.value,
+            "next": self.next.value,
+            "efficiency": self.efficiency,
+            "gain": self.step.gain,
+            "gain_ci95": self.step.interval.map(|(lo, hi)| [lo, hi]),
+            "needed": self.step.needed,
+            "text": self.describe(),
+        })
+    }
+
+    /// One line for the console and the report: the rule and the numbers that decided.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "knee at {}: the step to {} gained {} in throughput, short of the {:.0}% that \
+             counts as scaling ({:.0}% of the load step's proportional gain)",
             self.at.label(),
             self.next.value,
-            self.efficiency.max(0.0) * 100.0
-        )
+            gain_text(self.step.gain, self.step.interval),
+            self.step.needed * 100.0,
+            KNEE_MIN_SHARE * 100.0
+        );
+        if let Some((p, g)) = self.before {
+            s.push_str(&format!(
+                "; the step to {} had gained {}",
+                p.value,
+                gain_text(g.gain, g.interval)
+            ));
+        }
+        s
     }
 }
 
@@ -256,12 +412,10 @@ pub fn summary_json(rows: &[Row], extra: Option<Value>) -> Value {
             _ => "mixed",
         },
         "points": rows.iter().map(Row::to_json).collect::<Vec<_>>(),
-        "knee": knee(rows).map(|k| json!({
-            "at": k.at.value,
-            "next": k.next.value,
-            "efficiency": k.efficiency,
-            "text": k.describe(),
-        })),
+        "knee": knee(rows).map(|k| k.to_json()),
+        "knee_rule": KNEE_RULE,
+        "undecided": undecided(rows),
+        "interval_confidence": CONFIDENCE,
     });
     if let (Some(Value::Object(extra)), Value::Object(d)) = (extra, &mut doc) {
         d.extend(extra);
@@ -274,7 +428,17 @@ pub fn summary_csv(rows: &[Row]) -> Result<Vec<u8>, csv::Error> {
     let mut w = csv::Writer::from_writer(Vec::new());
     let mut head = vec!["point", "concurrency", "request_rate", "runs"];
     head.extend(FIGURES.iter().map(|(n, _)| *n));
-    head.extend(["client_limited", "verdict", "was_cancelled"]);
+    let ci_heads: Vec<String> = intervals::FIGURES
+        .iter()
+        .flat_map(|n| [format!("{n}_ci95_lo"), format!("{n}_ci95_hi")])
+        .collect();
+    head.extend(ci_heads.iter().map(String::as_str));
+    head.extend([
+        "interval_method",
+        "client_limited",
+        "verdict",
+        "was_cancelled",
+    ]);
     w.write_record(&head)?;
     for r in rows {
         let mut line = vec![r.point.name()];
@@ -288,7 +452,14 @@ pub fn summary_csv(rows: &[Row]) -> Result<Vec<u8>, csv::Error> {
                 .iter()
                 .map(|f| f.map_or(String::new(), |v| v.to_string())),
         );
+        for i in &r.intervals {
+            line.extend(match i {
+                Some(i) => [i.lo.to_string(), i.hi.to_string()],
+                None => [String::new(), String::new()],
+            });
+        }
         line.extend([
+            r.interval_method().to_string(),
             r.client_limited.to_string(),
             r.verdict.clone(),
             r.cancelled.to_string(),
@@ -375,6 +546,9 @@ pub fn render(rows: &[Row]) -> String {
     if let Some(k) = knee(rows) {
         out.push_str(&format!("{}\n", k.describe()));
     }
+    if let Some(u) = undecided(rows) {
+        out.push_str(&format!("{u}\n"));
+    }
     out
 }
 
@@ -388,7 +562,10 @@ fn over_runs(values: &[f64], confidence: f64) -> Map<String, Value> {
     m.insert("min".into(), json!(min));
     m.insert("max".into(), json!(max));
     if let Some(i) = crate::stats::TInterval::of(values, confidence) {
-        let (low, high) = i.bounds();
+        // Every figure here is a time, a rate or a count: none can be negative, so the
+        // interval is taken on the logarithms (or clamped at 0 where a run gave 0).
+        let (ci, method) = positive_mean_interval(values, confidence).expect("2 values or more");
+        let (low, high) = (ci.lo, ci.hi);
         m.insert("std".into(), json!(i.std));
         m.insert(
             "cv".into(),
@@ -398,6 +575,7 @@ fn over_runs(values: &[f64], confidence: f64) -> Map<String, Value> {
         m.insert("ci_low".into(), json!(low));
         m.insert("ci_high".into(), json!(high));
         m.insert("t_critical".into(), json!(i.t));
+        m.insert("ci_method".into(), json!(method));
     }
     m
 }
@@ -465,6 +643,7 @@ pub fn aggregate_csv(agg: &Value) -> Result<Vec<u8>, csv::Error> {
         "ci_low",
         "ci_high",
         "t_critical",
+        "ci_method",
     ];
     let mut head = vec!["Metric", "unit"];
     head.extend(cols);
@@ -478,10 +657,10 @@ pub fn aggregate_csv(agg: &Value) -> Result<Vec<u8>, csv::Error> {
                     .unwrap_or("")
                     .to_string(),
             ];
-            line.extend(cols.iter().map(|c| {
-                s.get(*c)
-                    .and_then(Value::as_f64)
-                    .map_or(String::new(), |v| v.to_string())
+            line.extend(cols.iter().map(|c| match s.get(*c) {
+                Some(Value::String(t)) => t.clone(),
+                Some(v) => v.as_f64().map_or(String::new(), |v| v.to_string()),
+                None => String::new(),
             }));
             w.write_record(&line)?;
         }
@@ -624,14 +803,22 @@ mod tests {
         assert_eq!(j["points"][0]["itl_p99_ms"], Value::Null);
     }
 
+    /// A run's document whose output-token throughput has the interval `tput · (1 ± half)`.
+    fn doc_ci(tput: f64, half: f64) -> Value {
+        let mut d = doc(tput, 1.0, false);
+        d["intervals"] = json!({"output_token_throughput":
+            {"lo": tput * (1.0 - half), "hi": tput * (1.0 + half), "method": "test"}});
+        d
+    }
+
     #[test]
     fn the_knee_is_where_a_load_step_stops_paying() {
-        // Scales linearly to 32, then flattens: 64 gets +10% for twice the load.
+        // Scales linearly to 32, then flattens: 64 gets +6.5% for twice the load.
         let rows: Vec<Row> = [
             (8.0, 80.0),
             (16.0, 160.0),
             (32.0, 310.0),
-            (64.0, 341.0),
+            (64.0, 330.0),
             (4.0, 40.0),
         ]
         .into_iter()
@@ -639,11 +826,80 @@ mod tests {
         .collect();
         let k = knee(&rows).unwrap();
         assert_eq!((k.at.value, k.next.value), (32.0, 64.0));
-        assert!((k.efficiency - 0.1).abs() < 1e-9, "{}", k.efficiency);
-        assert!(k.describe().contains("knee at concurrency 32"));
+        assert!(
+            (k.efficiency - 20.0 / 310.0).abs() < 1e-9,
+            "{}",
+            k.efficiency
+        );
+        assert!((k.step.needed - 0.1).abs() < 1e-12);
+        let text = k.describe();
+        assert!(
+            text.contains("knee at concurrency 32") && text.contains("+6.5%, no interval"),
+            "{text}"
+        );
+        assert!(text.contains("the step to 32 had gained +93.8%"), "{text}");
         // Every step scales: no knee.
         assert_eq!(knee(&rows[..3]), None);
         assert_eq!(knee(&rows[..1]), None);
+        // A gain of exactly the share needed still scales.
+        let at_line: Vec<Row> = [(32.0, 300.0), (64.0, 330.0)]
+            .into_iter()
+            .map(|(c, t)| Row::of(point(c), &[doc(t, 1.0, false)]))
+            .collect();
+        assert_eq!(knee(&at_line), None);
+    }
+
+    #[test]
+    fn a_step_inside_the_noise_does_not_place_the_knee() {
+        // 16 → 32 gains 48% (the simulator's curve at a batch of 32 with its ITL growth):
+        // with intervals of ±5% it scaled, and 32 → 64 (+1%) stopped: the knee is 32.
+        let rows = |half: f64| -> Vec<Row> {
+            [(8.0, 100.0), (16.0, 180.0), (32.0, 266.0), (64.0, 269.0)]
+                .into_iter()
+                .map(|(c, t)| Row::of(point(c), &[doc_ci(t, half)]))
+                .collect()
+        };
+        let k = knee(&rows(0.05)).unwrap();
+        assert_eq!(k.at.value, 32.0);
+        let (lo, hi) = k.step.interval.unwrap();
+        assert!(lo < 0.0 && hi < 0.1, "{lo} {hi}");
+        assert_eq!(undecided(&rows(0.05)), None);
+        // With ±30% the last steps straddle the line: no knee, and it says which steps.
+        assert_eq!(knee(&rows(0.3)), None);
+        let u = undecided(&rows(0.3)).unwrap();
+        assert!(
+            u.contains("32 → 64") && u.contains("--num-profile-runs"),
+            "{u}"
+        );
+        // The summary says the rule and carries each point's interval.
+        let j = summary_json(&rows(0.05), None);
+        assert_eq!(j["knee"]["at"], json!(32.0));
+        assert!(j["knee_rule"].as_str().unwrap().contains("10%"));
+        assert_eq!(
+            j["points"][0]["output_token_throughput_ci95"],
+            json!([95.0, 105.0])
+        );
+        let csv = String::from_utf8(summary_csv(&rows(0.05)).unwrap()).unwrap();
+        assert!(csv
+            .lines()
+            .next()
+            .unwrap()
+            .contains(",output_token_throughput_ci95_lo,output_token_throughput_ci95_hi,"));
+    }
+
+    #[test]
+    fn repeats_give_the_row_an_interval_over_its_runs_that_stays_positive() {
+        let r = Row::of(
+            point(8.0),
+            &[
+                doc(2.0, 1.0, false),
+                doc(40.0, 1.0, false),
+                doc(90.0, 1.0, false),
+            ],
+        );
+        let i = r.interval("output_token_throughput").unwrap();
+        assert!(i.lo > 0.0 && i.hi > 90.0, "{i:?}");
+        assert!(r.interval_method().starts_with("over the point's runs"));
     }
 
     #[test]
@@ -680,16 +936,31 @@ mod tests {
         // numpy: std(ddof=1) = 2.588435821108957; t(0.975, 4) = 2.7764451051977987.
         let std = m["std"].as_f64().unwrap();
         assert!((std - 2.588_435_821_108_957).abs() < 1e-12);
-        let half = 2.776_445_105_197_798_7 * std / 5f64.sqrt();
-        assert!((m["ci_low"].as_f64().unwrap() - (151.2 - half)).abs() < 1e-6);
-        assert!((m["ci_high"].as_f64().unwrap() - (151.2 + half)).abs() < 1e-6);
+        // The interval is t on the logarithms, taken back (numpy on np.log of the values:
+        // mean 5.0184866, std(ddof=1) 0.0170786).
+        let logs: Vec<f64> = [150.0f64, 152.0, 148.0, 155.0, 151.0]
+            .iter()
+            .map(|v| v.ln())
+            .collect();
+        let lm = logs.iter().sum::<f64>() / 5.0;
+        let ls = (logs.iter().map(|l| (l - lm).powi(2)).sum::<f64>() / 4.0).sqrt();
+        assert!(
+            (lm - 5.018_486_6).abs() < 1e-6 && (ls - 0.017_078_6).abs() < 1e-6,
+            "{lm} {ls}"
+        );
+        let half = 2.776_445_105_197_798_7 * ls / 5f64.sqrt();
+        assert!((m["ci_low"].as_f64().unwrap() - (lm - half).exp()).abs() < 1e-9);
+        assert!((m["ci_high"].as_f64().unwrap() - (lm + half).exp()).abs() < 1e-9);
+        assert_eq!(m["ci_method"], json!("t on logarithms"));
         assert_eq!(a["metadata"]["num_successful_runs"], json!(5));
         // A figure that does not vary has no coefficient of variation issue and zero width.
         let t = &a["metrics"]["output_token_throughput_avg"];
         assert_eq!(t["std"], json!(0.0));
         assert_eq!(t["ci_low"], t["ci_high"]);
         let csv = String::from_utf8(aggregate_csv(&a).unwrap()).unwrap();
-        assert!(csv.starts_with("Metric,unit,mean,std,min,max,cv,se,ci_low,ci_high,t_critical\n"));
+        assert!(csv.starts_with(
+            "Metric,unit,mean,std,min,max,cv,se,ci_low,ci_high,t_critical,ci_method\n"
+        ));
         assert!(csv.contains("\ntime_to_first_token_p99,ms,151.2,"));
         // One run: no spread to speak of.
         let one = aggregate(

@@ -120,6 +120,71 @@ fn a_concurrency_sweep_writes_a_folder_per_point_a_summary_and_finds_the_batch_k
     }
 }
 
+#[test]
+fn the_knee_is_the_simulators_batch_limit_in_a_sweep_and_in_a_staircase() {
+    let _alone = support::alone();
+    // A batch limit B with ITL growing with the batch: throughput still rises to B (by 28% to
+    // 48% for the last doubling), then stays flat while requests queue. The old rule (half
+    // the proportional gain) put the knee one step early at B = 32 with growth 1.
+    for (b, growth) in [(32u32, 1.0), (16, 3.0)] {
+        let sim = format!("--ttft 5ms --itl 2ms --max-batch {b} --itl-growth {growth}");
+        let dir = support::artifact_dir(&format!("knee-{b}"));
+        let list = [b / 4, b / 2, b, 2 * b, 4 * b]
+            .map(|c| c.to_string())
+            .join(",");
+        let r = run_sweep(
+            &sim,
+            &format!(
+                "--streaming --output-tokens-mean 16 --request-count 256 --concurrency {list}"
+            ),
+            &dir,
+            Arc::new(AtomicBool::new(false)),
+        );
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("sweep_summary.json")).unwrap())
+                .unwrap();
+        assert_eq!(
+            summary["knee"]["at"],
+            f64::from(b),
+            "B={b}: {}",
+            summary["knee"]
+        );
+        // Every point has its throughput interval, inside the figure's domain.
+        for row in &r.rows {
+            let i = row
+                .interval("output_token_throughput")
+                .expect("an interval");
+            let t = row.get("output_token_throughput").unwrap();
+            assert!(0.0 < i.lo && i.lo <= t && t <= i.hi, "{i:?} {t}");
+            let p = row.interval("ttft_p99_ms").expect("a TTFT interval");
+            assert!(p.lo > 0.0 && p.lo <= p.hi);
+        }
+        // The staircase through the same loads, one run, finds the same knee.
+        let dir = support::artifact_dir(&format!("knee-stairs-{b}"));
+        let sim_flag = format!("--sim={sim}");
+        let conc = format!("{}..{}", b / 4, 4 * b);
+        let mut argv = vec![sim_flag.as_str()];
+        argv.extend([
+            "--streaming",
+            "--output-tokens-mean",
+            "16",
+            "--concurrency",
+            &conc,
+        ]);
+        argv.extend(["--staircase", "2s", "--artifact-dir", dir.to_str().unwrap()]);
+        ringperf::app::profile(
+            &support::profile_args(&argv),
+            Arc::new(AtomicBool::new(false)),
+            false,
+        )
+        .expect("the staircase runs");
+        let st: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("staircase.json")).unwrap()).unwrap();
+        assert_eq!(st["knee"]["at"], f64::from(b), "B={b}: {st}");
+        assert_eq!(st["knee_rule"], summary["knee_rule"]);
+    }
+}
+
 /// A page that loads nothing: no script, stylesheet, image, frame or font from anywhere, and
 /// links only to pages beside it.
 fn assert_self_contained(html: &str) {

@@ -515,7 +515,8 @@ impl Serve {
         }
         if self.probe_request_rate > 0.0 {
             return Err(refused(format!(
-                "--probe-request-rate {}: probe requests beside the load are not built in: run                  the probe as a second ringperf command against the same server at the same time",
+                "--probe-request-rate {}: probe requests beside the load are not built in: run \
+                     the probe as a second ringperf command against the same server at the same time",
                 self.probe_request_rate
             )));
         }
