@@ -108,6 +108,9 @@ impl SimChild {
             ringperf::engine::InFlightSample {
                 t_ns: v.first().copied().unwrap_or(0) as u64,
                 integral: v.get(1).copied().unwrap_or(0),
+                // The simulator child's lateness is judged by the client run it serves.
+                late_events: 0,
+                worst_late_ns: 0,
             }
         })
     }

@@ -149,8 +149,27 @@ fn serve_sim(args: &SimArgs, stop: Arc<AtomicBool>) -> Result<(), Fatal> {
     Ok(())
 }
 
+/// The `n` CPUs this process may use that other work kept least busy over 100 ms (ties to
+/// the lower number), or none when there are not more than `n` (then nothing is pinned).
+fn quietest_cpus(n: usize) -> Vec<usize> {
+    let cpus = crate::cpus::usable_cpus();
+    if cpus.len() <= n {
+        return Vec::new();
+    }
+    let before = crate::host::cpu_times();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let shares = crate::host::busy_shares(&before, &crate::host::cpu_times());
+    let busy = |c: usize| shares.iter().find(|(i, _)| *i == c).map_or(0.0, |s| s.1);
+    let mut ranked = cpus;
+    // Shares within 5 points of each other count as equally quiet.
+    ranked.sort_by_key(|c| ((busy(*c) * 20.0) as u64, *c));
+    ranked.truncate(n);
+    ranked.sort_unstable();
+    ranked
+}
+
 /// Starts `profile --sim`'s simulator and points `spec` at it. Unless told otherwise, the
-/// simulator gets the first CPUs to itself; those are returned, for the shards to avoid.
+/// simulator gets the quietest CPUs to itself; those are returned, for the shards to avoid.
 fn start_sim(flags: &str, spec: &mut Spec) -> Result<(crate::sim::SimHandle, Vec<usize>), Fatal> {
     let args = SimArgs::parse_inline(flags).map_err(|e| {
         Fatal(format!(
@@ -161,10 +180,9 @@ fn start_sim(flags: &str, spec: &mut Spec) -> Result<(crate::sim::SimHandle, Vec
     let mut cfg = args.config().map_err(Fatal::from)?;
     cfg.bind = "127.0.0.1:0".into();
     cfg.model = spec.target.model.clone();
-    let cpus = crate::cpus::usable_cpus();
     let e = &spec.engine;
-    if cfg.cpus.is_empty() && e.cpus.is_none() && !e.no_pin && cpus.len() > cfg.shards {
-        cfg.cpus = cpus[..cfg.shards].to_vec();
+    if cfg.cpus.is_empty() && e.cpus.is_none() && !e.no_pin {
+        cfg.cpus = quietest_cpus(cfg.shards);
     }
     let h = crate::sim::start(&cfg).map_err(Fatal::from)?;
     eprintln!(

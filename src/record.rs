@@ -173,9 +173,12 @@ pub struct Record {
     pub sim_first_sent_ns: Option<u64>,
     /// True when the request was in flight while its shard was starved of CPU.
     pub client_starved: bool,
-    /// True when the first content event came in one read with a later one, so carries that
-    /// one's arrival stamp (the kernel keeps one stamp for bytes queued together).
-    pub first_token_shared_read: bool,
+    /// When the first content event came in one read with a later one, so carries that
+    /// one's arrival stamp (the kernel keeps one stamp for bytes queued together): the most
+    /// its TTFT can be overstated, from the arrival stamp of the read before (or the send)
+    /// to this read's, as the first token arrived after the read before emptied the socket
+    /// (ns; at least 1). 0 when it was read alone.
+    pub first_token_shared_ns: u64,
     /// Response text kept for re-tokenizing when the server sent no usage; emptied after.
     #[serde(skip)]
     pub text: String,
@@ -216,7 +219,7 @@ impl Record {
             sim_arrived_ns: None,
             sim_first_sent_ns: None,
             client_starved: false,
-            first_token_shared_read: false,
+            first_token_shared_ns: 0,
             text: String::new(),
             keep_text: false,
         }
@@ -291,6 +294,12 @@ impl Record {
     /// How late the request was sent: start − when the client meant to send it.
     pub fn dispatch_delay(&self) -> Option<u64> {
         Some(self.start_ns.saturating_sub(self.due_ns?))
+    }
+
+    /// The first content event came in one read with a later one (see
+    /// [`Record::first_token_shared_ns`]).
+    pub fn first_token_shared_read(&self) -> bool {
+        self.first_token_shared_ns > 0
     }
 
     /// ringperf's simulator only: the error the client added to this request's TTFT, as
@@ -422,7 +431,16 @@ pub struct InFlightSample {
     pub t_ns: u64,
     /// Σ requests in flight × time (request·ns).
     pub integral: u128,
+    /// The server's own lateness, where it knows it (ringperf's simulator): events written
+    /// more than [`LATE_NS`] after they were due, so far.
+    pub late_events: u64,
+    /// The most an event was written after it was due since the previous sample (ns).
+    pub worst_late_ns: u64,
 }
+
+/// An event the simulator writes more than this after it was due is late (its timer may
+/// leave up to 0.1 ms early or late by design).
+pub const LATE_NS: u64 = 1_000_000;
 
 #[cfg(test)]
 mod tests {

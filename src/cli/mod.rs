@@ -769,6 +769,10 @@ pub struct SimArgs {
     /// end early even when min_tokens asked otherwise).
     #[arg(long)]
     pub ignore_min_tokens: bool,
+    /// Send no ringperf stamps (x_ringperf_*) in the events, as a real server sends none: the
+    /// client then judges its own health as it would against vLLM, from its own evidence.
+    #[arg(long)]
+    pub no_stamps: bool,
     /// Simulator threads.
     #[arg(long, default_value_t = 1)]
     pub shards: usize,
@@ -1226,6 +1230,7 @@ impl SimArgs {
             default_max_tokens: self.default_max_tokens,
             eos_probability: self.eos_probability,
             ignore_min_tokens: self.ignore_min_tokens,
+            stamps: !self.no_stamps,
             shards: self.shards,
             cpus,
             driver: self.driver,

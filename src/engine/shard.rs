@@ -665,6 +665,10 @@ async fn drive(
         // Content events of the current group, whether it holds the response's first one, and
         // when the read before it emptied the socket.
         let (mut group, mut group_first, mut group_since) = (0usize, false, None);
+        // The arrival stamp of the last read that emptied the socket (none yet: the send),
+        // and that of the read before the current group: every byte of the group arrived
+        // after it.
+        let (mut emptied_stamp, mut group_after): (Option<u64>, Option<u64>) = (None, None);
         let retry = loop {
             // While the kernel copies the bytes in, bring in what their processing touches
             // outside this task: the connection and decoder, the ends of the gap array and of
@@ -724,6 +728,7 @@ async fn drive(
                         let events = content_events(rec).saturating_sub(events_before);
                         if !full {
                             (group, group_first, group_since) = (0, false, drained_at);
+                            group_after = emptied_stamp;
                         }
                         if events > 0 {
                             // All but the group's newest event carry its stamp: say how many,
@@ -736,7 +741,8 @@ async fn drive(
                                     .shared_events
                                     .set(shard.shared_events.get() + shared as u64);
                                 if group_first {
-                                    rec.first_token_shared_read = true;
+                                    let after = group_after.unwrap_or(rec.start_ns);
+                                    rec.first_token_shared_ns = t.saturating_sub(after).max(1);
                                 } else if let Some(d) = group_since.take() {
                                     shard.shared_wait.borrow_mut().record(now.saturating_sub(d));
                                 }
@@ -744,6 +750,9 @@ async fn drive(
                         }
                         full = filled;
                         drained_at = (!filled).then_some(now);
+                        if !filled {
+                            emptied_stamp = Some(t);
+                        }
                     }
                     if slot.exchange.is_done() {
                         break false;

@@ -202,6 +202,7 @@ pub(crate) fn profile_json(r: &Report, input_config: &Value, times: &Times) -> V
                          newest's): events read together carry the newest one's arrival",
             },
             "distorted": h.distorted,
+            "simulator_stalled": h.simulator_stalled,
             "limited": h.limited,
             "verdict": h.verdict,
             "warnings": r.warnings,
@@ -337,7 +338,9 @@ pub(crate) fn write_records(r: &Report, path: &Path) -> std::io::Result<()> {
                 "requested_output_sequence_length": rec.requested_osl,
                 "reconnected": rec.reconnected,
                 "client_starved": rec.client_starved,
-                "first_token_shared_read": rec.first_token_shared_read,
+                "first_token_shared_read": rec.first_token_shared_read(),
+                "first_token_overstated_at_most_ms": rec.first_token_shared_read()
+                    .then(|| rec.first_token_shared_ns as f64 / 1e6),
                 "sim_arrived_ns": rec.sim_arrived_ns,
                 "sim_first_sent_ns": rec.sim_first_sent_ns,
                 "session": rec.session.map(|(s, t)| json!({"session_id": s, "turn": t})),

@@ -40,6 +40,112 @@ const STARVED_SHARE_LIMIT: f64 = 0.01;
 /// The server (the simulator), and the client's own count, must hold at least this share of
 /// the asked concurrency.
 const IN_FLIGHT_MIN: f64 = 0.95;
+/// First tokens read together with a later token in more than this share of responses make
+/// the verdict say so (never "headroom").
+const SHARED_FIRST_MAX: f64 = 0.01;
+/// Inter-chunk gaps the client's late reads merged (zero gaps in requests in flight while
+/// their shard was starved), above this share of all gaps, can move the reported p99.
+const MERGED_GAPS_MAX: f64 = 0.01;
+
+/// The resolution of a reported latency figure (ms): what the console shows (0.01 ms) or
+/// what three significant digits hold, whichever is coarser. A distortion that cannot move
+/// a figure by more than this is a note, not a failed gate.
+pub(super) fn resolution_ms(value_ms: f64) -> f64 {
+    (value_ms.abs() * 1e-3).max(0.01)
+}
+
+/// What first tokens read together with a later token can have done to TTFT.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct FirstTokens {
+    /// Completed measured responses, and those whose first token shared a read.
+    pub completed: u64,
+    /// See `completed`.
+    pub shared: u64,
+    /// The largest per-request bound on the overstatement (ms).
+    pub worst_ms: f64,
+    /// How far TTFT p50, p90 and p99 can be overstated (ms): each figure as reported minus
+    /// the same figure with every shared first token moved as early as it can have come.
+    pub moved_ms: [(&'static str, f64, f64); 3],
+}
+
+impl FirstTokens {
+    /// Whether a reported TTFT figure can have moved by more than its resolution.
+    fn beyond_resolution(&self) -> bool {
+        self.moved_ms
+            .iter()
+            .any(|(_, value, moved)| *moved > resolution_ms(*value))
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{} of {} responses ({:.1}%) got their first token in one read with a later token, \
+             so their TTFT carries the later token's arrival: each is overstated by at most \
+             the time since the read before it (up to {:.2} ms); TTFT {} can be overstated by \
+             at most that",
+            self.shared,
+            self.completed,
+            100.0 * self.shared as f64 / self.completed.max(1) as f64,
+            self.worst_ms,
+            self.moved_ms
+                .iter()
+                .map(|(p, v, m)| format!("{p} {m:.2} ms (of {v:.2})"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}
+
+/// The effect of shared first-token reads on TTFT, from the records: `None` when no
+/// completed response's first token shared a read.
+pub(super) fn first_tokens(records: &[Record]) -> Option<FirstTokens> {
+    let ok: Vec<&Record> = records.iter().filter(|r| r.is_measured_ok()).collect();
+    let shared = ok.iter().filter(|r| r.first_token_shared_read()).count() as u64;
+    if shared == 0 {
+        return None;
+    }
+    let mut reported: Vec<f64> = ok
+        .iter()
+        .filter_map(|r| r.ttft())
+        .map(|t| t as f64 / 1e6)
+        .collect();
+    let mut earliest: Vec<f64> = ok
+        .iter()
+        .filter_map(|r| Some(r.ttft()?.saturating_sub(r.first_token_shared_ns) as f64 / 1e6))
+        .collect();
+    reported.sort_by(f64::total_cmp);
+    earliest.sort_by(f64::total_cmp);
+    let at = |v: &[f64], p: f64| crate::stats::linear_percentile(v, p);
+    let moved =
+        |name: &'static str, p: f64| (name, at(&reported, p), at(&reported, p) - at(&earliest, p));
+    Some(FirstTokens {
+        completed: ok.len() as u64,
+        shared,
+        worst_ms: ok
+            .iter()
+            .map(|r| r.first_token_shared_ns)
+            .max()
+            .unwrap_or(0) as f64
+            / 1e6,
+        moved_ms: [moved("p50", 50.0), moved("p90", 90.0), moved("p99", 99.0)],
+    })
+}
+
+/// Inter-chunk gaps of measured requests that the client's lateness can have merged: zero
+/// gaps of requests in flight while their shard was starved. (A zero gap elsewhere is a
+/// server sending events together.) Returns (merged, all).
+fn merged_gaps(records: &[Record]) -> (u64, u64) {
+    records
+        .iter()
+        .filter(|r| r.is_measured_ok())
+        .fold((0, 0), |(m, n), r| {
+            let zeros = if r.client_starved {
+                r.chunk_gaps_ns.iter().filter(|g| **g == 0).count() as u64
+            } else {
+                0
+            };
+            (m + zeros, n + r.chunk_gaps_ns.len() as u64)
+        })
+}
 
 /// A shard moved off its CPU, as reported.
 #[derive(Debug, Clone, Serialize)]
@@ -133,6 +239,8 @@ pub struct Health {
     pub held: Option<Held>,
     /// Set when the results are distorted by the client.
     pub distorted: Option<Distortion>,
+    /// ringperf's simulator, when it served late: what it said of its own lateness.
+    pub simulator_stalled: Option<String>,
     /// The client distorted the results or may have limited the load (the verdict says how).
     pub limited: bool,
     /// One line: did the client keep up, and if not, why and what to do.
@@ -288,6 +396,40 @@ fn held(records: &[Record], asked: u64) -> Option<Held> {
     })
 }
 
+/// ringperf's simulator's own account of its lateness over the measured window (from the
+/// first measured send to the last response's end): a sentence when it stalled, i.e. froze
+/// for 10 ms or five typical gaps between a stream's events (`gap_ns`), whichever is
+/// longer, or wrote more than 10% of the run's events more than 1 ms late. Then it served
+/// slower than it was told, and the run measured a slower server. (A few events a
+/// millisecond or two late are a busy host's timer jitter, which moves no figure.)
+fn simulator_stall(samples: &[InFlightSample], records: &[Record], gap_ns: u64) -> Option<String> {
+    let measured = || records.iter().filter(|r| r.is_measured_sent());
+    let from = measured().map(|r| r.start_ns).min()?;
+    let to = measured().map(|r| r.end_ns).max()?;
+    let before = samples.iter().rev().find(|s| s.t_ns <= from)?;
+    let after = samples.iter().find(|s| s.t_ns >= to).or(samples.last())?;
+    let late = after.late_events.saturating_sub(before.late_events);
+    let worst = samples
+        .iter()
+        .filter(|s| s.t_ns > from && s.t_ns <= after.t_ns)
+        .map(|s| s.worst_late_ns)
+        .max()
+        .unwrap_or(0);
+    let events: u64 = measured()
+        .map(|r| r.chunk_gaps_ns.len() as u64 + u64::from(r.first_content_ns.is_some()))
+        .sum();
+    let freeze = (10 * crate::record::LATE_NS).max(5 * gap_ns);
+    (worst >= freeze || late as f64 > 0.1 * events.max(1) as f64).then(|| {
+        format!(
+            "the simulator stalled: it wrote {late} event(s) more than 1 ms after they were due \
+             (the worst {:.1} ms late), so it served slower than it was told and this run \
+             measured a slower server; not the client's doing: give the simulator a CPU of its \
+             own (--sim=\"--cpus N\") or run it on a quieter host",
+            worst as f64 / 1e6
+        )
+    })
+}
+
 /// Judges the client from the evidence; warnings go to `warnings`.
 pub(super) fn assess(i: &Inputs<'_>, warnings: &mut Vec<String>) -> Health {
     let shards: Vec<ShardHealth> = i
@@ -309,6 +451,14 @@ pub(super) fn assess(i: &Inputs<'_>, warnings: &mut Vec<String>) -> Health {
 
     let mut distorted = Vec::new();
     let mut limits = Vec::new();
+    let mut caveats = Vec::new();
+    // What the client's late reads did to the figures, from the records themselves.
+    let first =
+        first_tokens(i.records).filter(|f| f.shared as f64 > SHARED_FIRST_MAX * f.completed as f64);
+    let (merged, gaps) = merged_gaps(i.records);
+    let merged_many = merged as f64 > MERGED_GAPS_MAX * gaps.max(1) as f64;
+    // Against the simulator, its own stamps measure every first token's error directly.
+    let first_measured = self_check.receive.count() > 0;
     for (s, r) in shards
         .iter()
         .zip(i.shards)
@@ -331,11 +481,30 @@ pub(super) fn assess(i: &Inputs<'_>, warnings: &mut Vec<String>) -> Health {
                 "{what}; against the simulator's stamps no event was late by more than {:.2} ms (p99), so the timings held; {fix}",
                 i.event_delay.percentile(99.0) as f64 / 1e6
             ));
-        } else {
+        } else if !i.kernel_stamps {
+            // Without the kernel's stamps every late read is a late stamp.
             distorted.push(format!(
-                "{what}, long enough for a stream's events ({:.1} ms apart) to be read together; {fix}",
-                merge as f64 / 1e6
+                "{what}, and events are stamped when read (no kernel stamps): their times moved by up to the wait; {fix}"
             ));
+        } else if merged_many {
+            distorted.push(format!(
+                "{what}, long enough for a stream's events ({:.1} ms apart) to be read together: {merged} of {gaps} inter-chunk gaps ({:.1}%) were merged in requests it had in flight, enough to move the reported inter-chunk latency p99; {fix}",
+                merge as f64 / 1e6,
+                100.0 * merged as f64 / gaps.max(1) as f64
+            ));
+        } else {
+            // Kernel stamps kept every event's arrival but those read together; too few
+            // were to move a reported figure (first tokens are judged below).
+            caveats.push(format!(
+                "{what}; the kernel's stamps kept the arrival of every event read alone, and the {merged} of {gaps} gaps read together cannot move the reported percentiles; {fix}"
+            ));
+        }
+    }
+    if let Some(f) = first.as_ref().filter(|_| !first_measured) {
+        if f.beyond_resolution() {
+            distorted.push(f.describe());
+        } else {
+            caveats.push(format!("{}, within the figures' resolution", f.describe()));
         }
     }
     if i.event_delay.count() > 0 && i.event_delay.percentile(99.0) > DELAY_LIMIT_NS {
@@ -389,11 +558,23 @@ pub(super) fn assess(i: &Inputs<'_>, warnings: &mut Vec<String>) -> Health {
     }
 
     let cpu = busiest.map_or(0.0, |b| b.cpu_utilization * 100.0);
+    for c in &caveats {
+        warnings.push(c.clone());
+    }
+    let gap = if i.chunk_gaps.count() > 0 {
+        i.chunk_gaps.percentile(50.0)
+    } else {
+        0
+    };
+    let stalled = simulator_stall(i.server_in_flight, i.records, gap);
     let verdict = if !distorted.is_empty() {
         format!(
             "the client distorted these results: {}",
             distorted.join("; ")
         )
+    } else if let Some(s) = &stalled {
+        warnings.push(s.clone());
+        s.clone()
     } else if !limits.is_empty() {
         let msg = format!(
             "the client may have limited this run: {}",
@@ -401,6 +582,11 @@ pub(super) fn assess(i: &Inputs<'_>, warnings: &mut Vec<String>) -> Health {
         );
         warnings.push(msg.clone());
         msg
+    } else if !caveats.is_empty() {
+        format!(
+            "the client kept up, with a caveat (no reported figure moved beyond its resolution): {}",
+            caveats.join("; ")
+        )
     } else {
         let mut v = format!("the client had headroom: busiest shard {cpu:.0}% CPU");
         let wait = shards
@@ -423,8 +609,9 @@ pub(super) fn assess(i: &Inputs<'_>, warnings: &mut Vec<String>) -> Health {
         placement: i.placement.clone(),
         self_check,
         held,
-        limited: !distorted.is_empty() || !limits.is_empty(),
+        limited: !distorted.is_empty() || !limits.is_empty() || stalled.is_some(),
         distorted: (!distorted.is_empty()).then_some(Distortion { reasons: distorted }),
+        simulator_stalled: stalled,
         verdict,
     }
 }
@@ -553,6 +740,7 @@ impl Health {
             },
             self_check: SelfCheck::default(),
             held: None,
+            simulator_stalled: None,
             distorted,
             limited,
             verdict,
@@ -676,20 +864,69 @@ mod tests {
     }
 
     #[test]
+    fn first_tokens_read_with_a_later_one_bound_what_ttft_can_have_moved() {
+        // 100 responses of TTFT 50, 51 … 149 ms; the first token of the `shared` slowest came
+        // with the next, 10 ms after the read before: each can be 10 ms early.
+        let recs = |shared: u64| -> Vec<Record> {
+            (0..100)
+                .map(|i| {
+                    let mut r = rec(i, 0, 0, 300_000_000);
+                    r.first_content_ns = Some((50 + i) * 1_000_000);
+                    r.last_content_ns = Some(300_000_000);
+                    if i >= 100 - shared {
+                        r.first_token_shared_ns = 10_000_000;
+                    }
+                    r
+                })
+                .collect()
+        };
+        assert_eq!(first_tokens(&recs(0)), None);
+        let f = first_tokens(&recs(5)).unwrap();
+        assert_eq!((f.shared, f.completed, f.worst_ms), (5, 100, 10.0));
+        // p50 cannot move; p99 (148.01 ms) can drop to 143.01 ms, the sixth-slowest's place.
+        let [(_, p50, m50), _, (_, p99, m99)] = f.moved_ms;
+        assert!((p50 - 99.5).abs() < 1e-9 && m50.abs() < 1e-9, "{f:?}");
+        assert!(
+            (p99 - 148.01).abs() < 1e-9 && (m99 - 5.0).abs() < 1e-9,
+            "{f:?}"
+        );
+        assert!(f.beyond_resolution());
+        assert!(f
+            .describe()
+            .starts_with("5 of 100 responses (5.0%) got their first token in one read"));
+        // One, 1 µs early at most: nothing a table shows can move.
+        let mut one = recs(0);
+        one[99].first_token_shared_ns = 1000;
+        assert!(!first_tokens(&one).unwrap().beyond_resolution());
+    }
+
+    #[test]
+    fn the_resolution_of_a_figure_is_what_the_table_shows_or_three_digits() {
+        assert_eq!(resolution_ms(1.0), 0.01);
+        assert_eq!(resolution_ms(1000.0), 1.0);
+    }
+
+    #[test]
     fn mean_in_flight_interpolates_the_integral() {
         // 10 in flight for 1 s, then 20 for 1 s.
         let s = [
             InFlightSample {
                 t_ns: 0,
                 integral: 0,
+                late_events: 0,
+                worst_late_ns: 0,
             },
             InFlightSample {
                 t_ns: 1_000_000_000,
                 integral: 10_000_000_000,
+                late_events: 0,
+                worst_late_ns: 0,
             },
             InFlightSample {
                 t_ns: 2_000_000_000,
                 integral: 30_000_000_000,
+                late_events: 0,
+                worst_late_ns: 0,
             },
         ];
         let m = mean_in_flight(&s, 500_000_000, 1_500_000_000).unwrap();

@@ -694,7 +694,9 @@ pub fn write_sweep(root: &Path) -> std::io::Result<PathBuf> {
             "<td>{}</td><td>{}</td></tr>",
             r.get("error_request_count")
                 .map_or("–".into(), |e| format!("{e:.0}")),
-            if r.client_limited {
+            if r.simulator_stalled {
+                format!("SIMULATOR STALLED: {}", escape(&r.verdict))
+            } else if r.client_limited {
                 format!("LIMITED: {}", escape(&r.verdict))
             } else if r.cancelled {
                 "cancelled".into()
@@ -720,7 +722,17 @@ pub fn write_sweep(root: &Path) -> std::io::Result<PathBuf> {
         Some(k) => {
             let _ = write!(body, "<b>{}</b>.", escape(&k.describe()));
         }
-        None => body.push_str("No knee: every step up in load still raised throughput."),
+        None => body.push_str("No knee: no step up in load stopped raising throughput."),
+    }
+    if let Some(u) = sweep::undecided(&rows) {
+        let _ = write!(body, " {}.", escape(&u));
+    }
+    let _ = write!(body, " Rule: {}.", escape(sweep::KNEE_RULE));
+    if rows.iter().any(|r| r.simulator_stalled) {
+        body.push_str(
+            " <b>The simulator stalled in a point marked so: that point measured a slower \
+             server than the one configured.</b>",
+        );
     }
     body.push_str("</p><h2>Charts</h2>");
     let mut charts = sweep_charts(axis, &rows, knee.as_ref());

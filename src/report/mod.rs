@@ -122,32 +122,6 @@ pub struct SharedReads {
     pub wait: Dist,
 }
 
-/// The most first tokens that may share a read with a later token before the report warns:
-/// a server may send a few together; many mean the client read late.
-const SHARED_FIRST_TOKENS_MAX: f64 = 0.1;
-
-/// A warning when many responses' first tokens carry a later token's stamp.
-fn shared_reads_warning(s: &SharedReads, completed: u64) -> Option<String> {
-    if completed == 0 || (s.first_tokens as f64) < SHARED_FIRST_TOKENS_MAX * completed as f64 {
-        return None;
-    }
-    let waited = (s.wait.count() > 0).then(|| {
-        format!(
-            "; reads of several tokens came up to {:.1} ms (p99) after the previous read of their \
-             response",
-            s.wait.percentile(99.0) as f64 / 1e6
-        )
-    });
-    Some(format!(
-        "{} of {completed} responses got their first token in one read with a later token: their \
-         TTFT carries the later token's arrival (the kernel keeps one stamp for bytes that queue \
-         together), so it is overstated unless the server sent both at once{}. If the server \
-         streams tokens one by one, the client read late: see the shards' CPU and waits",
-        s.first_tokens,
-        waited.unwrap_or_default()
-    ))
-}
-
 /// A node's mark on each of its requests in `profile_export.jsonl`: its index, and what to
 /// add to its monotonic stamps to place them on the wall clock (so that a merge's requests,
 /// from many hosts' clocks, share one time axis).
@@ -355,7 +329,7 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         out_tok += osl;
         no_tokens += u64::from(osl == 0);
         one_chunk += u64::from(osl >= 2 && r.second_content_ns.is_none());
-        shared.first_tokens += u64::from(r.first_token_shared_read);
+        shared.first_tokens += u64::from(r.first_token_shared_read());
         in_tok += u64::from(r.isl.unwrap_or(0));
         match r.osl_source {
             Some(TokenSource::Usage) => from_usage += 1,
@@ -433,9 +407,6 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
             "{no_tokens} of {completed} successful requests counted no output token, so they \
              add 0 to output throughput{hint}"
         ));
-    }
-    if let Some(w) = shared_reads_warning(&shared, completed) {
-        warnings.push(w);
     }
     if settings.streaming && one_chunk > 0 {
         warnings.push(format!(

@@ -71,6 +71,8 @@ pub struct Row {
     pub intervals: Vec<Option<Interval>>,
     /// A run of this point may have been limited by the client.
     pub client_limited: bool,
+    /// ringperf's simulator stalled in a run of this point (it served slower than told).
+    pub simulator_stalled: bool,
     /// The client verdict (of a limited run, when there is one).
     pub verdict: String,
     /// A run was cut short (Ctrl-C).
@@ -118,6 +120,10 @@ impl Row {
             figures,
             intervals,
             client_limited: docs.iter().any(|d| limited(&d)),
+            simulator_stalled: docs.iter().any(|d| {
+                d.pointer("/client_health/simulator_stalled")
+                    .is_some_and(|v| !v.is_null())
+            }),
             verdict,
             cancelled: docs
                 .iter()
@@ -185,6 +191,7 @@ impl Row {
         }
         m.insert("interval_method".into(), json!(self.interval_method()));
         m.insert("client_limited".into(), json!(self.client_limited));
+        m.insert("simulator_stalled".into(), json!(self.simulator_stalled));
         m.insert("verdict".into(), json!(self.verdict));
         m.insert("was_cancelled".into(), json!(self.cancelled));
         Value::Object(m)
@@ -228,7 +235,8 @@ pub fn main_axis(rows: &[Row]) -> Option<Axis> {
     })
 }
 
-/// Each step up the load along the main axis, judged: its throughput gain against
+/// Each step up the load along the main axis (points where the simulator stalled left out),
+/// judged: its throughput gain against
 /// [`KNEE_MIN_SHARE`] of the proportional gain, with the gain's 95% interval from the two
 /// points' intervals (their relative half-widths in quadrature). Without intervals the
 /// point estimates decide.
@@ -238,7 +246,7 @@ fn steps(rows: &[Row]) -> Vec<Step> {
     };
     let mut sorted: Vec<&Row> = rows
         .iter()
-        .filter(|r| r.point.axis == along && r.throughput().is_some())
+        .filter(|r| r.point.axis == along && r.throughput().is_some() && !r.simulator_stalled)
         .collect();
     sorted.sort_by(|a, b| a.point.value.total_cmp(&b.point.value));
     let half =
@@ -436,6 +444,7 @@ pub fn summary_csv(rows: &[Row]) -> Result<Vec<u8>, csv::Error> {
     head.extend([
         "interval_method",
         "client_limited",
+        "simulator_stalled",
         "verdict",
         "was_cancelled",
     ]);
@@ -461,6 +470,7 @@ pub fn summary_csv(rows: &[Row]) -> Result<Vec<u8>, csv::Error> {
         line.extend([
             r.interval_method().to_string(),
             r.client_limited.to_string(),
+            r.simulator_stalled.to_string(),
             r.verdict.clone(),
             r.cancelled.to_string(),
         ]);
@@ -506,7 +516,9 @@ pub fn render(rows: &[Row]) -> String {
             r.get("error_request_count")
                 .map_or("-".into(), |e| format!("{e:.0}")),
         );
-        line.push(if r.client_limited {
+        line.push(if r.simulator_stalled {
+            "SIM-STALL".into()
+        } else if r.client_limited {
             "LIMITED".into()
         } else if r.cancelled {
             "cancelled".into()
@@ -548,6 +560,18 @@ pub fn render(rows: &[Row]) -> String {
     }
     if let Some(u) = undecided(rows) {
         out.push_str(&format!("{u}\n"));
+    }
+    let stalled: Vec<String> = rows
+        .iter()
+        .filter(|r| r.simulator_stalled)
+        .map(|r| r.point.label())
+        .collect();
+    if !stalled.is_empty() {
+        out.push_str(&format!(
+            "the simulator stalled at {}: those points measured a slower server and are left \
+             out of the knee\n",
+            stalled.join(", ")
+        ));
     }
     out
 }

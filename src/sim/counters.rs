@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::clock::now_ns;
-use crate::record::InFlightSample;
+use crate::record::{InFlightSample, LATE_NS};
 
 #[derive(Default)]
 pub(super) struct Counters {
@@ -18,6 +18,10 @@ pub(super) struct Counters {
     pub(super) accept_failures: AtomicU64,
     /// `POST /reset_prefix_cache` calls (vLLM's endpoint; the simulator has no cache to reset).
     pub(super) prefix_cache_resets: AtomicU64,
+    /// Events (and non-streamed bodies) written more than [`LATE_NS`] after they were due.
+    pub(super) late_events: AtomicU64,
+    /// The most an event was late since the probe last read it (ns).
+    pub(super) worst_late_ns: AtomicU64,
     pub(super) in_flight: std::sync::Mutex<InFlight>,
 }
 
@@ -73,8 +77,20 @@ impl Counters {
             InFlightSample {
                 t_ns: t,
                 integral: f.integral,
+                late_events: self.late_events.load(Ordering::Relaxed),
+                worst_late_ns: self.worst_late_ns.swap(0, Ordering::Relaxed),
             },
         )
+    }
+
+    /// Notes that something due at `due_ns` is written now: the simulator's own lateness,
+    /// which a host that starves it makes large (then it serves slower than it was told).
+    pub(super) fn written(&self, due_ns: u64) {
+        let late = now_ns().saturating_sub(due_ns);
+        if late > LATE_NS {
+            self.late_events.fetch_add(1, Ordering::Relaxed);
+        }
+        self.worst_late_ns.fetch_max(late, Ordering::Relaxed);
     }
 }
 

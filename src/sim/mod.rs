@@ -49,6 +49,9 @@ pub struct Config {
     pub eos_probability: f64,
     /// Ignore `min_tokens` (llama.cpp's behaviour).
     pub ignore_min_tokens: bool,
+    /// Stamp the events (`x_ringperf_arrived_ns`, `x_ringperf_sent_ns`); off, it answers as
+    /// a real server, with nothing but the payload.
+    pub stamps: bool,
     /// Threads.
     pub shards: usize,
     /// CPUs to pin the threads to (empty: not pinned).

@@ -200,7 +200,11 @@ pub(super) async fn generate(
     let object = gen.api.object();
     // The first event (or the whole body) tells when the request reached the kernel, so the
     // client can check its own send stamps against it.
-    let mut arrival = format!(r#","x_ringperf_arrived_ns":{arrived}"#);
+    let mut arrival = if ctx.args.stamps {
+        format!(r#","x_ringperf_arrived_ns":{arrived}"#)
+    } else {
+        String::new()
+    };
 
     if gen.stream {
         out.clear();
@@ -275,6 +279,7 @@ pub(super) async fn generate(
     while sent < n_out {
         let n = tpc.min(n_out - sent);
         ctx.timer.sleep_until(deadline).await;
+        ctx.counters.written(deadline);
         ev.clear();
         ev.extend_from_slice(prefix.as_bytes());
         for _ in 0..n {
@@ -303,7 +308,11 @@ pub(super) async fn generate(
                 ev.extend_from_slice(b"}]");
                 ev.extend_from_slice(std::mem::take(&mut arrival).as_bytes());
             }
-            let _ = write!(ev, r#","x_ringperf_sent_ns":{}}}"#, now_ns());
+            if ctx.args.stamps {
+                let _ = write!(ev, r#","x_ringperf_sent_ns":{}}}"#, now_ns());
+            } else {
+                ev.push(b'}');
+            }
             if gen.api == Kind::Responses {
                 push_named_event(out, "response.output_text.delta", &ev);
             } else {
@@ -393,11 +402,17 @@ pub(super) async fn embed(
         drop(_waiting);
         let _running = Gauge::up(&ctx.counters.running);
         ctx.timer.sleep_until(start + ttft).await;
+        ctx.counters.written(start + ttft);
     }
     ctx.counters.finished.fetch_add(1, Ordering::Relaxed);
     let b = format!(
-        r#"{{"object":"list","data":[{{"object":"embedding","index":0,"embedding":[0.125,-0.25,0.5,0.0625,-0.5,0.25,0.375,-0.125]}}],"model":{},"usage":{{"prompt_tokens":{tokens},"total_tokens":{tokens}}},"x_ringperf_arrived_ns":{arrived}}}"#,
-        ctx.model_json
+        r#"{{"object":"list","data":[{{"object":"embedding","index":0,"embedding":[0.125,-0.25,0.5,0.0625,-0.5,0.25,0.375,-0.125]}}],"model":{},"usage":{{"prompt_tokens":{tokens},"total_tokens":{tokens}}}{}}}"#,
+        ctx.model_json,
+        if ctx.args.stamps {
+            format!(r#","x_ringperf_arrived_ns":{arrived}"#)
+        } else {
+            String::new()
+        }
     );
     respond(stream, out, 200, "application/json", b.as_bytes(), close).await
 }

@@ -27,6 +27,7 @@ mod support;
 mod sweeps;
 mod telemetry;
 mod tls;
+mod verdicts;
 
 /// Every test's first statement takes a guard, so that a new test cannot run beside one that
 /// asserts timings by forgetting it.

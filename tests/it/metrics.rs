@@ -331,12 +331,24 @@ fn events_read_together_carry_one_stamp_and_the_report_says_so() {
     // Per response, every content event but the last carries a later one's stamp.
     assert!(s.of_events > 10);
     assert_eq!(s.events, s.of_events - 10, "{}", res.console);
+    // Without the simulator's stamps nothing tells the client's lateness from a server
+    // that sends together: TTFT may be overstated by the bound, and the verdict says so.
+    let v = &r.health.verdict;
     assert!(
-        r.warnings
-            .iter()
-            .any(|w| w.contains("10 of 10 responses got their first token in one read")),
-        "{:?}",
-        r.warnings
+        v.contains("10 of 10 responses (100.0%) got their first token in one read")
+            && v.contains("TTFT p50"),
+        "{v}"
+    );
+    assert!(r.health.distorted.is_some() && r.health.limited);
+    let jsonl_first = std::fs::read_to_string(dir.join("profile_export.jsonl")).unwrap();
+    assert_eq!(
+        jsonl_first
+            .matches("\"first_token_overstated_at_most_ms\":")
+            .count()
+            - jsonl_first
+                .matches("\"first_token_overstated_at_most_ms\":null")
+                .count(),
+        10
     );
     assert!(res.console.contains("carry a later event's arrival stamp"));
     let jsonl = std::fs::read_to_string(dir.join("profile_export.jsonl")).unwrap();
@@ -369,4 +381,5 @@ fn events_read_together_carry_one_stamp_and_the_report_says_so() {
         .warnings
         .iter()
         .any(|w| w.contains("first token in one read")));
+    assert!(!r.health.verdict.contains("first token in one read"));
 }

@@ -4,48 +4,7 @@
 
 use crate::support;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-
-use crate::support::{artifact_dir, profile, sim};
-
-/// Busy threads pinned to `cpu` until dropped (bounded to a minute whatever happens).
-struct Hogs {
-    stop: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-impl Hogs {
-    fn on(cpu: usize, n: usize) -> Hogs {
-        let stop = Arc::new(AtomicBool::new(false));
-        let threads = (0..n)
-            .map(|_| {
-                let stop = stop.clone();
-                std::thread::spawn(move || {
-                    ringperf::sys::set_affinity(0, &[cpu]).expect("pin the hog");
-                    let end = ringperf::clock::now_ns() + 60_000_000_000;
-                    let mut x = 0u64;
-                    while !stop.load(Ordering::Relaxed) && ringperf::clock::now_ns() < end {
-                        for i in 0..10_000u64 {
-                            x = x.wrapping_mul(31).wrapping_add(i);
-                        }
-                        std::hint::black_box(x);
-                    }
-                })
-            })
-            .collect();
-        Hogs { stop, threads }
-    }
-}
-
-impl Drop for Hogs {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
-}
+use crate::support::{artifact_dir, profile, sim, Hogs};
 
 fn two_cpus() -> Option<Vec<usize>> {
     let cpus = ringperf::cpus::usable_cpus();

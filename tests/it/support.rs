@@ -4,6 +4,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Parser;
 use ringperf::cli::{Cli, Command, ProfileArgs, SimArgs};
@@ -181,4 +182,57 @@ pub fn wait_for_line<T>(lines: &mut StderrLines, mut f: impl FnMut(&str) -> Opti
         }
     }
     panic!("stderr ended before the line awaited");
+}
+
+/// Busy threads pinned to `cpu` until dropped (bounded to a minute whatever happens): each
+/// busy `on` out of every `period` (all the time when they are equal).
+pub struct Hogs {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Hogs {
+    /// `n` threads busy all the time on `cpu`.
+    pub fn on(cpu: usize, n: usize) -> Hogs {
+        Hogs::pulsed(cpu, n, Duration::from_millis(1), Duration::from_millis(1))
+    }
+
+    /// `n` threads on `cpu`, each busy for `on` of every `period`, asleep the rest.
+    pub fn pulsed(cpu: usize, n: usize, on: Duration, period: Duration) -> Hogs {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (on, period) = (on.as_nanos() as u64, period.as_nanos() as u64);
+        let threads = (0..n)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    ringperf::sys::set_affinity(0, &[cpu]).expect("pin the hog");
+                    let now = ringperf::clock::now_ns;
+                    let end = now() + 60_000_000_000;
+                    let mut x = 0u64;
+                    while !stop.load(Ordering::Relaxed) && now() < end {
+                        let busy_until = now() + on;
+                        while now() < busy_until {
+                            for i in 0..1_000u64 {
+                                x = x.wrapping_mul(31).wrapping_add(i);
+                            }
+                            std::hint::black_box(x);
+                        }
+                        if period > on {
+                            std::thread::sleep(Duration::from_nanos(period - on));
+                        }
+                    }
+                })
+            })
+            .collect();
+        Hogs { stop, threads }
+    }
+}
+
+impl Drop for Hogs {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
 }
