@@ -551,10 +551,21 @@ pub(super) fn assess(i: &Inputs<'_>, warnings: &mut Vec<String>) -> Health {
         ));
     }
     if i.lag.count() > 0 && i.lag.percentile(99.0) > LAG_LIMIT_NS {
-        limits.push(format!(
-            "reads waited up to {:.1} ms (p99) for the client: events that waited together carry the stamp of the newest, and a server whose socket buffers fill up slows down",
+        let lag = format!(
+            "reads waited up to {:.1} ms (p99) for the client",
             i.lag.percentile(99.0) as f64 / 1e6
-        ));
+        );
+        if i.kernel_stamps {
+            // The stamps carry each read's arrival: what the wait can have done is what
+            // it merged, judged above.
+            caveats.push(format!(
+                "{lag}; the kernel's stamps kept each read's arrival time, and the events that arrived together in the wait are judged above"
+            ));
+        } else {
+            distorted.push(format!(
+                "{lag}, and events are stamped when read (no kernel stamps): their times moved by up to the wait"
+            ));
+        }
     }
 
     let cpu = busiest.map_or(0.0, |b| b.cpu_utilization * 100.0);
