@@ -99,8 +99,11 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let mut cmd = Cli::command();
-            clap_complete::generate(shell, &mut cmd, "ringperf", &mut std::io::stdout());
-            Ok(())
+            // Into a buffer, then out: a reader that closes early (`| head`) ends the
+            // command quietly instead of a write panicking on the broken pipe.
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "ringperf", &mut out);
+            write_out(&out)
         }
         Command::Man { subcommand } => {
             use clap::CommandFactory;
@@ -117,10 +120,19 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
             clap_mangen::Man::new(cmd)
                 .render(&mut page)
                 .map_err(Fatal::from)?;
-            std::io::stdout().write_all(&page).map_err(Fatal::from)
+            write_out(&page)
         }
     };
     done.map(|()| 0)
+}
+
+/// Writes `bytes` to stdout; a reader that stopped reading (`| head`) is no error.
+fn write_out(bytes: &[u8]) -> Result<(), Fatal> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r.map_err(Fatal::from),
+    }
 }
 
 fn serve_sim(args: &SimArgs, stop: Arc<AtomicBool>) -> Result<(), Fatal> {
@@ -147,6 +159,27 @@ fn serve_sim(args: &SimArgs, stop: Arc<AtomicBool>) -> Result<(), Fatal> {
     handle.stop();
     eprintln!("ringperf sim: served {requests} requests, {events} events");
     Ok(())
+}
+
+/// Why a server's prefix cache can have held this run's prompts, most likely first: the run
+/// repeating its own prompts (fewer distinct prompts than requests), shared prefixes, or an
+/// earlier run with the same seed; each with what to change.
+fn prefix_cache_cause(plan: &Plan, requests: u64) -> String {
+    let w = &plan.spec.workload;
+    if w.input_file.is_none() && w.num_dataset_entries < requests {
+        format!(
+            "this run sent its {} distinct prompts {:.1} times each on average: raise \
+             --num-dataset-entries to the request count for prompts the server has not seen",
+            w.num_dataset_entries,
+            requests as f64 / w.num_dataset_entries.max(1) as f64
+        )
+    } else if w.num_prefix_prompts.is_some() {
+        "the prompts share the prefixes --num-prefix-prompts asked for".into()
+    } else {
+        "an earlier run with the same --random-seed, or the same file: a run that must start \
+         cold needs another seed, --reset-prefix-cache, or a restarted server"
+            .into()
+    }
 }
 
 /// The `n` CPUs this process may use that other work kept least busy over 100 ms (ties to
@@ -344,13 +377,8 @@ fn before_the_run(plan: &Plan, preflight: bool, listed: &[String]) -> Result<Vec
             plan.target.endpoint.url(),
             p.first_ns as f64 / 1e6
         );
-        if let Some(m) = p.served_model.filter(|m| *m != plan.target.model) {
-            warnings.push(format!(
-                "the server answered as model {m:?}, not {:?}: it may ignore the model name \
-                 (llama.cpp does), so these results are {m:?}'s",
-                plan.target.model
-            ));
-        }
+        // A response naming another model is said by the report, from the run's own.
+        let _ = p.served_model;
     }
     if plan.spec.target.reset_prefix_cache {
         match crate::preflight::reset_prefix_cache(&plan.target) {
@@ -674,18 +702,33 @@ fn measure(
         report.output_tps(),
         telemetry_cfg.gpu_price_eur_hour,
     ));
-    for s in report.telemetry.iter().flat_map(|t| &t.server_metrics) {
-        if let Some(h) = s.prefix_cache_hit_rate.filter(|h| *h > 0.5) {
-            report.warnings.push(format!(
-                "the server's prefix-cache hit rate was {:.0}%: it had seen most of these \
-                 prompts before (shared prefixes, or an earlier run with the same \
-                 --random-seed); TTFT is lower than for new prompts. A run that must start cold \
-                 needs another seed, --reset-prefix-cache, or a restarted server",
-                h * 100.0
-            ));
-        }
+    let why_cached = prefix_cache_cause(&plan, report.completed + report.failed + report.warmup);
+    // The server's own counts: its /metrics, else the prompt tokens its responses say its
+    // cache served.
+    let hit_rate = report
+        .telemetry
+        .iter()
+        .flat_map(|t| &t.server_metrics)
+        .find_map(|s| s.prefix_cache_hit_rate)
+        .or(report
+            .prompt_cache
+            .map(|(cached, prompt)| cached as f64 / prompt.max(1) as f64));
+    if let Some(h) = hit_rate.filter(|h| *h > 0.5) {
+        report.warnings.push(format!(
+            "the server's prefix-cache hit rate was {:.0}%: it had seen most of these prompts \
+             before ({why_cached}); TTFT is lower than for new prompts",
+            h * 100.0
+        ));
     }
-    let title = format!("ringperf | LLM Metrics | {} | {title}", plan.target.model);
+    let model = match report
+        .served_model
+        .as_ref()
+        .filter(|m| **m != plan.target.model)
+    {
+        Some(m) => format!("{m} (asked: {})", plan.target.model),
+        None => plan.target.model.clone(),
+    };
+    let title = format!("ringperf | LLM Metrics | {model} | {title}");
     let console = report::console::render(&report, &title);
     if print {
         let _ = std::io::stdout().write_all(console.as_bytes());

@@ -40,7 +40,15 @@ pub struct Scratch {
     /// Emptied text buffers of finished requests that did not keep their text, for the next
     /// ones to fill without growing a new one token by token.
     pub(crate) spare_texts: Vec<String>,
+    /// The model the server's responses name, read from the first events that name one.
+    pub served_model: Option<String>,
+    /// Events looked at for a model name so far (a server that names none is asked
+    /// [`MODEL_TRIES`] times, then left alone).
+    pub(crate) model_tries: u8,
 }
+
+/// Events scanned for the model a server names before giving up on one that names none.
+const MODEL_TRIES: u8 = 8;
 
 impl Scratch {
     /// Decodes a whole body, where it lies.
@@ -78,6 +86,8 @@ impl Default for Scratch {
             pointers: None,
             expects_text: true,
             spare_texts: Vec::new(),
+            served_model: None,
+            model_tries: 0,
         }
     }
 }
@@ -367,6 +377,10 @@ fn on_event(
     if data == b"[DONE]" {
         return;
     }
+    if scratch.served_model.is_none() && scratch.model_tries < MODEL_TRIES {
+        scratch.model_tries += 1;
+        scratch.served_model = openai::named_model(data);
+    }
     let Scratch {
         json,
         doc,
@@ -428,6 +442,9 @@ fn apply_usage(usage: Option<openai::Usage>, rec: &mut Record) {
         }
         if u.prompt_tokens.is_some() {
             rec.server_isl = u.prompt_tokens;
+        }
+        if let Some(c) = u.cached_tokens {
+            rec.server_cached = Some(u32::try_from(c).unwrap_or(u32::MAX));
         }
     }
 }

@@ -130,11 +130,12 @@ pub(crate) struct BusyCpu {
 
 /// Each CPU's busy share over `window`, with the processes whose threads ran there most.
 pub(crate) fn busy_cpus_with_owners(window: std::time::Duration) -> Vec<BusyCpu> {
+    let started = std::time::Instant::now();
     let (cpu0, threads0) = (cpu_times(), thread_ticks());
     std::thread::sleep(window);
     let (cpu1, threads1) = (cpu_times(), thread_ticks());
-    // Clock ticks are 1/100 s on Linux (USER_HZ).
-    let window_ticks = window.as_secs_f64() * 100.0;
+    // Clock ticks are 1/100 s on Linux (USER_HZ); the window as it was, not as asked.
+    let window_ticks = started.elapsed().as_secs_f64() * 100.0;
     let mut by_cpu: std::collections::BTreeMap<usize, std::collections::BTreeMap<String, u64>> =
         Default::default();
     for (key, (name, ticks, cpu)) in &threads1 {
@@ -155,7 +156,9 @@ pub(crate) fn busy_cpus_with_owners(window: std::time::Duration) -> Vec<BusyCpu>
                 .remove(&cpu)
                 .unwrap_or_default()
                 .into_iter()
-                .map(|(n, t)| (n, t as f64 / window_ticks))
+                // A thread counts on the CPU it ran on last, and ticks are coarse: no owner
+                // is said to have used more of a CPU than the CPU was busy.
+                .map(|(n, t)| (n, (t as f64 / window_ticks).min(share)))
                 .collect();
             who.sort_by(|a, b| b.1.total_cmp(&a.1));
             BusyCpu {

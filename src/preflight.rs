@@ -197,16 +197,6 @@ pub struct Probe {
     pub served_model: Option<String>,
 }
 
-/// The first `"model": "…"` value in a response's bytes.
-fn named_model(raw: &[u8]) -> Option<String> {
-    let text = String::from_utf8_lossy(raw);
-    let at = text.find("\"model\"")? + "\"model\"".len();
-    let rest = text[at..].trim_start().strip_prefix(':')?.trim_start();
-    let rest = rest.strip_prefix('"')?;
-    let end = rest.find('"')?;
-    Some(rest[..end].to_string()).filter(|m| !m.is_empty())
-}
-
 /// Sends the run's first request and reads it until its first token (streamed) or its end.
 pub fn probe(plan: &Plan) -> Result<Probe, Failure> {
     let target = &plan.target;
@@ -284,7 +274,7 @@ pub fn probe(plan: &Plan) -> Result<Probe, Failure> {
             .first_content_ns
             .unwrap_or(rec.end_ns)
             .saturating_sub(start),
-        served_model: named_model(&raw),
+        served_model: crate::api::openai::named_model(&raw),
     })
 }
 
@@ -332,18 +322,5 @@ mod tests {
         ] {
             assert_eq!(http_date(bad), None, "{bad}");
         }
-    }
-
-    #[test]
-    fn the_model_a_response_names() {
-        let chunk =
-            b"HTTP/1.1 200 OK\r\n\r\ndata: {\"id\":\"x\",\"model\":\"tiny-qwen3\",\"choices\":[]}";
-        assert_eq!(named_model(chunk).as_deref(), Some("tiny-qwen3"));
-        assert_eq!(
-            named_model(br#"{"object": "chat.completion", "model" : "a/b"}"#).as_deref(),
-            Some("a/b")
-        );
-        assert_eq!(named_model(br#"{"model": ""}"#), None);
-        assert_eq!(named_model(br#"{"choices": []}"#), None);
     }
 }

@@ -148,6 +148,9 @@ pub struct Record {
     pub isl: Option<u32>,
     /// Server-reported prompt tokens.
     pub server_isl: Option<u64>,
+    /// Server-reported prompt tokens its prefix (prompt) cache served
+    /// (`usage.prompt_tokens_details.cached_tokens`).
+    pub server_cached: Option<u32>,
     /// Output tokens, once known.
     pub osl: Option<u64>,
     /// Where `osl` came from.
@@ -165,6 +168,9 @@ pub struct Record {
     pub error: Option<String>,
     /// True if it ran on a fresh connection after a reused one turned out dead.
     pub reconnected: bool,
+    /// True if it opened a new connection because the server had closed its place's last
+    /// one after a whole response (`Connection: close`, as llama.cpp may).
+    pub new_connection: bool,
     /// Multi-turn sessions: the session's number and this turn's index.
     pub session: Option<(u64, u32)>,
     /// ringperf's simulator only: when the request reached its kernel (its own stamp).
@@ -207,6 +213,7 @@ impl Record {
             chunk_gaps_ns: Vec::new(),
             isl,
             server_isl: None,
+            server_cached: None,
             osl: None,
             osl_source: None,
             tokenizer_osl: None,
@@ -215,6 +222,7 @@ impl Record {
             outcome: Outcome::Ok,
             error: None,
             reconnected: false,
+            new_connection: false,
             session: None,
             sim_arrived_ns: None,
             sim_first_sent_ns: None,

@@ -123,7 +123,8 @@ pub struct Scraper {
 }
 
 impl Scraper {
-    /// Starts scraping `targets` every `interval_ns`, pinned to `cpu` when given.
+    /// Starts scraping `targets` every `interval_ns`, pinned to `cpu` when given, and returns
+    /// once the first round of pages is in (or its timeout passed).
     pub fn start(
         targets: Vec<Target>,
         tls: Option<Arc<rustls::ClientConfig>>,
@@ -133,6 +134,10 @@ impl Scraper {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let ts = targets.clone();
+        // The first round of scrapes is taken before the run sends anything, so that counter
+        // rises cover everything the run did (and nothing before it is missed).
+        let (first_done, first) = std::sync::mpsc::channel::<()>();
+        let first_wait = Duration::from_nanos(interval_ns.clamp(10_000_000_000, 60_000_000_000));
         let thread = std::thread::Builder::new()
             .name("ringperf-metrics".into())
             .spawn(move || {
@@ -163,6 +168,7 @@ impl Scraper {
                         }
                         out.push(Scrape { t_ns, page, raw });
                     }
+                    let _ = first_done.send(());
                     if last {
                         break;
                     }
@@ -176,6 +182,8 @@ impl Scraper {
                 (all, crate::clock::thread_cpu_ns() - cpu0)
             })
             .expect("spawn the metrics thread");
+        // A server that does not answer within the scrape timeout is not waited for longer.
+        let _ = first.recv_timeout(first_wait);
         Scraper {
             stop,
             thread: Some(thread),

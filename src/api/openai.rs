@@ -26,6 +26,25 @@ pub struct Usage {
     /// `usage.completion_tokens`.
     #[serde(default, alias = "output_tokens")]
     pub completion_tokens: Option<u64>,
+    /// `usage.prompt_tokens_details.cached_tokens` (the Responses API's
+    /// `input_tokens_details`): prompt tokens the server's prefix (prompt) cache served.
+    #[serde(
+        default,
+        rename = "prompt_tokens_details",
+        alias = "input_tokens_details",
+        deserialize_with = "cached_tokens"
+    )]
+    pub cached_tokens: Option<u64>,
+}
+
+/// `prompt_tokens_details`: `null`, or an object whose `cached_tokens` is read.
+fn cached_tokens<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    struct Details {
+        #[serde(default)]
+        cached_tokens: Option<u64>,
+    }
+    Ok(Option::<Details>::deserialize(d)?.and_then(|x| x.cached_tokens))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -346,8 +365,8 @@ pub fn decode_with<'a>(
         reasoning: Cow::Borrowed(""),
         finish_reason: None,
         usage: tokens.map(|t| Usage {
-            prompt_tokens: None,
             completion_tokens: Some(t),
+            ..Usage::default()
         }),
         error,
         sent_ns: v.get("x_ringperf_sent_ns").and_then(|x| x.as_u64()),
@@ -355,9 +374,33 @@ pub fn decode_with<'a>(
     })
 }
 
+/// The first `"model": "…"` value in a response's (or an event's) bytes: the model the
+/// server says answered, whatever was asked. Off the hot path: a shard asks its first events.
+pub fn named_model(raw: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(raw);
+    let at = text.find("\"model\"")? + "\"model\"".len();
+    let rest = text[at..].trim_start().strip_prefix(':')?.trim_start();
+    let rest = rest.strip_prefix('"')?;
+    let end = rest.find('"')?;
+    Some(rest[..end].to_string()).filter(|m| !m.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_model_a_response_names() {
+        let chunk =
+            b"HTTP/1.1 200 OK\r\n\r\ndata: {\"id\":\"x\",\"model\":\"tiny-qwen3\",\"choices\":[]}";
+        assert_eq!(named_model(chunk).as_deref(), Some("tiny-qwen3"));
+        assert_eq!(
+            named_model(br#"{"object": "chat.completion", "model" : "a/b"}"#).as_deref(),
+            Some("a/b")
+        );
+        assert_eq!(named_model(br#"{"model": ""}"#), None);
+        assert_eq!(named_model(br#"{"choices": []}"#), None);
+    }
 
     fn dec(
         s: &str,
@@ -403,9 +446,35 @@ mod tests {
             u,
             Some(Usage {
                 prompt_tokens: Some(3),
-                completion_tokens: Some(16)
+                completion_tokens: Some(16),
+                cached_tokens: None,
             })
         );
+    }
+
+    #[test]
+    fn cached_prompt_tokens_are_read_from_the_usage_details() {
+        for (doc, want) in [
+            (
+                r#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":16,"prompt_tokens_details":{"cached_tokens":8}}}"#,
+                Some(8),
+            ),
+            (
+                r#"{"choices":[],"usage":{"input_tokens":9,"output_tokens":1,"input_tokens_details":{"cached_tokens":0}}}"#,
+                Some(0),
+            ),
+            (
+                r#"{"choices":[],"usage":{"prompt_tokens":9,"prompt_tokens_details":null}}"#,
+                None,
+            ),
+            (
+                r#"{"choices":[],"usage":{"prompt_tokens":9,"prompt_tokens_details":{"audio_tokens":2}}}"#,
+                None,
+            ),
+        ] {
+            let (_, _, _, u, _) = dec(doc);
+            assert_eq!(u.unwrap().cached_tokens, want, "{doc}");
+        }
     }
 
     #[test]
@@ -454,7 +523,8 @@ mod tests {
             u,
             Some(Usage {
                 prompt_tokens: Some(9),
-                completion_tokens: Some(16)
+                completion_tokens: Some(16),
+                cached_tokens: None,
             })
         );
         let (_, _, _, _, e) = dec(r#"{"type":"error","code":"server_error","message":"boom"}"#);

@@ -102,6 +102,8 @@ pub struct ShardReport {
     pub feed_stalls: u64,
     /// Why its feeder could not give a request (it then stopped sending).
     pub feed_error: Option<String>,
+    /// The model the server's responses named, when they named one.
+    pub served_model: Option<String>,
 }
 
 /// Everything the shards measured.
@@ -555,7 +557,7 @@ fn shard_thread(
         );
         Ok::<_, ShardError>((
             (records, feed),
-            scratch.client_delay,
+            (scratch.client_delay, scratch.served_model),
             (record_lag, events),
             cpu_ns,
             (t0, t1),
@@ -565,7 +567,7 @@ fn shard_thread(
     });
     let (
         (mut records, (feed_stalls, feed_error)),
-        client_delay,
+        (client_delay, served_model),
         (record_lag, (events, shared_events, shared_wait)),
         cpu_ns,
         measured,
@@ -593,6 +595,7 @@ fn shard_thread(
         events,
         feed_stalls,
         feed_error,
+        served_model,
     })
 }
 

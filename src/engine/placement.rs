@@ -79,7 +79,7 @@ pub struct HostView {
     /// Share of each CPU that other work kept busy while ringperf sampled (CPUs not listed:
     /// unknown, taken as idle).
     pub busy: Vec<(usize, f64)>,
-    /// The target server listens on this host.
+    /// The target server's address is one of this host's.
     pub server_local: bool,
 }
 
@@ -224,7 +224,7 @@ pub fn place(ask: &Ask, host: &HostView) -> Result<Placement, Error> {
             Mode::Shared,
             vec![set.clone(); n],
             format!(
-                "the server listens on this host and shares its CPUs: {n} shard(s) may move among {set} (a pinned shard could not escape a server that out-ranks it)"
+                "the server's address is this host's, so it shares these CPUs: {n} shard(s) may move among {set} (a pinned shard could not escape a server that out-ranks it)"
             ),
         )
     } else {
@@ -315,7 +315,7 @@ mod tests {
         let h = host(&[0.0, 0.0, 0.0, 0.6], true);
         let p = place(&ask(10_000), &h).unwrap();
         assert_eq!(p.shards, vec![Pin::Set(vec![0, 1, 2]); 2]);
-        assert!(p.reason.contains("listens on this host"), "{}", p.reason);
+        assert!(p.reason.contains("address is this host's"), "{}", p.reason);
         // One quiet CPU is no place to confine a shard next to a local server: it may go
         // anywhere.
         let h = host(&[0.0, 0.7], true);

@@ -67,6 +67,9 @@ pub struct Progress {
 struct Slot {
     conn: Option<Conn>,
     exchange: Exchange,
+    /// The server ended this place's last connection after a whole response (it said
+    /// `Connection: close`): the next request opens a new one, and says so.
+    server_closed: bool,
 }
 
 /// Shard state, owned by the shard's thread.
@@ -519,6 +522,7 @@ async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record)
     }
     // A connection the watcher shut down is spent, even under a response that was whole.
     if expired || !slot.exchange.keep_alive() || rec.outcome != Outcome::Ok {
+        slot.server_closed = !expired && rec.outcome == Outcome::Ok;
         slot.conn = None;
     }
     shard.pool.borrow_mut().push(slot);
@@ -592,6 +596,7 @@ async fn drive(
             match open.await {
                 Ok(Ok(mut c)) => {
                     shard.connect_failures.set(0);
+                    rec.new_connection |= std::mem::take(&mut slot.server_closed);
                     if plan.spec.engine.kernel_timestamps {
                         c.enable_rx_timestamps();
                         c.enable_tx_timestamps();

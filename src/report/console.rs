@@ -257,6 +257,15 @@ pub fn table(r: &Report, title: &str) -> String {
              AIPerf); ITL counts responses of 2 chunks or more."
         );
     }
+    if let Some((cached, prompt)) = r.prompt_cache {
+        let _ = writeln!(
+            out,
+            "Server prompt cache: {cached} of {prompt} prompt tokens ({:.0}%) were served from \
+             it (usage.prompt_tokens_details.cached_tokens); their TTFT is lower than a cold \
+             prompt's.",
+            100.0 * cached as f64 / prompt.max(1) as f64
+        );
+    }
     out
 }
 

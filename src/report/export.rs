@@ -108,6 +108,13 @@ pub(crate) fn profile_json(r: &Report, input_config: &Value, times: &Times) -> V
         json!({ "server_usage": r.osl_from_usage, "tokenizer": r.osl_from_tokenizer }),
     );
     doc.insert("measured_window_s".into(), json!(r.window_ns as f64 / 1e9));
+    if let Some((cached, prompt)) = r.prompt_cache {
+        doc.insert(
+            "server_prompt_cache".into(),
+            json!({"cached_tokens": cached, "prompt_tokens": prompt,
+                   "hit_rate": cached as f64 / prompt.max(1) as f64}),
+        );
+    }
     let ok: Vec<&crate::record::Record> = r.records.iter().filter(|x| x.is_measured_ok()).collect();
     doc.insert(
         "intervals".into(),
@@ -337,6 +344,7 @@ pub(crate) fn write_records(r: &Report, path: &Path) -> std::io::Result<()> {
                 "server_input_sequence_length": rec.server_isl,
                 "requested_output_sequence_length": rec.requested_osl,
                 "reconnected": rec.reconnected,
+                "new_connection": rec.new_connection,
                 "client_starved": rec.client_starved,
                 "first_token_shared_read": rec.first_token_shared_read(),
                 "first_token_overstated_at_most_ms": rec.first_token_shared_read()

@@ -479,6 +479,8 @@ fn build(nodes: &[NodeRun], incomplete: &[String], first_start: u64) -> Result<R
         goodput,
         error_adjusted,
         node: None,
+        served_model: None,
+        prompt_cache: None,
     })
 }
 

@@ -105,6 +105,11 @@ pub struct Report {
     pub error_adjusted: Vec<ErrorAdjusted>,
     /// Which node this run was, when the load was split across nodes.
     pub node: Option<NodeMark>,
+    /// The model the server's responses named, when they named one.
+    pub served_model: Option<String>,
+    /// Over completed measured requests whose usage said so: Σ prompt tokens the server's
+    /// prompt cache served, and Σ prompt tokens the server counted.
+    pub prompt_cache: Option<(u64, u64)>,
 }
 
 /// Content events that shared a read's stamp with a later event.
@@ -217,6 +222,8 @@ pub struct Settings {
     pub ignore_eos_sent: bool,
     /// Choices asked per request (`n`): usage then counts more text than one choice.
     pub choices: u64,
+    /// The model asked for.
+    pub model: String,
 }
 
 /// Replaces every secret in `text` with `<redacted>`.
@@ -232,6 +239,7 @@ impl Settings {
     /// What `plan` says about reporting.
     pub fn of(plan: &crate::plan::Plan) -> Settings {
         Settings {
+            model: plan.target.model.clone(),
             rate: plan.load.rate,
             slos: plan.load.slos.clone(),
             // The concurrency a closed loop holds steady (not in sessions, whose places also
@@ -279,6 +287,7 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
     // One array of the exact size: a doubling one would leave its old copies' pages behind.
     let mut records = Vec::with_capacity(out.shards.iter().map(|s| s.records.len()).sum());
     let mut driver = String::new();
+    let served_model = out.shards.iter().find_map(|s| s.served_model.clone());
     for s in &mut out.shards {
         client_delay.merge(&s.client_delay);
         record_lag.merge(&s.record_lag);
@@ -308,11 +317,18 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
     let (mut completed, mut failed, mut out_tok, mut in_tok) = (0u64, 0u64, 0u64, 0u64);
     let (mut from_usage, mut from_tok) = (0u64, 0u64);
     let mut errors: BTreeMap<Outcome, (String, u64)> = BTreeMap::new();
-    let (mut osl_off, mut with_request) = (0u64, 0u64);
+    let (mut osl_off, mut with_request, mut one_choice) = (0u64, 0u64, 0u64);
     let mut osl_off_recounted = 0u64;
     let mut sampled = 0u64;
     let (mut client_sum, mut server_sum) = (0u64, 0u64);
     let (mut no_tokens, mut one_chunk) = (0u64, 0u64);
+    let (mut cache_hits, mut cache_prompt) = (0u64, 0u64);
+    // Requests that opened a connection because the server had closed (or dropped) the one
+    // their place used.
+    let mut reopened = 0u64;
+    // Σ prompt tokens as sent (the tokenizer's count) and as the server counted them, over
+    // requests that have both.
+    let (mut isl_sent, mut isl_server, mut isl_both) = (0u64, 0u64, 0u64);
     for r in measured {
         if r.outcome != Outcome::Ok {
             failed += 1;
@@ -323,6 +339,7 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
             continue;
         }
         completed += 1;
+        reopened += u64::from(r.reconnected || r.new_connection);
         tx = tx.min(r.start_ns);
         ty = ty.max(r.last_content_ns.unwrap_or(r.end_ns));
         let osl = r.osl.unwrap_or(0);
@@ -331,6 +348,14 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         one_chunk += u64::from(osl >= 2 && r.second_content_ns.is_none());
         shared.first_tokens += u64::from(r.first_token_shared_read());
         in_tok += u64::from(r.isl.unwrap_or(0));
+        if let (Some(c), Some(p)) = (r.server_cached, r.server_isl) {
+            (cache_hits, cache_prompt) = (cache_hits + u64::from(c), cache_prompt + p);
+        }
+        // (ringperf's simulator estimates prompt tokens from characters; it does not tokenize.)
+        if let (Some(a), Some(b), None) = (r.isl, r.server_isl, r.sim_arrived_ns) {
+            (isl_sent, isl_server, isl_both) =
+                (isl_sent + u64::from(a), isl_server + b, isl_both + 1);
+        }
         match r.osl_source {
             Some(TokenSource::Usage) => from_usage += 1,
             Some(TokenSource::Tokenizer) => from_tok += 1,
@@ -338,8 +363,14 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         }
         if let Some(req) = r.requested_osl {
             with_request += 1;
-            let tol = (f64::from(req) * 0.05).min(50.0);
-            if (osl as f64 - f64::from(req)).abs() > tol {
+            let near = |want: f64| (osl as f64 - want).abs() <= (want * 0.05).min(50.0);
+            // With n choices the usage of every choice is max_tokens each (vLLM counts them
+            // all); a server that counts one (llama.cpp) is said apart.
+            let choices = settings.choices.max(1) as f64;
+            let usage = r.osl_source == Some(TokenSource::Usage);
+            if choices > 1.0 && usage && near(f64::from(req)) {
+                one_choice += 1;
+            } else if !near(f64::from(req) * choices) {
                 osl_off += 1;
                 osl_off_recounted += u64::from(r.osl_source == Some(TokenSource::Tokenizer));
             }
@@ -358,6 +389,13 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         .count() as u64;
 
     let mut warnings = Vec::new();
+    if let Some(m) = served_model.as_ref().filter(|m| **m != settings.model) {
+        warnings.push(format!(
+            "the server answered as model {m:?}, not {:?}: it ignores the model name asked \
+             (llama.cpp serves its one model whatever the name), so these results are {m:?}'s",
+            settings.model
+        ));
+    }
     if osl_off > 0 {
         let advice = if osl_off_recounted == osl_off {
             // Only the tokenizer's count of the text is known: it may be the count that is off.
@@ -371,7 +409,8 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
                                    ignore_eos:true for exact lengths"
                     .into(),
                 (true, false) => "min_tokens was sent and the server did not honour it \
-                                  (llama.cpp ignores it): --extra-inputs ignore_eos:true may"
+                                  (llama.cpp ignores it): --extra-inputs ignore_eos:true may \
+                                  make it run to max_tokens"
                     .into(),
                 (_, true) => "the server stopped early although min_tokens or ignore_eos \
                               asked it not to: it ignores them"
@@ -380,8 +419,45 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         };
         warnings.push(format!(
             "{osl_off} of {with_request} requests got an output length more than min(5%, 50) \
-             tokens off the requested max_tokens: {advice}"
+             tokens off the requested max_tokens{}: {advice}",
+            if settings.choices > 1 {
+                format!(" × n = {}", settings.choices)
+            } else {
+                String::new()
+            }
         ));
+    }
+    if reopened > 0 {
+        warnings.push(format!(
+            "the server closed its connection after a response {reopened} time(s) in \
+             {completed} requests (llama.cpp closes after each stream), so the next request on \
+             that place opened a new connection first: TTFT counts from the send and holds, \
+             but those sends went out later (see the dispatch delay) and the server took a \
+             new connection each time"
+        ));
+    }
+    if one_choice > 0 {
+        warnings.push(format!(
+            "{one_choice} of {with_request} requests asked for n = {} choices and the server's \
+             usage counted the tokens of one (llama.cpp does; vLLM counts every choice): output \
+             lengths and token throughput here count one choice per request",
+            settings.choices
+        ));
+    }
+    // The prompt as the server counted it: a chat template adds a few tokens, a tokenizer
+    // that is not the model's miscounts by a share of them.
+    if isl_both >= 4 {
+        let (sent, server) = (
+            isl_sent as f64 / isl_both as f64,
+            isl_server as f64 / isl_both as f64,
+        );
+        if (server - sent).abs() > (0.1 * sent).max(16.0) {
+            warnings.push(format!(
+                "the server counted {server:.0} prompt tokens per request on average where \
+                 ringperf's tokenizer counted {sent:.0}: --tokenizer probably does not match \
+                 the served model, so input lengths (ISL) are not what they say"
+            ));
+        }
     }
     // One request's short output is no evidence: judge the tokenizer on enough tokens, and
     // not where usage counts a different amount of text than the choices sent (n > 1).
@@ -520,5 +596,7 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         goodput,
         error_adjusted,
         node: None,
+        served_model,
+        prompt_cache: (cache_prompt > 0).then_some((cache_hits, cache_prompt)),
     }
 }

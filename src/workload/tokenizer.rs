@@ -81,7 +81,8 @@ impl Tokenizer {
         let fallback = |why: String| {
             let mut t = Self::embedded().expect("the embedded tokenizer loads");
             t.source = format!(
-                "embedded Qwen3 tokenizer: {why}; give --tokenizer {model} to download it, or                  --tokenizer PATH"
+                "embedded Qwen3 tokenizer: {why}; give --tokenizer {model} to download it, or \
+                     --tokenizer PATH"
             );
             t
         };

@@ -654,3 +654,23 @@ fn fail_on_gates_exit_3_when_crossed_0_when_held_and_write_junit() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown statistic"));
 }
+
+#[test]
+fn a_reader_that_stops_early_ends_completions_and_man_pages_quietly() {
+    let _shared = support::shared();
+    for args in [&["completions", "bash"][..], &["man"][..]] {
+        let mut child = ringperf()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Read a little, then close the pipe, as `| head -1` does.
+        let mut first = [0u8; 16];
+        child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}

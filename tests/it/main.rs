@@ -22,6 +22,7 @@ mod placement;
 mod porting;
 mod preflight;
 mod protocol;
+mod real_servers;
 mod sessions;
 mod support;
 mod sweeps;

@@ -153,3 +153,36 @@ fn profile_without_a_gpu_says_so_and_scrapes_the_simulator() {
     support::profile(&format!("--url {url} --request-count 2"), &dir).unwrap();
     assert!(!dir.join("server_metrics_export.json").exists());
 }
+
+#[test]
+fn the_first_metrics_page_is_in_before_the_scraper_returns() {
+    let _shared = support::shared();
+    // A /metrics page that takes 300 ms to come: starting the scraper waits for it, so that
+    // the run's first request comes after the first page.
+    let page = "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 3\n".to_string();
+    let server = crate::support::fake_server(move |_, _| {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        (
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{page}",
+                page.len()
+            )
+            .into_bytes(),
+            false,
+        )
+    });
+    let endpoint = ringperf::endpoint::Endpoint::parse(&format!("http://{}", server.addr)).unwrap();
+    let target = ringperf::server_metrics::Target::parse(
+        &format!("http://{}/metrics", server.addr),
+        &endpoint,
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let s = ringperf::server_metrics::Scraper::start(vec![target], None, 1_000_000_000, None);
+    assert!(started.elapsed() >= std::time::Duration::from_millis(300));
+    assert_eq!(
+        server.requests.load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    let _ = s.finish();
+}

@@ -45,28 +45,29 @@ fn clean_runs_are_never_called_limited() {
     // Every request at once, none refilled (vLLM's default load).
     let runs = both(
         "verdict-burst",
-        "--ttft 20ms --itl 5ms",
+        "--ttft 20ms --itl 10ms",
         &format!("--streaming --concurrency 64 --request-count 64 --output-tokens-mean 32 {gate}"),
     );
     assert_clean("burst", &runs);
-    // A short run, one request at a time.
+    // A short run, one request at a time. (Tokens 10 ms apart in every clean case: a busy
+    // VM's hiccups of a few ms then merge no events, as they would with tokens 2 ms apart.)
     let runs = both(
         "verdict-short",
-        "--ttft 10ms --itl 2ms",
+        "--ttft 10ms --itl 10ms",
         &format!("--streaming --request-count 5 --output-tokens-mean 8 {gate}"),
     );
     assert_clean("short", &runs);
     // An open loop.
     let runs = both(
         "verdict-open",
-        "--ttft 10ms --itl 2ms",
+        "--ttft 10ms --itl 10ms",
         "--streaming --request-rate 100 --request-count 150 --output-tokens-mean 16",
     );
     assert_clean("open loop", &runs);
     // A staircase with a gate: judged against no single concurrency.
     let runs = both(
         "verdict-stairs",
-        "--ttft 10ms --itl 2ms --max-batch 8",
+        "--ttft 10ms --itl 10ms --max-batch 8",
         &format!("--streaming --concurrency 4..16 --staircase 1s --output-tokens-mean 16 {gate}"),
     );
     assert_clean("staircase", &runs);

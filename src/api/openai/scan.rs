@@ -102,6 +102,7 @@ enum Role {
     FinishReason,
     PromptTokens,
     CompletionTokens,
+    CachedTokens,
     SentNs,
     ArrivedNs,
 }
@@ -220,6 +221,7 @@ impl Shape {
             match h.role {
                 Role::PromptTokens => e.usage.as_mut()?.prompt_tokens = Some(n?),
                 Role::CompletionTokens => e.usage.as_mut()?.completion_tokens = Some(n?),
+                Role::CachedTokens => e.usage.as_mut()?.cached_tokens = Some(n?),
                 Role::SentNs => e.sent_ns = Some(n?),
                 Role::ArrivedNs => e.arrived_ns = Some(n?),
                 _ => {}
@@ -600,10 +602,27 @@ impl Reader<'_, '_> {
                     &mut u.completion_tokens,
                     r.count(Role::CompletionTokens),
                 ),
+                b"prompt_tokens_details" | b"input_tokens_details" => {
+                    set(&mut seen, 2, &mut u.cached_tokens, r.token_details())
+                }
                 _ => r.skip(2),
             })?;
             Some(u)
         })
+    }
+
+    /// `prompt_tokens_details` (the Responses API's `input_tokens_details`): an object or
+    /// `null`; its `cached_tokens`, the prompt tokens the server's cache served.
+    fn token_details(&mut self) -> Option<Option<u64>> {
+        let details = self.or_null(|r| {
+            let (mut cached, mut seen) = (None, 0);
+            r.object(2, |r, key| match key {
+                b"cached_tokens" => set(&mut seen, 0, &mut cached, r.count(Role::CachedTokens)),
+                _ => r.skip(3),
+            })?;
+            Some(cached)
+        })?;
+        Some(details.flatten())
     }
 }
 
