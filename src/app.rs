@@ -53,14 +53,27 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
             unreachable!("translated into profile")
         }
         Command::Profile(args) => {
+            install_secrets(&args.target);
             let s = args.sweep_spec().map_err(Fatal::from)?;
             let crossed = if s.is_sweep || s.repeats.runs > 1 {
-                sweep(&args, stop, true)?.gates_crossed
+                sweep(&args, stop, true).map(|r| r.gates_crossed)
             } else {
-                let r = profile(&args, stop, true)?;
-                r.gates.iter().any(|g| g.failure.is_some())
+                profile(&args, stop, true).map(|r| r.gates.iter().any(|g| g.failure.is_some()))
             };
-            return Ok(if crossed { GATES_CROSSED } else { 0 });
+            // A stopped run says so in its exit code (128 + the signal, as a shell does),
+            // whatever it measured: a script or a CI job can tell it from a finished one.
+            if let Some(sig) = crate::sys::interrupted_by() {
+                let name = crate::sys::signal_name(sig);
+                match crossed {
+                    Ok(_) => crate::redact::say!(
+                        "ringperf: interrupted by {name}: the artifacts hold what was measured \
+                         until then"
+                    ),
+                    Err(e) => crate::redact::say!("ringperf: interrupted by {name}: {e}"),
+                }
+                return Ok(128 + sig);
+            }
+            return Ok(if crossed? { GATES_CROSSED } else { 0 });
         }
         Command::Sim(args) => serve_sim(&args, stop),
         Command::Doctor(a) => {
@@ -68,7 +81,7 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
                 streams: a.concurrency,
                 in_process_sim: a.sim,
             });
-            let _ = std::io::stdout().write_all(crate::doctor::render(&checks).as_bytes());
+            crate::redact::print(&crate::doctor::render(&checks));
             let blockers = checks
                 .iter()
                 .filter(|c| c.level == crate::doctor::Level::Fail)
@@ -82,9 +95,9 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
         }
         Command::Merge { dirs, artifact_dir } => {
             let m = report::merge::merge(&dirs, &artifact_dir).map_err(Fatal::from)?;
-            let _ = std::io::stdout().write_all(m.console.as_bytes());
+            crate::redact::print(&m.console);
             write_report(&artifact_dir, true)?;
-            eprintln!("ringperf: merged artifacts in {}", artifact_dir.display());
+            crate::redact::say!("ringperf: merged artifacts in {}", artifact_dir.display());
             return Ok(if m.incomplete.is_empty() {
                 0
             } else {
@@ -93,7 +106,7 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
         }
         Command::Report { dir } => {
             let page = report::html::write(&dir).map_err(Fatal::from)?;
-            eprintln!("ringperf: wrote {}", page.display());
+            crate::redact::say!("ringperf: wrote {}", page.display());
             Ok(())
         }
         Command::Completions { shell } => {
@@ -126,6 +139,19 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
     done.map(|()| 0)
 }
 
+/// Makes every secret on the command line (or in its environment) one that nothing ringperf
+/// prints or writes can show, before anything can.
+fn install_secrets(t: &crate::cli::TargetArgs) {
+    let mut secrets: Vec<String> = t.api_key.iter().cloned().collect();
+    secrets.extend(t.url.iter().flat_map(|u| crate::endpoint::url_secrets(u)));
+    for h in &t.headers {
+        if let Some((name, value)) = h.split_once(':') {
+            secrets.extend(crate::redact::header_secrets(name, value));
+        }
+    }
+    crate::redact::install(secrets);
+}
+
 /// Writes `bytes` to stdout; a reader that stopped reading (`| head`) is no error.
 fn write_out(bytes: &[u8]) -> Result<(), Fatal> {
     let mut out = std::io::stdout().lock();
@@ -139,7 +165,7 @@ fn serve_sim(args: &SimArgs, stop: Arc<AtomicBool>) -> Result<(), Fatal> {
     let cfg = args.config().map_err(Fatal::from)?;
     let handle = crate::sim::start(&cfg).map_err(Fatal::from)?;
     crate::sys::interrupt_gracefully();
-    eprintln!(
+    crate::redact::say!(
         "ringperf sim: serving model {:?} on {}://{} ({} driver, {} shard(s); ttft {}, itl {}); Ctrl-C stops",
         cfg.model,
         if cfg.tls.is_some() { "https" } else { "http" },
@@ -157,7 +183,7 @@ fn serve_sim(args: &SimArgs, stop: Arc<AtomicBool>) -> Result<(), Fatal> {
     }
     let (requests, events) = handle.served();
     handle.stop();
-    eprintln!("ringperf sim: served {requests} requests, {events} events");
+    crate::redact::say!("ringperf sim: served {requests} requests, {events} events");
     Ok(())
 }
 
@@ -218,7 +244,7 @@ fn start_sim(flags: &str, spec: &mut Spec) -> Result<(crate::sim::SimHandle, Vec
         cfg.cpus = quietest_cpus(cfg.shards);
     }
     let h = crate::sim::start(&cfg).map_err(Fatal::from)?;
-    eprintln!(
+    crate::redact::say!(
         "ringperf: benchmarking the built-in simulator on http://{} (ttft {}, itl {}, max batch {}, CPUs {})",
         h.addr,
         cfg.ttft,
@@ -239,12 +265,17 @@ fn start_sim(flags: &str, spec: &mut Spec) -> Result<(crate::sim::SimHandle, Vec
 }
 
 fn preparing(w: &crate::plan::WorkloadSpec) -> String {
-    match &w.input_file {
-        Some(f) => format!("the requests of {}", f.display()),
-        None => format!(
-            "{} prompts of about {} tokens",
-            w.num_dataset_entries, w.isl_mean
+    let n = w
+        .num_dataset_entries
+        .min(w.sends_at_most.unwrap_or(u64::MAX))
+        .max(1);
+    match (&w.input_file, w.session_turns_mean) {
+        (Some(f), _) => format!("the requests of {}", f.display()),
+        (None, Some(t)) => format!(
+            "{n} sessions of about {t:.0} turns, each turn's prompt about {} tokens",
+            w.isl_mean
         ),
+        (None, None) => format!("{n} prompts of about {} tokens", w.isl_mean),
     }
 }
 
@@ -274,7 +305,7 @@ fn choose_model(
                 }),
             ) if crate::clock::now_ns() < deadline => {
                 if !said {
-                    eprintln!(
+                    crate::redact::say!(
                         "ringperf: waiting for {} to come up ({e})",
                         target.endpoint.url()
                     );
@@ -293,7 +324,7 @@ fn choose_model(
                     target.endpoint.url()
                 )));
             };
-            eprintln!(
+            crate::redact::say!(
                 "ringperf: model: {first} (the first the server lists{}; -m chooses)",
                 if list.len() > 1 {
                     format!(" of {}", list.len())
@@ -306,7 +337,7 @@ fn choose_model(
         }
         Ok(list) => {
             if !list.is_empty() && !list.contains(&spec.model) {
-                eprintln!(
+                crate::redact::say!(
                     "ringperf: warning: the server lists {}, not {:?}; the probe request will tell",
                     list.join(", "),
                     spec.model
@@ -316,7 +347,7 @@ fn choose_model(
         }
         Err(e @ (Failure::Down { .. } | Failure::Transport { .. })) => Err(Fatal(e.to_string())),
         Err(e) if asked => {
-            eprintln!("ringperf: note: {e}; going on with -m {}", spec.model);
+            crate::redact::say!("ringperf: note: {e}; going on with -m {}", spec.model);
             Ok(Vec::new())
         }
         Err(e) => Err(Fatal(format!("{e}: name the model with -m"))),
@@ -324,7 +355,13 @@ fn choose_model(
 }
 
 /// Results that cannot be written are found out before the run, not after it.
-fn check_artifact_dir(dir: &std::path::Path) -> Result<(), Fatal> {
+fn check_artifact_dir(dir: &std::path::Path) -> Result<MadeDir, Fatal> {
+    let made = MadeDir(
+        dir.ancestors()
+            .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+            .map(std::path::Path::to_path_buf)
+            .collect(),
+    );
     let probe = dir.join(".ringperf-write-check");
     std::fs::create_dir_all(dir)
         .and_then(|()| std::fs::write(&probe, b""))
@@ -334,7 +371,24 @@ fn check_artifact_dir(dir: &std::path::Path) -> Result<(), Fatal> {
                 "--artifact-dir {}: cannot write there ({e}); nothing was run",
                 dir.display()
             ))
-        })
+        })?;
+    Ok(made)
+}
+
+/// A folder this run made: removed again if the run ends without writing into it (refused,
+/// or stopped before its first request), so that a refusal leaves nothing behind.
+struct MadeDir(Vec<std::path::PathBuf>);
+
+impl Drop for MadeDir {
+    fn drop(&mut self) {
+        // The folder, then each parent made for it; only an empty folder can be removed, so
+        // what a run wrote stays.
+        for d in &self.0 {
+            if std::fs::remove_dir(d).is_err() {
+                return;
+            }
+        }
+    }
 }
 
 /// The host's blockers for this run, found before anything is sent: open files (every
@@ -372,7 +426,7 @@ fn before_the_run(plan: &Plan, preflight: bool, listed: &[String]) -> Result<Vec
             };
             Fatal(format!("{e}{served}"))
         })?;
-        eprintln!(
+        crate::redact::say!(
             "ringperf: preflight: {} answered the first request in {:.1} ms (not measured)",
             plan.target.endpoint.url(),
             p.first_ns as f64 / 1e6
@@ -382,14 +436,14 @@ fn before_the_run(plan: &Plan, preflight: bool, listed: &[String]) -> Result<Vec
     }
     if plan.spec.target.reset_prefix_cache {
         match crate::preflight::reset_prefix_cache(&plan.target) {
-            Ok(path) => eprintln!("ringperf: prefix cache emptied (POST {path})"),
+            Ok(path) => crate::redact::say!("ringperf: prefix cache emptied (POST {path})"),
             Err(why) => warnings.push(format!(
                 "--reset-prefix-cache: the server did not empty its cache ({why})"
             )),
         }
     }
     for w in &warnings {
-        eprintln!("ringperf: warning: {w}");
+        crate::redact::say!("ringperf: warning: {w}");
     }
     Ok(warnings)
 }
@@ -411,16 +465,18 @@ fn judge_gates(
     let judged = report::gates::judge(&out.gates, doc, limited, out.allow_client_limited);
     for j in &judged {
         match &j.failure {
-            Some(f) => eprintln!("ringperf: gate FAILED: {f}"),
-            None => eprintln!("ringperf: gate passed: {}", j.name),
+            Some(f) => crate::redact::say!("ringperf: gate FAILED: {f}"),
+            None => crate::redact::say!("ringperf: gate passed: {}", j.name),
         }
     }
-    std::fs::write(dir.join("gates.junit.xml"), report::gates::junit(&judged)).map_err(|e| {
-        Fatal(format!(
-            "writing {}: {e}",
-            dir.join("gates.junit.xml").display()
-        ))
-    })?;
+    crate::artifact::write(&dir.join("gates.junit.xml"), report::gates::junit(&judged)).map_err(
+        |e| {
+            Fatal(format!(
+                "writing {}: {e}",
+                dir.join("gates.junit.xml").display()
+            ))
+        },
+    )?;
     Ok(judged)
 }
 
@@ -442,6 +498,8 @@ struct Prepared {
     started: (u64, &'static str),
     /// On several nodes, the server's `Date` against this host's clock.
     server_date: Option<crate::clock::ServerDate>,
+    /// The artifact folder, if this run made it.
+    _made: MadeDir,
 }
 
 /// Parses, starts the simulator, finds the model, prepares the prompts and checks the host
@@ -453,6 +511,14 @@ fn prepare(args: &ProfileArgs) -> Result<Prepared, Fatal> {
     };
     let (mut spec, notes) = args.spec_and_notes().map_err(Fatal::from)?;
     let sweep = args.sweep_spec().map_err(Fatal::from)?;
+    if sweep.is_sweep {
+        // Each point sends its own count: every prompt is prepared.
+        spec.workload.sends_at_most = Some(u64::MAX);
+    }
+    // Everything the flags say is checked before anything is started, asked or prepared.
+    let checked = crate::plan::Plan::check(&spec).map_err(Fatal::from)?;
+    crate::gpu::parse_gpus(&args.telemetry.config().gpus)
+        .map_err(|e| Fatal(format!("--gpus: {e}")))?;
     if sweep.resume && !sweep.is_sweep && sweep.repeats.runs == 1 {
         return Err(Fatal(
             "--resume continues a sweep (a list on --concurrency or --request-rate) or \
@@ -461,13 +527,13 @@ fn prepare(args: &ProfileArgs) -> Result<Prepared, Fatal> {
         ));
     }
     if let Some(line) = &args.peer.native {
-        eprintln!(
+        crate::redact::say!(
             "ringperf: {} command line, runs as: {line}",
             args.peer.dialect.name()
         );
     }
     for n in args.peer.notes.iter().chain(&notes) {
-        eprintln!("ringperf: note: {n}");
+        crate::redact::say!("ringperf: note: {n}");
     }
     if args.sim.is_some() && spec.target.model.is_empty() {
         spec.target.model = "ringperf-sim".into();
@@ -486,7 +552,7 @@ fn prepare(args: &ProfileArgs) -> Result<Prepared, Fatal> {
         let ready = spec.target.ready_check_timeout_ns;
         choose_model(&mut spec.target, preflight, ready)?
     };
-    eprintln!("ringperf: preparing {}", preparing(&spec.workload));
+    crate::redact::say!("ringperf: preparing {}", preparing(&checked.workload));
     // Without a list the flags stand as given; a sweep's plan starts at its first point.
     let load = spec.load.clone();
     if sweep.is_sweep {
@@ -498,13 +564,13 @@ fn prepare(args: &ProfileArgs) -> Result<Prepared, Fatal> {
             .staircase(caps.clone(), *step)
             .map_err(Fatal::from)?;
     }
-    eprintln!("ringperf: tokenizer: {}", plan.workload.tokenizer.source);
+    crate::redact::say!("ringperf: tokenizer: {}", plan.workload.tokenizer.source);
     let root = if sweep.is_sweep {
         sweep_dir(&plan, sweep.points[0].axis)
     } else {
         plan.output.artifact_dir.clone()
     };
-    check_artifact_dir(&root)?;
+    let made = check_artifact_dir(&root)?;
     let nodes = plan.load.nodes;
     if nodes.is_split() {
         check_split(&sweep, &plan)?;
@@ -522,6 +588,7 @@ fn prepare(args: &ProfileArgs) -> Result<Prepared, Fatal> {
         sim,
         reserved,
         started,
+        _made: made,
     };
     // Every point is planned and checked before the first is run.
     for p in prepared.points()? {
@@ -669,7 +736,7 @@ fn measure(
     print: bool,
 ) -> Result<Measured, Fatal> {
     let placement = crate::engine::place(&plan, &p.reserved).map_err(Fatal::from)?;
-    eprintln!("ringperf: shards: {}", placement.reason);
+    crate::redact::say!("ringperf: shards: {}", placement.reason);
     plan.output.title = title.to_string();
     let plan = Arc::new(plan);
     let spare = placement.spare_cpu(&crate::cpus::usable_cpus());
@@ -681,6 +748,11 @@ fn measure(
         .load
         .start_at_unix_ns
         .map_or(0, |at| wait_until(at, &stop));
+    if stop.load(Ordering::Relaxed) {
+        return Err(Fatal(
+            "interrupted before the first request: nothing was sent".into(),
+        ));
+    }
     let clock = crate::clock::Anchor::now();
     let start = unix_time_secs();
     let probe = p.sim.as_ref().map(|h| h.in_flight_probe());
@@ -731,7 +803,7 @@ fn measure(
     let title = format!("ringperf | LLM Metrics | {model} | {title}");
     let console = report::console::render(&report, &title);
     if print {
-        let _ = std::io::stdout().write_all(console.as_bytes());
+        crate::redact::print(&console);
     }
     let dir = &plan.output.artifact_dir;
     let startup_s = startup.and_then(|(started, from)| {
@@ -744,7 +816,7 @@ fn measure(
         // Waiting for --start-at is no start-up work.
         let s = first.saturating_sub(started + waited) as f64 / 1e9;
         if print {
-            eprintln!("ringperf: start-up {s:.3} s ({from} to the first request sent)");
+            crate::redact::say!("ringperf: start-up {s:.3} s ({from} to the first request sent)");
         }
         Some(s)
     });
@@ -770,16 +842,16 @@ fn measure(
         let (json, text) =
             report::staircase::describe(&measured, steps.step_ns, args.sweep.slo_attainment);
         if print {
-            let _ = std::io::stdout().write_all(format!("Staircase:\n{text}").as_bytes());
+            crate::redact::print(&format!("Staircase:\n{text}"));
         }
         let mut j = serde_json::to_vec_pretty(&json).map_err(Fatal::from)?;
         j.push(b'\n');
-        std::fs::write(dir.join(report::staircase::STAIRCASE_JSON), j)
+        crate::artifact::write(&dir.join(report::staircase::STAIRCASE_JSON), j)
             .map_err(|e| Fatal(format!("writing {}: {e}", dir.display())))?;
     }
     let gates = judge_gates(&plan, &report, &doc, dir)?;
     if print {
-        eprintln!("ringperf: artifacts in {}", dir.display());
+        crate::redact::say!("ringperf: artifacts in {}", dir.display());
     }
     Ok(Measured {
         report,
@@ -868,16 +940,11 @@ pub fn profile(
 fn peer_outputs(args: &ProfileArgs, plan: &Plan, r: &Report, print: bool) -> Result<(), Fatal> {
     let dir = &plan.output.artifact_dir;
     let write = |path: &std::path::Path, bytes: &[u8], append: bool| {
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .write(true)
-            .append(append)
-            .truncate(!append)
-            .open(path)?;
-        if append && f.metadata()?.len() > 0 {
-            f.write_all(b"\n")?;
+        if append {
+            crate::artifact::append_line(path, bytes)
+        } else {
+            crate::artifact::write(path, bytes)
         }
-        f.write_all(bytes)
     };
     if let Some(v) = &args.peer.vllm {
         // vLLM's date stamp (UTC here), as its file names carry it.
@@ -889,7 +956,7 @@ fn peer_outputs(args: &ProfileArgs, plan: &Plan, r: &Report, print: bool) -> Res
             .collect();
         let (json, console) = report::peer::vllm(r, v, &plan.target.model, &date);
         if print {
-            let _ = std::io::stdout().write_all(console.as_bytes());
+            crate::redact::print(&console);
         }
         if v.save {
             let folder = v.dir.clone().unwrap_or_else(|| ".".into());
@@ -899,7 +966,7 @@ fn peer_outputs(args: &ProfileArgs, plan: &Plan, r: &Report, print: bool) -> Res
             let text = serde_json::to_vec(&json).map_err(Fatal::from)?;
             write(&path, &text, v.append)
                 .map_err(|e| Fatal(format!("writing {}: {e}", path.display())))?;
-            eprintln!("ringperf: vLLM's result file: {}", path.display());
+            crate::redact::say!("ringperf: vLLM's result file: {}", path.display());
         }
     }
     if let Some(t) = args.peer.timeline {
@@ -908,7 +975,7 @@ fn peer_outputs(args: &ProfileArgs, plan: &Plan, r: &Report, print: bool) -> Res
         write(&path, page.as_bytes(), false)
             .map_err(|e| Fatal(format!("writing {}: {e}", path.display())))?;
         if print {
-            eprintln!("ringperf: timeline: {}", path.display());
+            crate::redact::say!("ringperf: timeline: {}", path.display());
         }
     }
     Ok(())
@@ -940,7 +1007,8 @@ fn analyze_csv(p: &Prepared, rows: &[report::sweep::Row]) -> Result<(), Fatal> {
     }
     let csv = report::peer::genai_perf_analyze_csv(&p.plan.target.model, &points);
     let path = p.root.join("analyze_export_genai_perf.csv");
-    std::fs::write(&path, csv).map_err(|e| Fatal(format!("writing {}: {e}", path.display())))
+    crate::artifact::write(&path, csv)
+        .map_err(|e| Fatal(format!("writing {}: {e}", path.display())))
 }
 
 /// What a sweep (or a point run several times) produced.
@@ -977,14 +1045,14 @@ fn completed_run(dir: &std::path::Path) -> Option<serde_json::Value> {
 fn wait_until(at: u64, stop: &AtomicBool) -> u64 {
     let now = (unix_time_secs() * 1e9) as u64;
     if now > at {
-        eprintln!(
+        crate::redact::say!(
             "ringperf: --start-at passed {:.3} s ago: starting now (the merge reports the skew)",
             (now - at) as f64 / 1e9
         );
         return 0;
     }
     let began = crate::clock::now_ns();
-    eprintln!(
+    crate::redact::say!(
         "ringperf: waiting {:.3} s for --start-at {}",
         (at - now) as f64 / 1e9,
         export::iso8601(at as f64 / 1e9)
@@ -1083,7 +1151,7 @@ pub fn sweep(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result<S
                     .and_then(|r| r.get("goodput_fraction"))
                     .unwrap_or(0.0);
                 let passed = good >= spec.attainment;
-                eprintln!(
+                crate::redact::say!(
                     "ringperf: search: {}: {:.1}% of requests met every objective ({} {:.1}%)",
                     point.label(),
                     good * 100.0,
@@ -1101,7 +1169,7 @@ pub fn sweep(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result<S
         }
     }
     if stop.load(Ordering::Relaxed) {
-        eprintln!("ringperf: stopped; what was measured so far is written");
+        crate::redact::say!("ringperf: stopped; what was measured so far is written");
     }
     if args.peer.genai_perf_analyze && !s.out.rows.is_empty() {
         analyze_csv(&p, &s.out.rows)?;
@@ -1109,14 +1177,14 @@ pub fn sweep(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result<S
     let out = s.out;
     drop(p);
     if print && (out.rows.len() > 1 || args.sweep.num_profile_runs > 1) {
-        let _ = std::io::stdout().write_all(report::sweep::render(&out.rows).as_bytes());
+        crate::redact::print(&report::sweep::render(&out.rows));
     }
     let said = out.search.as_ref().map(search_text).or_else(|| {
         let a = out.auto.as_ref()?;
         Some(a.pointer("/auto/text")?.as_str()?.to_string())
     });
     if let (Some(text), true) = (said, print) {
-        println!("{text}");
+        crate::redact::print(&format!("{text}\n"));
     }
     if out.rows.is_empty() {
         return Err(Fatal(format!(
@@ -1128,7 +1196,7 @@ pub fn sweep(args: &ProfileArgs, stop: Arc<AtomicBool>, print: bool) -> Result<S
     }
     write_report(&root, print)?;
     if print {
-        eprintln!("ringperf: artifacts in {}", root.display());
+        crate::redact::say!("ringperf: artifacts in {}", root.display());
     }
     Ok(out)
 }
@@ -1208,7 +1276,7 @@ fn auto_sweep(s: &mut Sweeper) -> Result<(), Fatal> {
             .as_deref()
             .map_or(String::new(), |w| format!("; {w}"))
     );
-    eprintln!("ringperf: {text}");
+    crate::redact::say!("ringperf: {text}");
     s.out.auto = Some(serde_json::json!({"auto": {
         "serial_request_throughput": low,
         "saturated_request_throughput": high,
@@ -1280,7 +1348,7 @@ impl Sweeper<'_> {
             }
             let dir = plan.output.artifact_dir.clone();
             if let Some(doc) = p.sweep.resume.then(|| completed_run(&dir)).flatten() {
-                eprintln!("ringperf: resume: kept {}", dir.display());
+                crate::redact::say!("ringperf: resume: kept {}", dir.display());
                 self.out.kept += 1;
                 labels.push(label);
                 docs.push(doc);
@@ -1305,7 +1373,7 @@ impl Sweeper<'_> {
             if runs > 1 {
                 title.push_str(&format!(" run {run} of {runs}"));
             }
-            eprintln!("ringperf: {title}");
+            crate::redact::say!("ringperf: {title}");
             let m = measure(
                 plan.clone(),
                 p,
@@ -1319,7 +1387,7 @@ impl Sweeper<'_> {
             self.out.gates_crossed |= m.gates.iter().any(|g| g.failure.is_some());
             match nothing_measured(&plan, &m.report) {
                 Some(why) => {
-                    eprintln!("ringperf: {}: {why}", dir.display());
+                    crate::redact::say!("ringperf: {}: {why}", dir.display());
                     self.out.failed.push(format!("{}: {why}", dir.display()));
                     failed.push((label, why));
                 }
@@ -1381,7 +1449,7 @@ fn write_report(dir: &std::path::Path, print: bool) -> Result<(), Fatal> {
     let page = report::html::write(dir)
         .map_err(|e| Fatal(format!("writing the HTML report in {}: {e}", dir.display())))?;
     if print {
-        eprintln!("ringperf: report: {}", page.display());
+        crate::redact::say!("ringperf: report: {}", page.display());
     }
     Ok(())
 }
@@ -1400,9 +1468,9 @@ fn write_aggregate(
         std::fs::create_dir_all(&dir)?;
         let mut j = serde_json::to_vec_pretty(&agg)?;
         j.push(b'\n');
-        std::fs::write(dir.join(report::sweep::AGGREGATE_JSON), j)?;
+        crate::artifact::write(&dir.join(report::sweep::AGGREGATE_JSON), j)?;
         let csv = report::sweep::aggregate_csv(&agg).map_err(std::io::Error::other)?;
-        std::fs::write(dir.join(report::sweep::AGGREGATE_CSV), csv)
+        crate::artifact::write(&dir.join(report::sweep::AGGREGATE_CSV), csv)
     };
     write().map_err(|e| Fatal(format!("writing {}: {e}", dir.display())))
 }

@@ -28,13 +28,76 @@ pub struct Endpoint {
     pub addr: SocketAddr,
     /// Path prefix from the URL (without a trailing slash).
     pub prefix: String,
+    /// `user:password` from the URL, percent-decoded: sent as HTTP Basic credentials, and a
+    /// secret (never written or shown).
+    #[serde(skip)]
+    pub user_info: Option<String>,
+}
+
+/// Percent-decodes `s` (RFC 3986 section 2.1); `None` for a malformed escape.
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The secrets in a URL's user information (`user:password@`), as written and decoded: the
+/// password, and `user:password` with its Basic token. Empty without user information.
+pub fn url_secrets(url: &str) -> Vec<String> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let Some((info, _)) = authority.rsplit_once('@') else {
+        return Vec::new();
+    };
+    let mut out = vec![info.to_string()];
+    if let Some((_, pass)) = info.split_once(':') {
+        out.push(pass.to_string());
+    }
+    if let Some(decoded) = percent_decode(info) {
+        if let Some((_, pass)) = decoded.split_once(':') {
+            out.push(pass.to_string());
+        }
+        out.push(basic_token(&decoded));
+        out.push(decoded);
+    }
+    out
+}
+
+/// The `Basic` credentials token of `user:password` (RFC 7617).
+pub fn basic_token(user_info: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(user_info)
+}
+
+/// `url` with its user information replaced, to be shown.
+pub fn shown(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((s, r)) => (format!("{s}://"), r),
+        None => (String::new(), url),
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rsplit_once('@') {
+        Some((_, host)) => format!("{scheme}<redacted>@{host}{}", &rest[end..]),
+        None => url.to_string(),
+    }
 }
 
 impl Endpoint {
     /// Parses and resolves `http(s)://host[:port][/prefix]` (scheme optional: http).
     pub fn parse(url: &str) -> Result<Endpoint, UrlError> {
         let bad = |why: &str| UrlError {
-            url: url.to_string(),
+            url: shown(url),
             why: why.to_string(),
         };
         let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
@@ -46,9 +109,29 @@ impl Endpoint {
         } else {
             (false, url)
         };
+        if rest.contains('#') {
+            return Err(bad(
+                "a fragment ('#…') is never sent to a server: leave it out",
+            ));
+        }
+        if rest.contains('?') {
+            return Err(bad(
+                "a query ('?…') cannot go on the URL: the endpoint's path is added after the URL, \
+                 so it would land before the path; put it on --endpoint (e.g. \
+                 /v1/chat/completions?key=value)",
+            ));
+        }
         let (authority, prefix) = match rest.find('/') {
             Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
             None => (rest, ""),
+        };
+        let (user_info, authority) = match authority.rsplit_once('@') {
+            Some((info, host)) => {
+                let decoded = percent_decode(info)
+                    .ok_or_else(|| bad("the user information holds a malformed %-escape"))?;
+                (Some(decoded), host)
+            }
+            None => (None, authority),
         };
         if authority.is_empty() {
             return Err(bad("no host"));
@@ -105,6 +188,7 @@ impl Endpoint {
             port,
             addr,
             prefix: prefix.to_string(),
+            user_info,
         })
     }
 
@@ -133,6 +217,36 @@ impl Endpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn user_information_is_a_secret_sent_as_basic_credentials() {
+        let url = "http://admin:p%40ss-word-1@127.0.0.1:9/prefix";
+        let e = Endpoint::parse(url).unwrap();
+        assert_eq!(e.user_info.as_deref(), Some("admin:p@ss-word-1"));
+        assert_eq!((e.host.as_str(), e.port), ("127.0.0.1", 9));
+        assert_eq!(e.url(), "http://127.0.0.1:9/prefix");
+        let secrets = url_secrets(url);
+        for s in ["p%40ss-word-1", "p@ss-word-1", "admin:p@ss-word-1"] {
+            assert!(secrets.iter().any(|x| x == s), "{s}: {secrets:?}");
+        }
+        assert!(secrets.contains(&basic_token("admin:p@ss-word-1")));
+        assert_eq!(
+            basic_token("Aladdin:open sesame"),
+            "QWxhZGRpbjpvcGVuIHNlc2FtZQ=="
+        );
+        assert_eq!(shown(url), "http://<redacted>@127.0.0.1:9/prefix");
+        let e = Endpoint::parse("http://u:pw%zz@127.0.0.1:9").unwrap_err();
+        assert!(!e.to_string().contains("pw"), "{e}");
+        assert!(url_secrets("http://127.0.0.1:9/a@b").is_empty());
+    }
+
+    #[test]
+    fn a_query_or_a_fragment_is_refused_with_where_it_goes() {
+        let e = Endpoint::parse("http://127.0.0.1:9/v1?key=1").unwrap_err();
+        assert!(e.why.contains("--endpoint"), "{e}");
+        let e = Endpoint::parse("127.0.0.1:9#top").unwrap_err();
+        assert!(e.why.contains("fragment"), "{e}");
+    }
 
     #[test]
     fn urls() {

@@ -291,7 +291,7 @@ impl Exchange {
         self.keep_alive = false;
         rec.end_ns = t;
         rec.outcome = outcome;
-        rec.error = Some(error);
+        rec.error = Some(cut(&error));
     }
 
     fn finish(&mut self, t: u64, rec: &mut Record, scratch: &mut Scratch) {
@@ -449,8 +449,13 @@ fn apply_usage(usage: Option<openai::Usage>, rec: &mut Record) {
     }
 }
 
-/// An error body as one line (an HTML error page has many); from a JSON error, its message
-/// (vLLM's `message`, OpenAI's and llama.cpp's `error.message`).
+/// A server's error text as it is kept: one line of safe text.
+fn cut(s: &str) -> String {
+    crate::redact::server_text(s, ERROR_TEXT_LIMIT)
+}
+
+/// An error body as one line of safe text (an HTML error page has many); from a JSON error,
+/// its message (vLLM's `message`, OpenAI's and llama.cpp's `error.message`).
 fn error_text(body: &[u8]) -> String {
     if let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) {
         let m = v
@@ -458,25 +463,13 @@ fn error_text(body: &[u8]) -> String {
             .or_else(|| v.get("error").and_then(|e| e.get("message")))
             .and_then(|m| m.as_str());
         if let Some(m) = m.filter(|m| !m.trim().is_empty()) {
-            return cut(&m.split_whitespace().collect::<Vec<_>>().join(" "));
+            return cut(m);
         }
     }
-    let s = String::from_utf8_lossy(body);
-    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let s = crate::redact::server_bytes(body, ERROR_TEXT_LIMIT);
     if s.is_empty() {
         "(empty body)".into()
     } else {
-        cut(&s)
+        s
     }
-}
-
-fn cut(s: &str) -> String {
-    if s.len() <= ERROR_TEXT_LIMIT {
-        return s.to_string();
-    }
-    let mut end = ERROR_TEXT_LIMIT;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
 }

@@ -15,6 +15,7 @@
 pub mod api;
 pub mod app;
 pub mod arrival;
+pub mod artifact;
 mod blocking;
 pub mod cli;
 pub mod clock;
@@ -31,6 +32,7 @@ pub mod plan;
 pub mod preflight;
 pub mod prom;
 pub mod record;
+pub mod redact;
 pub mod report;
 pub mod runtime;
 pub mod server_metrics;

@@ -22,7 +22,7 @@ fn main() {
         }
         Err(e) => {
             let _ = std::io::stdout().flush();
-            eprintln!("error: {e}");
+            eprintln!("error: {}", ringperf::redact::scrub(&e.to_string()));
             std::process::exit(2);
         }
     }

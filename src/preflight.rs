@@ -96,10 +96,8 @@ pub fn models(target: &Target, timeout: Duration) -> Result<Vec<String>, Failure
     let page = models_page(target, timeout).map_err(|e| classify(target, e, fail(None)))?;
     let (status, body) = (page.status, page.body);
     if status != 200 {
-        let text = String::from_utf8_lossy(&body);
-        let text = text.trim();
-        let cut: String = text.chars().take(200).collect();
-        return Err(fail(Some(status))(format!("HTTP {status} {cut}")));
+        let text = crate::redact::server_bytes(&body, 200);
+        return Err(fail(Some(status))(format!("HTTP {status} {text}")));
     }
     parse_models(&body).map_err(fail(Some(status)))
 }
@@ -162,7 +160,13 @@ pub fn parse_models(body: &[u8]) -> Result<Vec<String>, String> {
     }
     let list: List =
         serde_json::from_slice(body).map_err(|e| format!("not an OpenAI model list ({e})"))?;
-    Ok(list.data.into_iter().map(|m| m.id).collect())
+    // A name is shown and written: a server's text, made safe (a real model's name is
+    // unchanged by it).
+    Ok(list
+        .data
+        .into_iter()
+        .map(|m| crate::redact::server_text(&m.id, 200))
+        .collect())
 }
 
 /// Empties the server's prefix cache before the run: vLLM's `POST /reset_prefix_cache`, else

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use serde::Serialize;
 
 /// Which part of the run a request belonged to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     /// Warm-up requests, excluded from every metric.
@@ -354,6 +354,30 @@ pub struct RecordLog {
     blocks: Vec<Vec<Record>>,
     /// Each record's gap count, then its gaps, in the records' order (see [`push_value`]).
     gaps: Vec<Vec<u32>>,
+    /// Failed requests of the current second kept one by one so far, and that second.
+    failed_in_second: (u64, u32),
+    /// Failed requests only counted, by phase and outcome (see [`FAILED_RECORDS_PER_SECOND`]).
+    pub unrecorded: std::collections::BTreeMap<(Phase, Outcome), Unrecorded>,
+}
+
+/// A shard keeps at most this many failed requests one by one in each second; past it,
+/// failures are counted by kind (with the first one's message) and not kept each as a record:
+/// a dead server at a concurrency of thousands fails thousands of times a second, and would
+/// otherwise grow the records and `profile_export.jsonl` by megabytes a second (here at most
+/// about 0.2 MB a second a shard).
+pub const FAILED_RECORDS_PER_SECOND: u32 = 200;
+
+/// Failed requests counted but not kept one by one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unrecorded {
+    /// How many.
+    pub count: u64,
+    /// The first one's error.
+    pub error: Option<String>,
+    /// When the first and the last of them ended (`CLOCK_MONOTONIC` ns).
+    pub first_ns: u64,
+    /// See `first_ns`.
+    pub last_ns: u64,
 }
 
 /// Appends `items` to `blocks`, opening a block of `cap` whenever the last one is full.
@@ -392,12 +416,38 @@ impl RecordLog {
     /// Keeps `rec`, and gives back its gap array emptied, for the next request to fill.
     pub fn push(&mut self, mut rec: Record) -> Vec<u64> {
         let mut gaps = std::mem::take(&mut rec.chunk_gaps_ns);
+        if rec.outcome != Outcome::Ok && !self.keeps_failure(rec.end_ns) {
+            let u = self
+                .unrecorded
+                .entry((rec.phase, rec.outcome))
+                .or_insert_with(|| Unrecorded {
+                    count: 0,
+                    error: rec.error.take(),
+                    first_ns: rec.end_ns,
+                    last_ns: rec.end_ns,
+                });
+            u.count += 1;
+            u.last_ns = u.last_ns.max(rec.end_ns);
+            gaps.clear();
+            return gaps;
+        }
         push_value(&mut self.gaps, gaps.len() as u64);
         for g in gaps.drain(..) {
             push_value(&mut self.gaps, g);
         }
         append(&mut self.blocks, LOG_BLOCK, [rec]);
         gaps
+    }
+
+    /// Whether a failure that ended at `t` is kept one by one (see
+    /// [`FAILED_RECORDS_PER_SECOND`]).
+    fn keeps_failure(&mut self, t: u64) -> bool {
+        let second = t / 1_000_000_000;
+        if self.failed_in_second.0 != second {
+            self.failed_in_second = (second, 0);
+        }
+        self.failed_in_second.1 += 1;
+        self.failed_in_second.1 <= FAILED_RECORDS_PER_SECOND
     }
 
     /// Records kept.
@@ -419,6 +469,10 @@ impl RecordLog {
     /// room first: every copy costs the records' size again); each block is freed as soon as
     /// it is used up.
     pub fn move_into(self, all: &mut Vec<Record>) {
+        debug_assert!(
+            self.unrecorded.is_empty(),
+            "take the unrecorded failures first"
+        );
         let mut w = self.gaps.into_iter().flatten();
         for mut rec in self.blocks.into_iter().flatten() {
             let n = next_value(&mut w).unwrap_or(0) as usize;

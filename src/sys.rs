@@ -158,7 +158,20 @@ static INTERRUPT: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicBo
 /// wait out.
 static GRACEFUL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// The signal that stopped the run (0: none yet).
+static SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// The signals that stop a run: Ctrl-C, `kill`, and a closed terminal (SIGHUP would otherwise
+/// end the process with nothing written).
+const STOPPING: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
 extern "C" fn on_interrupt(signal: libc::c_int) {
+    let _ = SIGNAL.compare_exchange(
+        0,
+        signal,
+        std::sync::atomic::Ordering::Relaxed,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     if !GRACEFUL.load(std::sync::atomic::Ordering::Relaxed) {
         const MSG: &[u8] = b"\nringperf: interrupted before anything was measured\n";
         // SAFETY: write() and _exit() are async-signal-safe; MSG is a valid static buffer.
@@ -170,15 +183,34 @@ extern "C" fn on_interrupt(signal: libc::c_int) {
     if let Some(s) = INTERRUPT.get() {
         s.store(true, std::sync::atomic::Ordering::Relaxed);
     }
-    // A second Ctrl-C or SIGTERM ends the process at once.
-    // SAFETY: signal() is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_DFL);
-        libc::signal(libc::SIGTERM, libc::SIG_DFL);
+    // A second signal ends the process at once.
+    for s in STOPPING {
+        // SAFETY: signal() is async-signal-safe.
+        unsafe {
+            libc::signal(s, libc::SIG_DFL);
+        }
     }
 }
 
-/// A flag that Ctrl-C (SIGINT) and SIGTERM set once [`interrupt_gracefully`] was called;
+/// The signal that stopped this process's run, if one did (SIGINT, SIGTERM or SIGHUP).
+pub fn interrupted_by() -> Option<i32> {
+    match SIGNAL.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+/// A stopping signal's name.
+pub fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGHUP => "SIGHUP",
+        _ => "a signal",
+    }
+}
+
+/// A flag that Ctrl-C (SIGINT), SIGTERM and SIGHUP set once [`interrupt_gracefully`] was called;
 /// before that, either signal ends the process at once, and after the first, a second does.
 /// The handlers are installed on the first call.
 pub fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
@@ -191,17 +223,18 @@ pub fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
         .clone();
     if fresh {
         let handler = on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        // SAFETY: the handler only uses an atomic, write(), _exit() and signal(), all
-        // async-signal-safe.
-        unsafe {
-            libc::signal(libc::SIGINT, handler);
-            libc::signal(libc::SIGTERM, handler);
+        for s in STOPPING {
+            // SAFETY: the handler only uses atomics, write(), _exit() and signal(), all
+            // async-signal-safe.
+            unsafe {
+                libc::signal(s, handler);
+            }
         }
     }
     flag
 }
 
-/// From now on the first Ctrl-C or SIGTERM sets the [`interrupt_flag`] instead of ending the
+/// From now on the first Ctrl-C, SIGTERM or SIGHUP sets the [`interrupt_flag`] instead of ending the
 /// process, so that what was measured can be written.
 pub fn interrupt_gracefully() {
     GRACEFUL.store(true, std::sync::atomic::Ordering::Relaxed);

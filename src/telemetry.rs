@@ -81,7 +81,7 @@ impl Telemetry {
             }) {
                 Ok(s) => (Some(s), None),
                 Err(e) => {
-                    eprintln!("GPU telemetry unavailable: {e}");
+                    crate::redact::say!("GPU telemetry unavailable: {e}");
                     (None, Some(e))
                 }
             }

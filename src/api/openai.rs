@@ -252,8 +252,10 @@ pub(crate) fn copied<'a>(json: &[u8], copy: &'a mut Vec<u8>) -> &'a mut Vec<u8> 
     copy
 }
 
-/// [`decode`] for what the one-pass reader declines: simd-json, then serde.
-fn decode_general<'a>(json: &'a mut Vec<u8>, j: &mut Json) -> Result<Payload<'a>, DecodeError> {
+/// [`decode`] for what the one-pass reader declines: simd-json, then serde. Public as the
+/// reference that the fuzz targets hold the fast paths to.
+#[doc(hidden)]
+pub fn decode_general<'a>(json: &'a mut Vec<u8>, j: &mut Json) -> Result<Payload<'a>, DecodeError> {
     let len = json.len();
     json.resize(len + simd_json::INPUT_PADDING, b' ');
     let json: &'a mut [u8] = json;
@@ -382,7 +384,7 @@ pub fn named_model(raw: &[u8]) -> Option<String> {
     let rest = text[at..].trim_start().strip_prefix(':')?.trim_start();
     let rest = rest.strip_prefix('"')?;
     let end = rest.find('"')?;
-    Some(rest[..end].to_string()).filter(|m| !m.is_empty())
+    Some(crate::redact::server_text(&rest[..end], 200)).filter(|m| !m.is_empty())
 }
 
 #[cfg(test)]

@@ -832,17 +832,23 @@ impl ProfileArgs {
             Some(list) => Some(crate::cpus::parse_cpu_list(list).map_err(PlanError::Flag)?),
             None => None,
         };
-        let model = match t.model.as_slice() {
-            [] => String::new(),
-            [one] if !one.contains(',') => one.clone(),
-            several => {
-                return Err(PlanError::Flag(format!(
-                    "-m {}: one model per run in ringperf (the peers spread requests over \
+        let model =
+            match t.model.as_slice() {
+                [] => String::new(),
+                [one] if one.trim().is_empty() => return Err(PlanError::Flag(
+                    "-m '': a model name cannot be empty (leave -m out to take the first model \
+                     the server lists)"
+                        .into(),
+                )),
+                [one] if !one.contains(',') => one.clone(),
+                several => {
+                    return Err(PlanError::Flag(format!(
+                        "-m {}: one model per run in ringperf (the peers spread requests over \
                          several, e.g. LoRA adapters); run each model as a command of its own",
-                    several.join(" ")
-                )))
-            }
-        };
+                        several.join(" ")
+                    )))
+                }
+            };
         // The endpoint type: one of ringperf's kinds, GenAI-Perf's Triton words, or another
         // tool's API that ringperf does not speak.
         let endpoint_type = t.endpoint_type.as_deref().map(str::trim);
@@ -980,6 +986,7 @@ impl ProfileArgs {
                 session_turns_stddev: w.session_turns_stddev,
                 session_turn_delay_ns: w.session_turn_delay.unwrap_or(0),
                 session_turn_delay_stddev_ns: 0,
+                sends_at_most: None,
             },
             output: OutputSpec {
                 artifact_dir: o.artifact_dir.clone(),

@@ -153,6 +153,14 @@ fn planned_requests(s: &LoadSpec) -> f64 {
     }
 }
 
+/// The most requests the flags can send, warm-up included, when that is known before the run
+/// (`None` for a closed loop that runs for a duration: as many as finish).
+pub fn request_bound(s: &LoadSpec) -> Option<u64> {
+    let closed_for_a_time =
+        s.request_count.is_none() && s.benchmark_duration_ns.is_some() && s.request_rate.is_none();
+    (!closed_for_a_time).then(|| planned_requests(s).ceil() as u64)
+}
+
 impl Load {
     /// Validates the spec and draws the send times. `trace` holds a replayed file's send
     /// times (ns from its first line), for `--fixed-schedule`.

@@ -114,12 +114,59 @@ pub struct Plan {
     pub output: Output,
 }
 
+/// io_uring's largest submission queue.
+const MAX_RING_ENTRIES: u32 = 32_768;
+
 impl Plan {
-    /// Validates the spec and prepares every part.
-    pub fn build(spec: Spec) -> Result<Plan, PlanError> {
+    /// Every check the flags allow before anything is made, so that a conflict or a plan over
+    /// a budget is said at once, not after minutes of preparing prompts: the engine's flags,
+    /// the target's, the workload's, the load's, and what they plan together (requests, with
+    /// every session's turns counted; bytes). Returns the spec as it will be prepared.
+    pub fn check(spec: &Spec) -> Result<Spec, PlanError> {
+        Plan::checked(spec, true)
+    }
+
+    fn checked(spec: &Spec, with_load: bool) -> Result<Spec, PlanError> {
         if spec.engine.shards == Some(0) {
             return Err(PlanError::Flag("--shards must be at least 1".into()));
         }
+        if !(1..=MAX_RING_ENTRIES).contains(&spec.engine.ring_entries) {
+            return Err(PlanError::Flag(format!(
+                "--ring-entries {}: must be from 1 to {MAX_RING_ENTRIES}",
+                spec.engine.ring_entries
+            )));
+        }
+        let target = Target::build(&spec.target)?;
+        Workload::check(&spec.workload)?;
+        if with_load && !spec.workload.fixed_schedule {
+            Load::build(&spec.load, spec.workload.random_seed, None)?;
+        }
+        let mut spec = spec.clone();
+        if spec.workload.input_file.is_none() && spec.workload.sends_at_most.is_none() {
+            spec.workload.sends_at_most = load::request_bound(&spec.load);
+        }
+        let budget = spec.workload.budget(target.head.path.len() as u64)?;
+        if spec.workload.session_turns_mean.is_some() {
+            if let Some(sessions) = load::request_bound(&spec.load) {
+                let requests = sessions as f64 * budget.turns;
+                if requests > load::MAX_REQUESTS as f64 {
+                    return Err(PlanError::Flag(format!(
+                        "this load plans {sessions} sessions of about {:.0} turns, {requests:.3e} \
+                         requests; a run holds at most {}: lower --request-count or \
+                         --session-turns-mean",
+                        budget.turns,
+                        load::MAX_REQUESTS
+                    )));
+                }
+            }
+        }
+        Ok(spec)
+    }
+
+    /// Validates the spec and prepares every part.
+    pub fn build(spec: Spec) -> Result<Plan, PlanError> {
+        // The load is built below: its checks need not run twice.
+        let spec = Plan::checked(&spec, false)?;
         let target = Target::build(&spec.target)?;
         let mut workload = Workload::build(&spec.workload, &target)?;
         let load = Load::build(&spec.load, spec.workload.random_seed, workload.trace.take())?;

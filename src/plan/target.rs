@@ -16,7 +16,9 @@ use crate::http::request::Target as Head;
 pub struct TargetSpec {
     /// Model name sent in every request.
     pub model: String,
-    /// `http(s)://host[:port][/prefix]` (scheme optional: http).
+    /// `http(s)://host[:port][/prefix]` (scheme optional: http); written without its user
+    /// information.
+    #[serde(serialize_with = "url_shown")]
     pub url: String,
     /// The endpoint kind.
     pub kind: Kind,
@@ -55,6 +57,24 @@ pub struct TargetSpec {
 
 fn yes() -> bool {
     true
+}
+
+fn url_shown<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::endpoint::shown(url))
+}
+
+/// Every secret `s` holds: the API key, credential headers' values, the URL's password.
+pub fn secrets(s: &TargetSpec) -> Vec<String> {
+    let mut out = crate::endpoint::url_secrets(&s.url);
+    if let Some(k) = &s.api_key {
+        out.push(k.0.clone());
+    }
+    for h in &s.headers {
+        if let Some((name, value)) = h.0.split_once(':') {
+            out.extend(crate::redact::header_secrets(name, value));
+        }
+    }
+    out
 }
 
 /// The target, ready: resolved, TLS set up, the parts of every request's head fixed.
@@ -110,10 +130,22 @@ impl Target {
         if s.connect_timeout_ns == 0 || s.request_timeout_ns == 0 {
             return Err(PlanError::Flag("timeouts must be longer than 0".into()));
         }
+        crate::redact::install(secrets(s));
         let endpoint = Endpoint::parse(&s.url).map_err(PlanError::Url)?;
         let mut headers = Vec::new();
         if let Some(key) = s.api_key.as_ref().filter(|k| !k.0.is_empty()) {
             headers.push(("Authorization".to_string(), format!("Bearer {}", key.0)));
+        }
+        if let Some(info) = &endpoint.user_info {
+            if !headers.is_empty() {
+                return Err(PlanError::Flag(
+                    "the URL's user:password@ and --api-key (or OPENAI_API_KEY) both set the \
+                     Authorization header: give one"
+                        .into(),
+                ));
+            }
+            let token = crate::endpoint::basic_token(info);
+            headers.push(("Authorization".to_string(), format!("Basic {token}")));
         }
         for h in &s.headers {
             let (name, value) = header(&h.0)?;
@@ -131,8 +163,8 @@ impl Target {
                     .any(|(n, _)| n.eq_ignore_ascii_case("authorization"))
             {
                 return Err(PlanError::Flag(
-                    "the Authorization header is set twice (--api-key or OPENAI_API_KEY, and \
-                     --header): give one"
+                    "the Authorization header is set twice (--api-key, OPENAI_API_KEY or the \
+                     URL's user:password@, and --header): give one"
                         .into(),
                 ));
             }
@@ -172,7 +204,11 @@ impl Target {
         let template =
             match (&s.request_template, s.kind) {
                 (Some(given), Kind::Template) => {
-                    let inline = given.trim_start().starts_with('{');
+                    // JSON itself, or a file's name: a text that opens like JSON, or holds a
+                    // placeholder and names no file, is the template.
+                    let head = given.trim_start();
+                    let inline = head.starts_with(['{', '['])
+                        || (given.contains("{{") && !std::path::Path::new(given).exists());
                     let text = if inline {
                         given.clone()
                     } else {

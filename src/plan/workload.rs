@@ -81,7 +81,23 @@ pub struct WorkloadSpec {
     /// Standard deviation of that pause (ns).
     #[serde(default)]
     pub session_turn_delay_stddev_ns: u64,
+    /// Synthetic entries (or sessions) that the run can send at most, when known: no more are
+    /// prepared (request `i` sends entry `i mod entries`, so the load is the same). `None`:
+    /// all of `num_dataset_entries`.
+    #[serde(skip)]
+    pub sends_at_most: Option<u64>,
 }
+
+/// The most bytes a run's prepared requests may take (their text, bodies and heads), checked
+/// from the flags before any is made.
+pub const MAX_PLAN_BYTES: u64 = 4 << 30;
+
+/// Bytes a prepared request takes besides its prompt's text: the head, the body's JSON, the
+/// entry itself (measured: 300 to 500 for the default head and body).
+const ENTRY_BYTES: u64 = 512;
+
+/// Bytes of text per prompt token (English text with the common tokenizers is 4 to 5).
+const BYTES_PER_TOKEN: u64 = 5;
 
 /// The workload, ready.
 #[derive(Debug, Clone)]
@@ -111,9 +127,84 @@ fn flag(m: impl Into<String>) -> PlanError {
     PlanError::Flag(m.into())
 }
 
+/// What a workload will prepare, known from its flags alone.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Budget {
+    /// Synthetic entries (or sessions) to prepare.
+    pub entries: u64,
+    /// Turns per session, on average (1 without sessions).
+    pub turns: f64,
+    /// The bytes they will take, about.
+    pub bytes: u64,
+}
+
+impl WorkloadSpec {
+    /// The entries (or sessions) to prepare and what they cost, refused past
+    /// [`MAX_PLAN_BYTES`]; for a file, what its lines will hold is known only once read (they
+    /// are capped as they are).
+    pub fn budget(&self, head_bytes: u64) -> Result<Budget, PlanError> {
+        let entries = self
+            .num_dataset_entries
+            .min(self.sends_at_most.unwrap_or(u64::MAX))
+            .max(1);
+        let turns = self
+            .session_turns_mean
+            .unwrap_or(1.0)
+            .clamp(1.0, MAX_TURNS as f64);
+        if self.input_file.is_some() {
+            return Ok(Budget {
+                entries,
+                turns,
+                bytes: 0,
+            });
+        }
+        let per_request = ENTRY_BYTES
+            + head_bytes
+            + BYTES_PER_TOKEN * u64::from(self.isl_mean) * u64::from(self.batch_size.max(1));
+        let bytes = (entries as f64 * turns * per_request as f64) as u64
+            + BYTES_PER_TOKEN
+                * self.num_prefix_prompts.unwrap_or(0) as u64
+                * u64::from(self.prefix_prompt_length);
+        if bytes > MAX_PLAN_BYTES {
+            let what = match self.session_turns_mean {
+                Some(_) => format!("{entries} sessions × {turns:.0} turns"),
+                None => format!("{entries} prompts"),
+            };
+            return Err(flag(format!(
+                "this run would prepare about {:.1} GB of requests ({what} × about {} bytes); a \
+                 run prepares at most {:.1} GB: lower --num-dataset-entries (requests cycle \
+                 through the prompts) or the prompt length",
+                bytes as f64 / 1e9,
+                per_request,
+                MAX_PLAN_BYTES as f64 / 1e9
+            )));
+        }
+        Ok(Budget {
+            entries,
+            turns,
+            bytes,
+        })
+    }
+}
+
 impl Workload {
     /// Loads the tokenizer and prepares every request for `target`.
     pub fn build(s: &WorkloadSpec, target: &Target) -> Result<Workload, PlanError> {
+        Self::check(s)?;
+        let head = &target.head;
+        let head_bytes = head.path.len()
+            + head.host.len()
+            + head
+                .headers
+                .iter()
+                .map(|(n, v)| n.len() + v.len() + 4)
+                .sum::<usize>();
+        let budget = s.budget(head_bytes as u64)?;
+        Self::prepare(s, target, budget)
+    }
+
+    /// Refuses what the flags ask for that cannot be, before anything is made.
+    pub fn check(s: &WorkloadSpec) -> Result<(), PlanError> {
         if s.isl_mean == 0 {
             return Err(flag("--synthetic-input-tokens-mean must be at least 1"));
         }
@@ -134,8 +225,12 @@ impl Workload {
             ));
         }
         let prefixes = s.num_prefix_prompts.unwrap_or(0) as u64;
-        let planned = u64::from(s.isl_mean) * s.num_dataset_entries
-            + prefixes * u64::from(s.prefix_prompt_length);
+        // What will be prepared: no more prompts than the run can send.
+        let entries = s
+            .num_dataset_entries
+            .min(s.sends_at_most.unwrap_or(u64::MAX));
+        let planned =
+            u64::from(s.isl_mean) * entries + prefixes * u64::from(s.prefix_prompt_length);
         if let Some((ri, ro)) = s.range_ratio {
             for r in [ri, ro] {
                 if !(0.0..1.0).contains(&r) {
@@ -184,6 +279,20 @@ impl Workload {
                 "--batch-size-text with --fixed-schedule: a trace's line is one request",
             ));
         }
+        if let Some(m) = s.session_turns_mean {
+            if !(m >= 1.0 && m <= MAX_TURNS as f64) || s.session_turns_stddev < 0.0 {
+                return Err(flag(
+                    "--session-turns-mean must be from 1 to 1024, and -stddev not negative",
+                ));
+            }
+            if s.input_file.is_some() {
+                return Err(flag("multi-turn sessions are made of synthetic prompts: drop --fixed-schedule and --input-file"));
+            }
+        }
+        Ok(())
+    }
+
+    fn prepare(s: &WorkloadSpec, target: &Target, budget: Budget) -> Result<Workload, PlanError> {
         let revision = s.tokenizer_revision.as_deref();
         let tokenizer = Arc::new(match (&s.tokenizer, &s.tokenizer_of) {
             (None, Some(model)) => Tokenizer::of_model(model, revision),
@@ -204,7 +313,7 @@ impl Workload {
             },
             isl: (s.isl_mean, s.isl_stddev),
             osl: s.osl_mean.map(|m| (m, s.osl_stddev)),
-            entries: s.num_dataset_entries as usize,
+            entries: budget.entries as usize,
             prefixes: s.num_prefix_prompts.map(|n| (n, s.prefix_prompt_length)),
             seed: s.random_seed,
             range_ratio: s.range_ratio,
@@ -272,16 +381,8 @@ impl Workload {
         let sessions = match s.session_turns_mean {
             None => None,
             Some(m) => {
-                if !(m >= 1.0 && m <= MAX_TURNS as f64) || s.session_turns_stddev < 0.0 {
-                    return Err(flag(
-                        "--session-turns-mean must be from 1 to 1024, and -stddev not negative",
-                    ));
-                }
                 if target.kind != Kind::Chat {
                     return Err(flag("multi-turn sessions need --endpoint-type chat"));
-                }
-                if s.input_file.is_some() {
-                    return Err(flag("multi-turn sessions are made of synthetic prompts: drop --fixed-schedule and --input-file"));
                 }
                 let list = Sessions::synthetic(
                     &gen,
@@ -356,6 +457,7 @@ pub(in crate::plan) mod tests {
             session_turns_stddev: 0.0,
             session_turn_delay_ns: 0,
             session_turn_delay_stddev_ns: 0,
+            sends_at_most: None,
         }
     }
 

@@ -1,6 +1,6 @@
 //! Artifacts in AIPerf's names and layouts (`_ringperf` in place of `_aiperf`).
 
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::Path;
 
 use serde_json::{json, Map, Value};
@@ -93,6 +93,12 @@ pub(crate) fn profile_json(r: &Report, input_config: &Value, times: &Times) -> V
     );
     doc.insert("end_time".into(), json!(iso8601(times.end)));
     doc.insert("was_cancelled".into(), json!(r.cancelled));
+    doc.insert(
+        "interrupted_by".into(),
+        json!(crate::sys::interrupted_by()
+            .filter(|_| r.cancelled)
+            .map(crate::sys::signal_name)),
+    );
     doc.insert(
         "error_summary".into(),
         json!(r
@@ -284,7 +290,10 @@ fn ms(ns: u64) -> Value {
 
 /// Writes `profile_export.jsonl`: one line per request, metadata and metric values.
 pub(crate) fn write_records(r: &Report, path: &Path) -> std::io::Result<()> {
-    let mut w = BufWriter::new(std::fs::File::create(path)?);
+    crate::artifact::write_with(path, |w| records_into(r, w))
+}
+
+fn records_into(r: &Report, mut w: &mut dyn Write) -> std::io::Result<()> {
     for rec in &r.records {
         let mut metrics = Map::new();
         if rec.outcome == crate::record::Outcome::Ok {
@@ -362,7 +371,7 @@ pub(crate) fn write_records(r: &Report, path: &Path) -> std::io::Result<()> {
         serde_json::to_writer(&mut w, &line)?;
         w.write_all(b"\n")?;
     }
-    w.flush()
+    Ok(())
 }
 
 /// Writes every artifact into `dir`; returns the `profile_export_ringperf.json` document.
@@ -384,29 +393,28 @@ pub(crate) fn write_all(
     let doc = profile_json(r, input_config, times);
     let mut j = serde_json::to_vec_pretty(&doc)?;
     j.push(b'\n');
-    std::fs::write(dir.join("profile_export_ringperf.json"), j)?;
+    crate::artifact::write(&dir.join("profile_export_ringperf.json"), j)?;
     let csv = profile_csv(r).map_err(std::io::Error::other)?;
-    std::fs::write(dir.join("profile_export_ringperf.csv"), csv)?;
+    crate::artifact::write(&dir.join("profile_export_ringperf.csv"), csv)?;
     write_records(r, &dir.join("profile_export.jsonl"))?;
-    inputs_json(&mut std::fs::File::create(dir.join("inputs.json"))?)?;
+    crate::artifact::write_with(&dir.join("inputs.json"), inputs_json)?;
     if let Some(t) = &r.telemetry {
         if !t.series.is_empty() {
-            let mut w = BufWriter::new(std::fs::File::create(
-                dir.join("gpu_telemetry_export.jsonl"),
-            )?);
-            for s in &t.series {
-                for x in &s.samples {
-                    let line = json!({"gpu": s.index, "name": s.name, "sample": x});
-                    serde_json::to_writer(&mut w, &line)?;
-                    w.write_all(b"\n")?;
+            crate::artifact::write_with(&dir.join("gpu_telemetry_export.jsonl"), |mut w| {
+                for s in &t.series {
+                    for x in &s.samples {
+                        let line = json!({"gpu": s.index, "name": s.name, "sample": x});
+                        serde_json::to_writer(&mut w, &line)?;
+                        w.write_all(b"\n")?;
+                    }
                 }
-            }
-            w.flush()?;
+                Ok(())
+            })?;
         }
         if !t.server_metrics.is_empty() {
             let mut j = serde_json::to_vec_pretty(&t.server_metrics)?;
             j.push(b'\n');
-            std::fs::write(dir.join("server_metrics_export.json"), j)?;
+            crate::artifact::write(&dir.join("server_metrics_export.json"), j)?;
         }
     }
     Ok(doc)

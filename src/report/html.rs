@@ -245,7 +245,7 @@ fn charts_html(dir: &Path, charts: &[(&str, Chart)]) -> std::io::Result<String> 
     std::fs::create_dir_all(&plots)?;
     let mut out = String::from("<div class=\"charts\">");
     for (name, c) in charts {
-        std::fs::write(plots.join(format!("{name}.svg")), c.svg())?;
+        crate::artifact::write(&plots.join(format!("{name}.svg")), c.svg())?;
         out.push_str(&c.inline_svg());
     }
     out.push_str("</div>");
@@ -415,7 +415,7 @@ pub fn write_run(dir: &Path) -> std::io::Result<PathBuf> {
     }
     body.push_str(&charts_html(dir, &run_charts(&reqs))?);
     let path = dir.join(REPORT_HTML);
-    std::fs::write(&path, page("ringperf run report", &body))?;
+    crate::artifact::write(&path, page("ringperf run report", &body))?;
     Ok(path)
 }
 
@@ -485,7 +485,7 @@ pub fn write_repeats(dir: &Path) -> std::io::Result<PathBuf> {
     };
     body.push_str(&charts_html(dir, &[("ttft_cdf_by_run", chart)])?);
     let path = dir.join(REPORT_HTML);
-    std::fs::write(&path, page("ringperf report: repeated runs", &body))?;
+    crate::artifact::write(&path, page("ringperf report: repeated runs", &body))?;
     Ok(path)
 }
 
@@ -748,7 +748,7 @@ pub fn write_sweep(root: &Path) -> std::io::Result<PathBuf> {
     ));
     body.push_str(&charts_html(root, &charts)?);
     let path = root.join(REPORT_HTML);
-    std::fs::write(&path, page("ringperf sweep report", &body))?;
+    crate::artifact::write(&path, page("ringperf sweep report", &body))?;
     Ok(path)
 }
 

@@ -6,7 +6,6 @@
 //! left out silently. A folder of sweep points merges point by point.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
@@ -539,23 +538,23 @@ fn write_all(
     std::fs::create_dir_all(out)?;
     let mut j = serde_json::to_vec_pretty(doc)?;
     j.push(b'\n');
-    std::fs::write(out.join(super::sweep::PROFILE_JSON), j)?;
+    crate::artifact::write(&out.join(super::sweep::PROFILE_JSON), j)?;
     let csv = export::profile_csv(report).map_err(std::io::Error::other)?;
-    std::fs::write(out.join("profile_export_ringperf.csv"), csv)?;
-    let mut jsonl =
-        std::io::BufWriter::new(std::fs::File::create(out.join("profile_export.jsonl"))?);
-    for n in nodes {
-        match std::fs::File::open(n.dir.join("profile_export.jsonl")) {
-            Ok(mut f) => {
-                std::io::copy(&mut f, &mut jsonl)?;
+    crate::artifact::write(&out.join("profile_export_ringperf.csv"), csv)?;
+    crate::artifact::write_with(&out.join("profile_export.jsonl"), |jsonl| {
+        for n in nodes {
+            match std::fs::File::open(n.dir.join("profile_export.jsonl")) {
+                Ok(mut f) => {
+                    std::io::copy(&mut f, jsonl)?;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
         }
-    }
-    jsonl.flush()?;
+        Ok(())
+    })?;
     if let Ok(inputs) = std::fs::read(nodes[0].dir.join("inputs.json")) {
-        std::fs::write(out.join("inputs.json"), inputs)?;
+        crate::artifact::write(&out.join("inputs.json"), inputs)?;
     }
     node::write_histograms(report, out, report.tx_ns)?;
     node::write_log(

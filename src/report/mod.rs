@@ -208,8 +208,6 @@ pub struct Settings {
     pub concurrency: Option<u64>,
     /// Events were stamped with the kernel's receive time (plain http, not turned off).
     pub kernel_stamps: bool,
-    /// Header values sent (API keys among them), to be cut out of anything a server echoed.
-    pub secrets: Vec<String>,
     /// Responses were asked for as streams.
     pub streaming: bool,
     /// The responses carry output tokens (every kind but embeddings).
@@ -226,15 +224,6 @@ pub struct Settings {
     pub model: String,
 }
 
-/// Replaces every secret in `text` with `<redacted>`.
-fn redact(text: &mut String, secrets: &[String]) {
-    for s in secrets {
-        if text.contains(s.as_str()) {
-            *text = text.replace(s.as_str(), "<redacted>");
-        }
-    }
-}
-
 impl Settings {
     /// What `plan` says about reporting.
     pub fn of(plan: &crate::plan::Plan) -> Settings {
@@ -249,18 +238,6 @@ impl Settings {
                 .steady_concurrency()
                 .filter(|_| plan.workload.sessions.is_none()),
             kernel_stamps: plan.spec.engine.kernel_timestamps && plan.target.tls.is_none(),
-            // The whole value and, for `Bearer KEY`, the key alone; too short to be a secret
-            // (and too likely to appear by chance) under 8 characters.
-            secrets: plan
-                .target
-                .head
-                .headers
-                .iter()
-                .flat_map(|(_, v)| [Some(v.as_str()), v.strip_prefix("Bearer ")])
-                .flatten()
-                .filter(|v| v.len() >= 8)
-                .map(str::to_string)
-                .collect(),
             streaming: plan.target.streaming,
             has_output: plan.target.kind != crate::api::Kind::Embeddings,
             text_pointer: plan.target.pointers.as_ref().map(|p| p.text.clone()),
@@ -288,6 +265,24 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
     let mut records = Vec::with_capacity(out.shards.iter().map(|s| s.records.len()).sum());
     let mut driver = String::new();
     let served_model = out.shards.iter().find_map(|s| s.served_model.clone());
+    // Failures past each shard's per-second allowance: counted, not kept one by one.
+    let mut unrecorded: BTreeMap<Outcome, crate::record::Unrecorded> = BTreeMap::new();
+    for s in &mut out.shards {
+        for ((phase, outcome), u) in std::mem::take(&mut s.records.unrecorded) {
+            if phase != crate::record::Phase::Profiling {
+                continue;
+            }
+            let all = unrecorded
+                .entry(outcome)
+                .or_insert(crate::record::Unrecorded {
+                    count: 0,
+                    ..u.clone()
+                });
+            all.count += u.count;
+            all.first_ns = all.first_ns.min(u.first_ns);
+            all.last_ns = all.last_ns.max(u.last_ns);
+        }
+    }
     for s in &mut out.shards {
         client_delay.merge(&s.client_delay);
         record_lag.merge(&s.record_lag);
@@ -301,7 +296,9 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
     records.sort_by_key(|r| r.id);
     for r in &mut records {
         if let Some(e) = &mut r.error {
-            redact(e, &settings.secrets);
+            if let std::borrow::Cow::Owned(clean) = crate::redact::scrub(e) {
+                *e = clean;
+            }
         }
     }
     for r in records.iter().filter(|r| r.is_measured_ok()) {
@@ -329,6 +326,15 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
     // Σ prompt tokens as sent (the tokenizer's count) and as the server counted them, over
     // requests that have both.
     let (mut isl_sent, mut isl_server, mut isl_both) = (0u64, 0u64, 0u64);
+    let only_counted: u64 = unrecorded.values().map(|u| u.count).sum();
+    for (o, u) in &unrecorded {
+        failed += u.count;
+        let e = errors.entry(*o).or_insert_with(|| {
+            let text = u.error.as_deref().unwrap_or_default();
+            (crate::redact::scrub(text).into_owned(), 0)
+        });
+        e.1 += u.count;
+    }
     for r in measured {
         if r.outcome != Outcome::Ok {
             failed += 1;
@@ -389,6 +395,14 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         .count() as u64;
 
     let mut warnings = Vec::new();
+    if only_counted > 0 {
+        warnings.push(format!(
+            "{only_counted} failed requests were counted but not written one by one (each shard \
+             keeps at most {} failures a second in profile_export.jsonl): their kinds and counts \
+             are in the errors",
+            crate::record::FAILED_RECORDS_PER_SECOND
+        ));
+    }
     if let Some(m) = served_model.as_ref().filter(|m| **m != settings.model) {
         warnings.push(format!(
             "the server answered as model {m:?}, not {:?}: it ignores the model name asked \

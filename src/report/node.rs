@@ -6,7 +6,6 @@
 //! the wall clock. Any HdrHistogram log reader opens the logs.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -186,9 +185,7 @@ pub(crate) fn write_log(
         .map_err(log_error)
     })?;
     drop(w);
-    let mut f = std::fs::File::create(path)?;
-    f.write_all(&out)?;
-    f.flush()
+    crate::artifact::write(path, out)
 }
 
 /// Writes `node.json`, `histograms.hlog` and `timeline.hlog` for `r` into `dir`. `clock` was
@@ -233,7 +230,7 @@ pub(crate) fn write(
     };
     let mut j = serde_json::to_vec_pretty(&file)?;
     j.push(b'\n');
-    std::fs::write(dir.join(NODE_JSON), j)?;
+    crate::artifact::write(&dir.join(NODE_JSON), j)?;
 
     write_histograms(r, dir, file.tx_unix_ns)?;
     write_timeline(r, dir, clock)

@@ -482,10 +482,10 @@ pub fn summary_csv(rows: &[Row]) -> Result<Vec<u8>, csv::Error> {
 /// Writes `sweep_summary.csv` and `sweep_summary.json` into `dir`.
 pub fn write_summary(dir: &Path, rows: &[Row], extra: Option<Value>) -> std::io::Result<()> {
     let csv = summary_csv(rows).map_err(std::io::Error::other)?;
-    std::fs::write(dir.join(SUMMARY_CSV), csv)?;
+    crate::artifact::write(&dir.join(SUMMARY_CSV), csv)?;
     let mut j = serde_json::to_vec_pretty(&summary_json(rows, extra))?;
     j.push(b'\n');
-    std::fs::write(dir.join(SUMMARY_JSON), j)
+    crate::artifact::write(&dir.join(SUMMARY_JSON), j)
 }
 
 /// The figures the summary tables show (console and report), with their headers.

@@ -81,6 +81,21 @@ fn open(path: &Path) -> Result<BufReader<std::fs::File>, WorkloadError> {
         .map_err(|e| err(path, 0, e))
 }
 
+/// The UTF-8 byte order mark some editors put first in a file (RFC 8259 lets a reader ignore
+/// it).
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// `path` opened past its byte order mark, if it has one; returns the bytes skipped.
+fn open_text(path: &Path) -> Result<(BufReader<std::fs::File>, u64), WorkloadError> {
+    use std::io::BufRead;
+    let mut r = open(path)?;
+    let bom = r.fill_buf().map_err(|e| err(path, 0, e))?.starts_with(BOM);
+    if bom {
+        r.consume(BOM.len());
+    }
+    Ok((r, if bom { BOM.len() as u64 } else { 0 }))
+}
+
 /// What a run takes from a dataset file at most, checked as it is read: the longest line, and
 /// the bytes of all the prompts a ShareGPT file gives (a JSONL file or trace that large is
 /// streamed, not held).
@@ -225,20 +240,32 @@ struct TraceLine {
     hash_ids: Vec<u64>,
 }
 
+/// A count field of a line: absent (`None`), or a whole number of at least 0; anything else
+/// is an error that says what it holds.
+fn count(v: &Value, key: &str) -> Result<Option<u64>, String> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) => x
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| format!("\"{key}\": {x} is not a whole number of at least 0")),
+    }
+}
+
 fn trace_line(v: &Value) -> Result<TraceLine, String> {
-    let num = |k: &str| v.get(k).and_then(Value::as_u64);
+    let num = |k: &str| count(v, k);
     let timestamp = v
         .get("timestamp")
         .and_then(Value::as_f64)
         .ok_or("missing \"timestamp\" (ms)")?;
-    let input = num("input_length").ok_or("missing \"input_length\"")?;
+    let input = num("input_length")?.ok_or("missing \"input_length\"")?;
     if input > super::MAX_PROMPT_TOKENS {
         return Err(format!(
             "input_length {input} is over the {}-token cap on one prompt",
             super::MAX_PROMPT_TOKENS
         ));
     }
-    let output = num("output_length").ok_or("missing \"output_length\"")?;
+    let output = num("output_length")?.ok_or("missing \"output_length\"")?;
     let hash_ids = match v.get("hash_ids") {
         None => Vec::new(),
         Some(Value::Array(a)) => a
@@ -276,14 +303,16 @@ fn jsonl_item(mut v: Value) -> Result<Item, String> {
                 .into(),
         );
     };
+    let mut max_tokens = None;
+    for key in ["max_tokens", "output_length", "output_tokens"] {
+        if let Some(n) = count(&v, key)? {
+            max_tokens = Some(n.min(u64::from(u32::MAX)) as u32);
+            break;
+        }
+    }
     Ok(Item {
         prompt,
-        max_tokens: v
-            .get("max_tokens")
-            .or_else(|| v.get("output_length"))
-            .or_else(|| v.get("output_tokens"))
-            .and_then(Value::as_u64)
-            .map(|x| x.min(u64::from(u32::MAX)) as u32),
+        max_tokens,
         timestamp_ms: v.get("timestamp").and_then(Value::as_f64),
         tokens: None,
     })
@@ -305,7 +334,7 @@ impl Index {
             kind != DatasetType::Sharegpt,
             "ShareGPT is not line by line"
         );
-        let mut r = open(path)?;
+        let (mut r, skipped) = open_text(path)?;
         let file = r.get_ref().try_clone().map_err(|e| err(path, 0, e))?;
         let mut index = Index {
             path: path.to_path_buf(),
@@ -319,7 +348,7 @@ impl Index {
         };
         let mut clock = Clock(f64::NEG_INFINITY);
         let mut buf = Vec::new();
-        let (mut at, mut n) = (0u64, 0usize);
+        let (mut at, mut n) = (skipped, 0usize);
         while index.lines.len() < limit {
             n += 1;
             let start = at;
@@ -534,7 +563,7 @@ pub fn read_sharegpt(
             Ok(Ok(out))
         }
     }
-    let mut de = serde_json::Deserializer::from_reader(open(path)?);
+    let mut de = serde_json::Deserializer::from_reader(open_text(path)?.0);
     let collect = Collect {
         limit,
         tokenizer,

@@ -47,12 +47,14 @@ impl Hub {
             .unwrap_or_else(|| {
                 PathBuf::from(var("HOME").unwrap_or_default()).join(".cache/huggingface/hub")
             });
+        let token = var("HF_TOKEN").or_else(|| var("HUGGING_FACE_HUB_TOKEN"));
+        crate::redact::install(token.iter());
         Hub {
             endpoint: var("HF_ENDPOINT")
                 .unwrap_or_else(|| "https://huggingface.co".into())
                 .trim_end_matches('/')
                 .to_string(),
-            token: var("HF_TOKEN").or_else(|| var("HUGGING_FACE_HUB_TOKEN")),
+            token,
             offline: var("HF_HUB_OFFLINE")
                 .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true")),
             cache,
@@ -95,7 +97,7 @@ impl Hub {
             )));
         }
         let url = format!("{}/{id}/resolve/{revision}/{name}", self.endpoint);
-        eprintln!(
+        crate::redact::say!(
             "ringperf: downloading {name} of {id} from {} …",
             self.endpoint
         );
@@ -126,7 +128,7 @@ impl Hub {
                 self.cache.display()
             ))
         })?;
-        eprintln!(
+        crate::redact::say!(
             "ringperf: {name} of {id}: {:.1} MB into {}",
             got.body.len() as f64 / 1e6,
             path.display()

@@ -774,7 +774,9 @@ impl Dataset {
         });
         write_inputs_json(w, bodies.map(|b| [b]))?;
         if let Some(e) = first {
-            eprintln!("ringperf: inputs.json: {failed} request body(ies) written as null: {e}");
+            crate::redact::say!(
+                "ringperf: inputs.json: {failed} request body(ies) written as null: {e}"
+            );
         }
         Ok(())
     }

@@ -217,3 +217,67 @@ fn reference_events(mut data: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
     }
     events
 }
+
+/// The fast paths against the general one: `data` is two event documents split at its first
+/// newline (the whole of it twice when it has none). The one-pass reader on the second, and a
+/// shape learned from the first and then matched against the second, each give exactly what
+/// simd-json and serde give, errors included.
+pub fn openai_differential(data: &[u8]) {
+    use ringperf::api::openai::{decode, decode_from, decode_general, Json};
+    let (learned, doc) = match data.iter().position(|&b| b == b'\n') {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (data, data),
+    };
+    let general = {
+        let mut b = doc.to_vec();
+        let mut j = Json::default();
+        format!(
+            "{:?}",
+            decode_general(&mut b, &mut j).map_err(|e| e.to_string())
+        )
+    };
+    let fast = {
+        let mut b = doc.to_vec();
+        let mut j = Json::default();
+        format!("{:?}", decode(&mut b, &mut j).map_err(|e| e.to_string()))
+    };
+    assert_eq!(fast, general, "one-pass reader");
+    let mut j = Json::default();
+    let mut copy = Vec::new();
+    let _ = decode_from(learned, &mut copy, &mut j).map(|p| format!("{p:?}"));
+    let shaped = format!(
+        "{:?}",
+        decode_from(doc, &mut copy, &mut j).map_err(|e| e.to_string())
+    );
+    assert_eq!(shaped, general, "learned shape");
+}
+
+/// The secrets rule: once a secret is installed, no 8 bytes of it survive [`scrub_bytes`];
+/// the scrubbing writer gives the same bytes however the text is split into writes; a server's
+/// text comes out as one line without a control character.
+pub fn redact(data: &[u8]) {
+    use ringperf::redact::{install, scrub_bytes, server_bytes, ScrubWriter};
+    use std::io::Write;
+    const SECRETS: [&str; 2] = ["sk-fuzz-0123456789abcdef", "Zm9vOmJhcg=="];
+    static GRAMS: std::sync::OnceLock<std::collections::HashSet<&[u8]>> =
+        std::sync::OnceLock::new();
+    let grams = GRAMS.get_or_init(|| {
+        install(SECRETS);
+        SECRETS
+            .iter()
+            .flat_map(|s| s.as_bytes().windows(8))
+            .collect()
+    });
+    let whole = scrub_bytes(data).into_owned();
+    if let Some(w) = whole.windows(8).find(|w| grams.contains(w)) {
+        panic!("{:?} survived", String::from_utf8_lossy(w));
+    }
+    let at = split_point(data);
+    let mut w = ScrubWriter::new(Vec::new());
+    w.write_all(&data[..at]).unwrap();
+    w.write_all(&data[at..]).unwrap();
+    assert_eq!(w.into_inner().unwrap(), whole, "split at {at}");
+    let text = server_bytes(data, 64);
+    assert!(!text.chars().any(char::is_control), "{text:?}");
+    assert!(text.chars().count() <= 64 * 10 + 1, "{text:?}");
+}

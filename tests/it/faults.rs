@@ -368,7 +368,7 @@ fn a_server_that_echoes_the_key_does_not_get_it_into_the_artifacts() {
     assert!(
         res.report.errors[0]
             .message
-            .contains("key <redacted> (<redacted>)"),
+            .contains("key <redacted> (Bearer <redacted>)"),
         "{}",
         res.report.errors[0].message
     );

@@ -9,12 +9,14 @@ mod bodies;
 
 type Target = fn(&[u8]);
 
-const TARGETS: [(&str, Target); 5] = [
+const TARGETS: [(&str, Target); 7] = [
     ("chunked", bodies::chunked),
     ("head", bodies::head),
     ("sse", bodies::sse),
     ("openai", bodies::openai),
     ("sse_differential", bodies::sse_differential),
+    ("openai_differential", bodies::openai_differential),
+    ("redact", bodies::redact),
 ];
 
 /// Fragments that matter to the parsers, spliced into the mutations.
@@ -33,7 +35,8 @@ const TOKENS: [&[u8]; 12] = [
     b"Transfer-Encoding: chunked\r\n",
 ];
 
-/// The captures whole, and their bodies alone.
+/// The captures whole, their bodies alone, and pairs of their events' documents (one
+/// learned, the next read: the shape the differential target needs).
 fn seeds() -> Vec<Vec<u8>> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/captures");
     let mut out = Vec::new();
@@ -49,6 +52,15 @@ fn seeds() -> Vec<Vec<u8>> {
         let bytes = std::fs::read(f).unwrap();
         if let Some(i) = bytes.windows(4).position(|w| w == b"\r\n\r\n") {
             out.push(bytes[i + 4..].to_vec());
+        }
+        let events: Vec<&[u8]> = bytes
+            .split(|&b| b == b'\n')
+            .filter_map(|l| l.strip_prefix(b"data: "))
+            .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+            .filter(|l| l.starts_with(b"{"))
+            .collect();
+        for pair in events.windows(2).step_by(16).take(2) {
+            out.push([pair[0], b"\n", pair[1]].concat());
         }
         out.push(bytes);
     }

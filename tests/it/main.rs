@@ -13,6 +13,7 @@ mod e2e;
 mod endpoints;
 mod faults;
 mod fuzz_smoke;
+mod hostile;
 mod hub;
 mod layers;
 mod metrics;

@@ -88,11 +88,7 @@ fn no_preflight_leaves_the_server_only_the_measured_requests() {
 #[test]
 fn a_server_that_comes_up_late_is_waited_for() {
     let _shared = support::shared();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = support::closed_port();
     let dir = artifact_dir("preflight-late");
     let mut child = Command::new(env!("CARGO_BIN_EXE_ringperf"))
         .args([

@@ -236,3 +236,21 @@ impl Drop for Hogs {
         }
     }
 }
+
+/// Sends the signal `name` (`INT`, `TERM`, `HUP`) to a child process.
+pub fn signal(child: &std::process::Child, name: &str) {
+    assert!(std::process::Command::new("kill")
+        .args([&format!("-{name}"), &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+}
+
+/// A loopback port that nothing listens on (bound, then let go).
+pub fn closed_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

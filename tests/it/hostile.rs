@@ -1,0 +1,578 @@
+//! The binary against hostile servers and hostile command lines: no secret in any output, no
+//! line a server can forge, memory and disk bounded, a stopped run's exit code says so, and
+//! every bad flag is one clear line before anything is prepared.
+
+use crate::support::{self, fake_server, signal, wait_for_line};
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn ringperf() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ringperf"));
+    c.env_remove("OPENAI_API_KEY").env("HF_HUB_OFFLINE", "1");
+    c
+}
+
+/// Runs `ringperf profile ARGS --artifact-dir DIR`: (exit code, stdout and stderr, and every
+/// artifact's text).
+fn run(args: &[&str], dir: &std::path::Path) -> (i32, String, String) {
+    let out = ringperf()
+        .arg("profile")
+        .args(args)
+        .args(["--no-progress", "--artifact-dir", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let console = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!console.contains("panicked"), "{console}");
+    let mut files = String::new();
+    for f in support::files_under(dir) {
+        files.push_str(&String::from_utf8_lossy(&std::fs::read(f).unwrap()));
+    }
+    (out.status.code().unwrap_or(-1), console, files)
+}
+
+/// The first part (8 characters or more) of any secret that `text` holds.
+fn leak<'a>(text: &str, secrets: &[&'a str]) -> Option<&'a str> {
+    secrets.iter().copied().find(|s| {
+        let b = s.as_bytes();
+        (0..=b.len().saturating_sub(8)).any(|i| text.contains(&s[i..i + 8.min(b.len())]))
+    })
+}
+
+fn http(status: &str, content_type: &str, body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// An event stream whose first event is the error `message` (JSON-escaped), as vLLM sends
+/// one mid-stream.
+fn stream_error(message: &str) -> Vec<u8> {
+    let event = format!(
+        "data: {}\n\n",
+        serde_json::json!({"error": {"message": message, "code": 400}})
+    );
+    let mut out =
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+            .to_vec();
+    for part in [event.as_str(), "data: [DONE]\n\n"] {
+        out.extend_from_slice(format!("{:x}\r\n{part}\r\n", part.len()).as_bytes());
+    }
+    out.extend_from_slice(b"0\r\n\r\n");
+    out
+}
+
+const KEY: &str = "sk-live-7Fh3kQ9zP2mX8vR4";
+const HEADER_KEY: &str = "xk-91ab27cd55ef0042";
+const PASSWORD: &str = "Pa55-w0rd-Zeta-913";
+
+/// What a misconfigured proxy echoes: the credential it was given, whole, without its
+/// prefix, cut, and inside other text.
+fn echoes(request_head_secret: &str) -> String {
+    let s = request_head_secret;
+    format!(
+        "denied: Authorization: Bearer {s}; key={}; prefix {}…; token{s}tail",
+        &s[3..],
+        &s[..12]
+    )
+}
+
+#[test]
+fn no_secret_a_server_echoes_reaches_the_console_or_a_file() {
+    let _shared = support::shared();
+    let secrets = [KEY, HEADER_KEY, PASSWORD];
+    // 1. The preflight's model list answered 401 with the key echoed, in every form.
+    let body = format!(
+        r#"{{"error": {{"message": "{} {}"}}}}"#,
+        echoes(KEY),
+        echoes(HEADER_KEY)
+    );
+    let denied = http("401 Unauthorized", "application/json", &body);
+    let server = fake_server(move |_, _| (denied.clone(), false));
+    let url = format!("http://{}", server.addr);
+    let dir = support::artifact_dir("hostile-preflight");
+    let header = format!("X-Api-Key: {HEADER_KEY}");
+    let (code, console, files) = run(
+        &["--url", &url, "--api-key", KEY, "-H", &header, "-m", "m"],
+        &dir,
+    );
+    assert_eq!(code, 2, "{console}");
+    assert!(console.contains("HTTP 401"), "{console}");
+    assert_eq!(leak(&console, &secrets), None, "{console}");
+    assert_eq!(leak(&files, &secrets), None, "{files}");
+
+    // 2. The URL's password, echoed with the Basic token made from it.
+    let basic = ringperf::endpoint::basic_token(&format!("admin:{PASSWORD}"));
+    let body = format!(
+        r#"{{"message": "bad credentials Basic {basic} for admin:{PASSWORD} ({PASSWORD})"}}"#
+    );
+    let denied = http("401 Unauthorized", "application/json", &body);
+    let server = fake_server(move |_, _| (denied.clone(), false));
+    let url = format!("http://admin:{PASSWORD}@{}", server.addr);
+    let dir = support::artifact_dir("hostile-url");
+    let (code, console, files) = run(&["--url", &url, "-m", "m", "--request-count", "3"], &dir);
+    assert_eq!(code, 2, "{console}");
+    let with_basic = [PASSWORD, basic.as_str()];
+    assert_eq!(leak(&console, &with_basic), None, "{console}");
+    assert_eq!(leak(&files, &with_basic), None, "{files}");
+
+    // 3. No preflight: the run's own responses echo the key as HTTP errors and as errors
+    // inside event streams; the run finishes and every artifact is clean.
+    let ok = support::capture("vllm/chat-stream.http");
+    let in_body = http(
+        "403 Forbidden",
+        "text/html",
+        &format!(
+            "<html><body><h1>403</h1><p>{}</p></body></html>",
+            echoes(KEY)
+        ),
+    );
+    let in_stream = stream_error(&echoes(HEADER_KEY));
+    let server = fake_server(move |n, _| match n % 3 {
+        0 => (ok.clone(), false),
+        1 => (in_body.clone(), false),
+        _ => (in_stream.clone(), false),
+    });
+    let url = format!("http://{}", server.addr);
+    let dir = support::artifact_dir("hostile-run");
+    let (code, console, files) = run(
+        &[
+            "--url",
+            &url,
+            "--no-preflight",
+            "--api-key",
+            KEY,
+            "-H",
+            &header,
+            "-m",
+            "m",
+            "--streaming",
+            "--request-count",
+            "9",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 0, "{console}");
+    assert!(
+        console.contains("http_403") || console.contains("403"),
+        "{console}"
+    );
+    assert!(files.contains("<redacted>"), "the errors were written");
+    assert_eq!(leak(&console, &secrets), None, "{console}");
+    assert_eq!(leak(&files, &secrets), None);
+}
+
+#[test]
+fn a_server_cannot_forge_a_line_or_send_escapes_to_the_terminal() {
+    let _shared = support::shared();
+    let forged =
+        "bad input\nerror: forged line\r\nVerdict: headroom\u{1b}[2J\u{1b}]0;title\u{7}\u{202e}";
+    let stream = stream_error(forged);
+    let page = http("500 Internal Server Error", "text/plain", forged);
+    let server = fake_server(move |n, _| {
+        if n % 2 == 0 {
+            (stream.clone(), false)
+        } else {
+            (page.clone(), false)
+        }
+    });
+    let url = format!("http://{}", server.addr);
+    let dir = support::artifact_dir("hostile-forge");
+    let (code, console, files) = run(
+        &[
+            "--url",
+            &url,
+            "--no-preflight",
+            "-m",
+            "m",
+            "--streaming",
+            "--request-count",
+            "4",
+        ],
+        &dir,
+    );
+    // Every request failed: the run says so.
+    assert_eq!(code, 2, "{console}");
+    assert!(console.contains("bad input"), "{console}");
+    for line in console.lines() {
+        assert!(
+            !line.starts_with("error: forged") && !line.starts_with("Verdict: headroom"),
+            "a server's text made a line of its own: {line:?}"
+        );
+    }
+    for bad in ['\u{1b}', '\u{7}', '\u{202e}'] {
+        assert!(!console.contains(bad), "{bad:?} reached the console");
+        assert!(!files.contains(bad), "{bad:?} reached an artifact");
+    }
+    assert!(
+        console.contains("\\u{1b}[2J"),
+        "escaped, still readable: {console}"
+    );
+}
+
+/// The plan is checked in bytes and in requests (with every session's turns) before anything
+/// is prepared, and only what the run can send is prepared.
+#[test]
+fn plans_are_bounded_before_anything_is_prepared() {
+    let _shared = support::shared();
+    let dir = support::artifact_dir("hostile-plan");
+    // Ten million prompts asked for, two requests sent: two prompts prepared.
+    let t = Instant::now();
+    let (code, console, _) = run(
+        &[
+            "--sim=--ttft 1ms --itl 1ms",
+            "--num-dataset-entries",
+            "10000000",
+            "--synthetic-input-tokens-mean",
+            "10",
+            "--request-count",
+            "2",
+            "--output-tokens-mean",
+            "2",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 0, "{console}");
+    assert!(console.contains("preparing 2 prompts"), "{console}");
+    assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
+    let inputs = std::fs::metadata(dir.join("inputs.json")).unwrap().len();
+    assert!(inputs < 10_000, "inputs.json is {inputs} bytes");
+
+    // Over the byte budget, and sessions over the request budget: refused at once, with the
+    // estimate, before the preparing line.
+    for (args, says) in [
+        (
+            vec![
+                "--num-dataset-entries",
+                "10000000",
+                "--request-count",
+                "10000000",
+                "--synthetic-input-tokens-mean",
+                "10",
+            ],
+            "GB of requests",
+        ),
+        (
+            vec![
+                "--session-turns-mean",
+                "1024",
+                "--request-count",
+                "10000000",
+            ],
+            "sessions of about 1024 turns",
+        ),
+        (
+            vec![
+                "--random-range-ratio",
+                "0.5",
+                "--synthetic-input-tokens-stddev",
+                "10",
+                "--synthetic-input-tokens-mean",
+                "300000",
+                "--num-dataset-entries",
+                "300",
+                "--request-count",
+                "300",
+            ],
+            "give one or the other",
+        ),
+        (vec!["--gpus", "foo", "--request-count", "300"], "--gpus"),
+    ] {
+        let t = Instant::now();
+        let dir = support::artifact_dir("hostile-plan-refused");
+        let mut all = vec!["--sim"];
+        all.extend(args.iter());
+        let (code, console, _) = run(&all, &dir);
+        assert_eq!(code, 2, "{args:?}: {console}");
+        assert!(console.contains(says), "{args:?}: {console}");
+        assert!(!console.contains("preparing"), "{args:?}: {console}");
+        assert!(t.elapsed() < Duration::from_secs(10), "{args:?}");
+        assert!(
+            !dir.exists(),
+            "{args:?}: a refused run left {}",
+            dir.display()
+        );
+    }
+}
+
+/// c=3,000 against a port that refuses: the failures are counted whole, the records kept one
+/// by one stay within the per-second allowance.
+#[test]
+fn a_dead_server_at_high_concurrency_does_not_flood_the_records() {
+    let _shared = support::shared();
+    let port = support::closed_port();
+    let dir = support::artifact_dir("hostile-dead");
+    let url = format!("http://127.0.0.1:{port}");
+    let t = Instant::now();
+    let (code, console, _) = run(
+        &[
+            "--url",
+            &url,
+            "--no-preflight",
+            "-m",
+            "m",
+            "--concurrency",
+            "3000",
+            "--benchmark-duration",
+            "3",
+            "--shards",
+            "1",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 2, "{console}");
+    let doc: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("profile_export_ringperf.json")).unwrap(),
+    )
+    .unwrap();
+    let failed: u64 = doc["error_summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["count"].as_u64().unwrap())
+        .sum();
+    let lines = std::fs::read_to_string(dir.join("profile_export.jsonl"))
+        .unwrap()
+        .lines()
+        .count() as u64;
+    // At most 200 kept in each second the process lived (a busy host stretches the run).
+    let seconds = t.elapsed().as_secs() + 1;
+    assert!(
+        lines <= 200 * seconds,
+        "{lines} failures kept one by one in {seconds} s"
+    );
+    assert!(failed > lines, "{failed} failed, {lines} kept");
+    assert!(
+        console.contains("counted but not written one by one"),
+        "{console}"
+    );
+}
+
+/// A signal mid-run writes the artifacts, says "interrupted", and exits 128 + the signal:
+/// 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP (a closed terminal).
+#[test]
+fn a_stopped_run_writes_its_artifacts_and_exits_with_the_signal() {
+    let _shared = support::shared();
+    let ok = support::capture("vllm/chat-stream.http");
+    for (sig, code, name) in [
+        ("INT", 130, "SIGINT"),
+        ("TERM", 143, "SIGTERM"),
+        ("HUP", 129, "SIGHUP"),
+    ] {
+        let first = Arc::new(AtomicBool::new(false));
+        let seen = first.clone();
+        let ok = ok.clone();
+        let server = fake_server(move |_, _| {
+            seen.store(true, Ordering::Relaxed);
+            std::thread::sleep(Duration::from_millis(20));
+            (ok.clone(), false)
+        });
+        let dir = support::artifact_dir("hostile-signal");
+        let child = ringperf()
+            .args(["profile", "--url", &format!("http://{}", server.addr)])
+            .args(["--no-preflight", "-m", "m", "--streaming"])
+            .args(["--benchmark-duration", "60", "--no-progress"])
+            .args(["--artifact-dir", dir.to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t = Instant::now();
+        while !first.load(Ordering::Relaxed) {
+            assert!(t.elapsed() < Duration::from_secs(30), "no request came");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        signal(&child, sig);
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "SIG{sig}: {stderr}");
+        assert!(
+            stderr.contains(&format!("interrupted by {name}")),
+            "{stderr}"
+        );
+        let doc: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("profile_export_ringperf.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(doc["was_cancelled"], true);
+        assert_eq!(doc["interrupted_by"], name);
+        assert!(dir.join("profile_export.jsonl").exists());
+    }
+}
+
+/// Ctrl-C while waiting for `--start-at` ends the run at once with nothing sent, and leaves
+/// no folder behind.
+#[test]
+fn a_signal_before_the_first_request_sends_nothing() {
+    let _shared = support::shared();
+    let server = fake_server(|_, _| (support::capture("vllm/chat-stream.http"), false));
+    let dir = support::artifact_dir("hostile-start-at");
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 120;
+    let mut child = ringperf()
+        .args(["profile", "--url", &format!("http://{}", server.addr)])
+        .args(["--no-preflight", "-m", "m", "--request-count", "5"])
+        .args(["--start-at", &at.to_string(), "--no-progress"])
+        .args(["--artifact-dir", dir.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    wait_for_line(&mut lines, |l| l.contains("waiting").then_some(()));
+    signal(&child, "INT");
+    let t = Instant::now();
+    let status = child.wait().unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert_eq!(status.code(), Some(130), "{rest:?}");
+    assert!(
+        rest.iter().any(|l| l.contains("nothing was sent")),
+        "{rest:?}"
+    );
+    assert_eq!(server.requests.load(Ordering::Relaxed), 0);
+    assert!(!dir.exists(), "an empty artifact folder was left");
+}
+
+/// A write that fails (here a file-size limit, as a full disk does) leaves no half-written
+/// file under an artifact's name, and says which file and why.
+#[test]
+fn a_failed_write_leaves_no_cut_file() {
+    let _shared = support::shared();
+    use std::os::unix::process::CommandExt;
+    let dir = support::artifact_dir("hostile-disk");
+    let mut cmd = ringperf();
+    cmd.args([
+        "profile",
+        "--sim=--ttft 1ms --itl 1ms",
+        "--request-count",
+        "300",
+    ])
+    .args(["--output-tokens-mean", "4", "--no-progress"])
+    .args(["--artifact-dir", dir.to_str().unwrap()]);
+    // SAFETY: setrlimit and signal are async-signal-safe; nothing else runs in the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 48 << 10,
+                rlim_max: 48 << 10,
+            };
+            libc::setrlimit(libc::RLIMIT_FSIZE, &lim);
+            // A write past the limit then fails with EFBIG instead of killing the process.
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("profile_export.jsonl") && stderr.contains("too large"),
+        "{stderr}"
+    );
+    let names: Vec<String> = support::files_under(&dir)
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names.iter().any(|n| n == "profile_export.jsonl"),
+        "{names:?}"
+    );
+    assert!(!names.iter().any(|n| n.ends_with(".partial")), "{names:?}");
+}
+
+/// Each small hole: a clear error, or the value honoured.
+#[test]
+fn small_holes_are_clear_errors_or_honoured() {
+    let _shared = support::shared();
+    let dir = support::artifact_dir("hostile-small");
+    for (args, says) in [
+        (vec!["--url", "http://127.0.0.1:1/v1?x=1"], "a query"),
+        (vec!["--url", "http://127.0.0.1:1#frag"], "a fragment"),
+        (vec!["--ring-entries", "0"], "--ring-entries 0"),
+        (vec!["-m", ""], "-m '': a model name cannot be empty"),
+    ] {
+        let (code, console, _) = run(&args, &dir);
+        assert_eq!(code, 2, "{args:?}: {console}");
+        let line = console
+            .lines()
+            .find(|l| l.starts_with("error"))
+            .unwrap_or_else(|| panic!("{args:?}: {console}"));
+        assert!(line.contains(says), "{args:?}: {line}");
+        assert_eq!(
+            console.lines().filter(|l| l.starts_with("error")).count(),
+            1
+        );
+    }
+
+    // Files: a byte order mark is no error; a negative length is named as such.
+    let file = dir.with_extension("bom.jsonl");
+    std::fs::write(
+        &file,
+        "\u{feff}{\"text\": \"hello there\", \"max_tokens\": 3}\n{\"text\": \"again\"}\n",
+    )
+    .unwrap();
+    let (code, console, _) = run(
+        &[
+            "--sim=--ttft 1ms --itl 1ms",
+            "--input-file",
+            file.to_str().unwrap(),
+            "--request-count",
+            "2",
+        ],
+        &support::artifact_dir("hostile-bom"),
+    );
+    assert_eq!(code, 0, "{console}");
+    for (line, says) in [
+        (
+            r#"{"text": "hi", "max_tokens": -3}"#,
+            "\"max_tokens\": -3 is not a whole number",
+        ),
+        (
+            r#"{"timestamp": 0, "input_length": -5, "output_length": 2}"#,
+            "\"input_length\": -5 is not a whole number",
+        ),
+    ] {
+        std::fs::write(&file, format!("{line}\n")).unwrap();
+        let (code, console, _) = run(
+            &["--sim", "--input-file", file.to_str().unwrap()],
+            &support::artifact_dir("hostile-neg"),
+        );
+        assert_eq!(code, 2, "{console}");
+        assert!(
+            console.contains(says) && console.contains(":1"),
+            "{console}"
+        );
+    }
+    std::fs::remove_file(&file).unwrap();
+
+    // An inline template that does not open with '{' is read as the template, not as a file's
+    // name, and its own fault is said.
+    let (code, console, _) = run(
+        &[
+            "--sim",
+            "--endpoint-type",
+            "template",
+            "--endpoint",
+            "/v1/completions",
+            "--request-template",
+            "prompt={{prompt}}",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 2, "{console}");
+    assert!(console.contains("is not JSON once filled in"), "{console}");
+    assert!(!console.contains("No such file"), "{console}");
+}
