@@ -412,7 +412,11 @@ fn check_host(plan: &Plan, in_process_sim: bool) -> Result<(), Fatal> {
 
 /// What runs against the server before the measured run: the probe request (with
 /// `preflight`) and the prefix-cache reset (when asked). Returns the warnings for the report.
-fn before_the_run(plan: &Plan, preflight: bool, listed: &[String]) -> Result<Vec<String>, Fatal> {
+fn before_the_run(
+    plan: &Plan,
+    preflight: bool,
+    listed: &[String],
+) -> Result<Vec<crate::warning::Warning>, Fatal> {
     let mut warnings = Vec::new();
     if preflight {
         let p = crate::preflight::probe(plan).map_err(|e| {
@@ -437,8 +441,9 @@ fn before_the_run(plan: &Plan, preflight: bool, listed: &[String]) -> Result<Vec
     if plan.spec.target.reset_prefix_cache {
         match crate::preflight::reset_prefix_cache(&plan.target) {
             Ok(path) => crate::redact::say!("ringperf: prefix cache emptied (POST {path})"),
-            Err(why) => warnings.push(format!(
-                "--reset-prefix-cache: the server did not empty its cache ({why})"
+            Err(why) => warnings.push(crate::warning::Warning::new(
+                crate::warning::Code::PrefixCacheNotReset,
+                format!("--reset-prefix-cache: the server did not empty its cache ({why})"),
             )),
         }
     }
@@ -493,7 +498,7 @@ struct Prepared {
     load: crate::plan::LoadSpec,
     sim: Option<crate::sim::SimHandle>,
     reserved: Vec<usize>,
-    warnings: Vec<String>,
+    warnings: Vec<crate::warning::Warning>,
     /// When start-up began, and from what.
     started: (u64, &'static str),
     /// On several nodes, the server's `Date` against this host's clock.
@@ -786,10 +791,13 @@ fn measure(
             .prompt_cache
             .map(|(cached, prompt)| cached as f64 / prompt.max(1) as f64));
     if let Some(h) = hit_rate.filter(|h| *h > 0.5) {
-        report.warnings.push(format!(
-            "the server's prefix-cache hit rate was {:.0}%: it had seen most of these prompts \
+        report.warnings.push(crate::warning::Warning::new(
+            crate::warning::Code::PrefixCacheHits,
+            format!(
+                "the server's prefix-cache hit rate was {:.0}%: it had seen most of these prompts \
              before ({why_cached}); TTFT is lower than for new prompts",
-            h * 100.0
+                h * 100.0
+            ),
         ));
     }
     let model = match report

@@ -45,4 +45,5 @@ pub mod telemetry;
 mod timer;
 mod tls;
 pub mod units;
+pub mod warning;
 pub mod workload;

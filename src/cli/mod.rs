@@ -647,8 +647,10 @@ pub struct OutputArgs {
     pub no_progress: bool,
     /// Fail the run (exit code 3) when a figure of its JSON crosses a bound:
     /// `METRIC[.STAT] (>|>=|<|<=) VALUE[unit]`, e.g. 'ttft.p99>500ms', 'error_rate>0.01',
-    /// 'request_throughput<10' (repeatable). A run whose client verdict says the client limited
-    /// it fails too. Writes gates.junit.xml beside the artifacts.
+    /// 'request_throughput<10' (repeatable); or when the run warns with a code: 'warning:CODE'
+    /// (e.g. warning:served_model_differs; warning:any for every code). A run whose client
+    /// verdict says the client limited it fails too. Writes gates.junit.xml beside the
+    /// artifacts.
     #[arg(long, value_parser = crate::plan::output::Gate::parse, value_name = "GATE")]
     pub fail_on: Vec<crate::plan::output::Gate>,
     /// With --fail-on: a run the client may have limited does not fail for that alone.

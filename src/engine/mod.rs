@@ -15,6 +15,7 @@ mod schedule;
 mod shard;
 pub(crate) mod starvation;
 
+use crate::warning::{Code, Warning};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -112,7 +113,7 @@ pub struct RunOutput {
     /// Per-shard reports, in shard order.
     pub shards: Vec<ShardReport>,
     /// Shards that failed, with the reason (their requests are lost and said so).
-    pub failures: Vec<String>,
+    pub failures: Vec<Warning>,
     /// True when the run was stopped early by Ctrl-C.
     pub cancelled: bool,
     /// Where the shards were placed.
@@ -254,7 +255,10 @@ pub fn run(
             };
             if let Some(cpus) = watch.observe(i, now, stat) {
                 if let Err(e) = crate::sys::set_affinity(tid, &cpus) {
-                    warnings.push(format!("shard {i} could not be moved off its CPU: {e}"));
+                    warnings.push(Warning::new(
+                        Code::ShardTrouble,
+                        format!("shard {i} could not be moved off its CPU: {e}"),
+                    ));
                 }
             }
         }
@@ -296,26 +300,37 @@ pub fn run(
     for (i, h) in handles.into_iter().enumerate() {
         match h.join() {
             Ok(Ok(r)) => shards.push(r),
-            Ok(Err(e)) => failures.push(format!("shard {i}: {e}")),
+            Ok(Err(e)) => {
+                failures.push(Warning::new(Code::ShardTrouble, format!("shard {i}: {e}")))
+            }
             Err(p) => {
                 let msg = p
                     .downcast_ref::<String>()
                     .cloned()
                     .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_else(|| "panic".into());
-                failures.push(format!("shard {i} panicked: {msg}; its requests are lost"));
+                failures.push(Warning::new(
+                    Code::ShardTrouble,
+                    format!("shard {i} panicked: {msg}; its requests are lost"),
+                ));
             }
         }
     }
     for s in &shards {
         if let Some(e) = &s.feed_error {
-            failures.push(format!("shard {}: stopped sending: {e}", s.index));
+            failures.push(Warning::new(
+                Code::ShardTrouble,
+                format!("shard {}: stopped sending: {e}", s.index),
+            ));
         }
         if s.feed_stalls > 0 {
-            failures.push(format!(
-                "shard {}: {} request(s) waited to be built from the dataset file (its feeder \
-                 fell behind; the client was the limit then)",
-                s.index, s.feed_stalls
+            failures.push(Warning::new(
+                Code::ClientLimited,
+                format!(
+                    "shard {}: {} request(s) waited to be built from the dataset file (its \
+                     feeder fell behind; the client was the limit then)",
+                    s.index, s.feed_stalls
+                ),
             ));
         }
     }
@@ -335,7 +350,7 @@ pub fn run(
             .dataset
             .count_sent(records, &plan.workload.tokenizer, &stop, announce)
     {
-        failures.push(e);
+        failures.push(Warning::new(Code::PromptsUncounted, e));
     }
     Ok(RunOutput {
         shards,

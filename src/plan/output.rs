@@ -114,6 +114,10 @@ pub struct Gate {
     pub bound: f64,
     /// The metric is a time (the bound took a time unit, or is in ms).
     pub time: bool,
+    /// `warning:CODE`: fails when the run warns with this code (`any`: with any code); the
+    /// figure fields are then unused.
+    #[serde(default)]
+    pub warning: Option<String>,
 }
 
 /// Short names people write, to the JSON's tags; and whether the metric is a time.
@@ -181,6 +185,27 @@ impl Gate {
     pub fn parse(s: &str) -> Result<Gate, String> {
         let bad = |why: &str| format!("--fail-on {s:?}: {why}");
         let t = s.replace(' ', "");
+        if let Some(code) = t.strip_prefix("warning:") {
+            if code != "any" && crate::warning::Code::parse(code).is_none() {
+                let codes: Vec<&str> = crate::warning::Code::ALL
+                    .iter()
+                    .map(|c| c.as_str())
+                    .collect();
+                return Err(bad(&format!(
+                    "unknown warning code {code:?} (any, {})",
+                    codes.join(", ")
+                )));
+            }
+            return Ok(Gate {
+                text: s.to_string(),
+                metric: String::new(),
+                stat: String::new(),
+                cmp: Cmp::Gt,
+                bound: 0.0,
+                time: false,
+                warning: Some(code.to_string()),
+            });
+        }
         let (at, cmp, width) = [
             (">=", Cmp::Ge),
             ("<=", Cmp::Le),
@@ -234,6 +259,7 @@ impl Gate {
             cmp,
             bound,
             time: *time,
+            warning: None,
         })
     }
 }

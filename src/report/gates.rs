@@ -29,6 +29,30 @@ fn figure(doc: &Value, g: &Gate) -> Option<f64> {
     doc.get(&g.metric)?.get(&g.stat)?.as_f64()
 }
 
+/// A `warning:CODE` gate: fails on the first warning of that code (of any, for `any`).
+fn warned(doc: &Value, g: &Gate, code: &str) -> Judged {
+    let warnings = doc
+        .pointer("/client_health/warnings")
+        .and_then(Value::as_array);
+    let hits: Vec<&Value> = warnings
+        .into_iter()
+        .flatten()
+        .filter(|w| code == "any" || w.get("code").and_then(Value::as_str) == Some(code))
+        .collect();
+    Judged {
+        name: g.text.clone(),
+        figure: Some(hits.len() as f64),
+        failure: hits.first().map(|w| {
+            format!(
+                "{}: the run warned: {} [{}]",
+                g.text,
+                w.get("message").and_then(Value::as_str).unwrap_or(""),
+                w.get("code").and_then(Value::as_str).unwrap_or("")
+            )
+        }),
+    }
+}
+
 /// Judges every gate on `doc`, and the client verdict unless a client-limited run is allowed.
 pub fn judge(
     gates: &[Gate],
@@ -39,6 +63,9 @@ pub fn judge(
     let mut out: Vec<Judged> = gates
         .iter()
         .map(|g| {
+            if let Some(code) = &g.warning {
+                return warned(doc, g, code);
+            }
             let f = figure(doc, g);
             let unit = if g.time { " ms" } else { "" };
             let failure = match f {

@@ -16,6 +16,7 @@
 //! When the evidence shows the client distorted the numbers, the report says so next to them
 //! ([`Distortion`]), not only in a warning.
 
+use crate::warning::{Code, Warning};
 use serde::Serialize;
 
 use crate::engine::placement::{Mode, Pin, Placement};
@@ -431,7 +432,7 @@ fn simulator_stall(samples: &[InFlightSample], records: &[Record], gap_ns: u64) 
 }
 
 /// Judges the client from the evidence; warnings go to `warnings`.
-pub(super) fn assess(i: &Inputs<'_>, warnings: &mut Vec<String>) -> Health {
+pub(super) fn assess(i: &Inputs<'_>, warnings: &mut Vec<Warning>) -> Health {
     let shards: Vec<ShardHealth> = i
         .shards
         .iter()
@@ -477,10 +478,10 @@ pub(super) fn assess(i: &Inputs<'_>, warnings: &mut Vec<String>) -> Health {
         }
         if measured_directly {
             // The simulator's stamps say what the wait did to every event: trust them.
-            warnings.push(format!(
+            warnings.push(Warning::new(Code::ClientCaveat, format!(
                 "{what}; against the simulator's stamps no event was late by more than {:.2} ms (p99), so the timings held; {fix}",
                 i.event_delay.percentile(99.0) as f64 / 1e6
-            ));
+            )));
         } else if !i.kernel_stamps {
             // Without the kernel's stamps every late read is a late stamp.
             distorted.push(format!(
@@ -570,7 +571,7 @@ pub(super) fn assess(i: &Inputs<'_>, warnings: &mut Vec<String>) -> Health {
 
     let cpu = busiest.map_or(0.0, |b| b.cpu_utilization * 100.0);
     for c in &caveats {
-        warnings.push(c.clone());
+        warnings.push(Warning::new(Code::ClientCaveat, c.clone()));
     }
     let gap = if i.chunk_gaps.count() > 0 {
         i.chunk_gaps.percentile(50.0)
@@ -579,19 +580,21 @@ pub(super) fn assess(i: &Inputs<'_>, warnings: &mut Vec<String>) -> Health {
     };
     let stalled = simulator_stall(i.server_in_flight, i.records, gap);
     let verdict = if !distorted.is_empty() {
-        format!(
+        let msg = format!(
             "the client distorted these results: {}",
             distorted.join("; ")
-        )
+        );
+        warnings.push(Warning::new(Code::ClientDistorted, msg.clone()));
+        msg
     } else if let Some(s) = &stalled {
-        warnings.push(s.clone());
+        warnings.push(Warning::new(Code::SimulatorStalled, s.clone()));
         s.clone()
     } else if !limits.is_empty() {
         let msg = format!(
             "the client may have limited this run: {}",
             limits.join("; ")
         );
-        warnings.push(msg.clone());
+        warnings.push(Warning::new(Code::ClientLimited, msg.clone()));
         msg
     } else if !caveats.is_empty() {
         format!(

@@ -338,8 +338,14 @@ fn health(doc: &Value) -> String {
         );
     }
     if let Some(Value::Array(w)) = doc.pointer("/client_health/warnings") {
-        for w in w.iter().filter_map(Value::as_str) {
-            let _ = write!(out, "<p class=\"warn\">Warning: {}</p>", escape(w));
+        for w in w {
+            let text = |k: &str| w.get(k).and_then(Value::as_str).unwrap_or("");
+            let _ = write!(
+                out,
+                "<p class=\"warn\">Warning: {} <code>{}</code></p>",
+                escape(text("message")),
+                escape(text("code"))
+            );
         }
     }
     if let Some(Value::Array(errors)) = doc.get("error_summary") {

@@ -5,6 +5,7 @@
 //! per-request exports are concatenated. A node that is missing or failed is named, never
 //! left out silently. A folder of sweep points merges point by point.
 
+use crate::warning::{Code, Warning};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -389,19 +390,27 @@ fn build(nodes: &[NodeRun], incomplete: &[String], first_start: u64) -> Result<R
             window_ns,
         )
     });
-    let mut warnings: Vec<String> = incomplete
+    let mut warnings: Vec<Warning> = incomplete
         .iter()
-        .map(|i| format!("incomplete: {i}; the figures cover the other nodes only"))
+        .map(|i| {
+            Warning::new(
+                Code::NodeMissingOrLate,
+                format!("incomplete: {i}; the figures cover the other nodes only"),
+            )
+        })
         .collect();
     for f in &files {
         let skew = f.clock.realtime_ns - first_start;
         if skew > SKEW_LIMIT_NS {
-            warnings.push(format!(
-                "node {} started {:.1} ms after the first: its load did not overlap the others' \
-                 in full (synchronize the clocks, e.g. with chrony, and give every node the \
-                 same --start-at)",
-                f.node.index,
-                skew as f64 / 1e6
+            warnings.push(Warning::new(
+                Code::NodeMissingOrLate,
+                format!(
+                    "node {} started {:.1} ms after the first: its load did not overlap the \
+                     others' in full (synchronize the clocks, e.g. with chrony, and give every \
+                     node the same --start-at)",
+                    f.node.index,
+                    skew as f64 / 1e6
+                ),
             ));
         }
     }
@@ -419,7 +428,16 @@ fn build(nodes: &[NodeRun], incomplete: &[String], first_start: u64) -> Result<R
                 .filter_map(Value::as_str)
                 .map(move |line| format!("node {i}: {line}"))
         };
-        warnings.extend(lines("/client_health/warnings"));
+        // The node's warnings, each with its code, named by the node.
+        let theirs = n
+            .profile
+            .pointer("/client_health/warnings")
+            .and_then(|w| serde_json::from_value::<Vec<Warning>>(w.clone()).ok())
+            .unwrap_or_default();
+        warnings.extend(theirs.into_iter().map(|w| Warning {
+            message: format!("node {i}: {}", w.message),
+            ..w
+        }));
         distorted.extend(lines("/client_health/distorted/reasons"));
         if n.profile.pointer("/client_health/limited") == Some(&Value::Bool(true)) {
             limited.push(i);

@@ -26,6 +26,7 @@ pub use goodput::Goodput;
 pub use health::{Distortion, Health, Held, MoveNote, SelfCheck, ShardHealth};
 pub use metrics::Metrics;
 
+use crate::warning::{Code, Warning};
 use std::collections::BTreeMap;
 
 use crate::engine::RunOutput;
@@ -83,7 +84,7 @@ pub struct Report {
     /// I/O driver that ran.
     pub driver: String,
     /// Warnings to print and export.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
     /// True when stopped early.
     pub cancelled: bool,
     /// Every request, for profile_export.jsonl.
@@ -396,18 +397,24 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
 
     let mut warnings = Vec::new();
     if only_counted > 0 {
-        warnings.push(format!(
+        warnings.push(Warning::new(
+            Code::FailuresOnlyCounted,
+            format!(
             "{only_counted} failed requests were counted but not written one by one (each shard \
              keeps at most {} failures a second in profile_export.jsonl): their kinds and counts \
              are in the errors",
             crate::record::FAILED_RECORDS_PER_SECOND
+        ),
         ));
     }
     if let Some(m) = served_model.as_ref().filter(|m| **m != settings.model) {
-        warnings.push(format!(
-            "the server answered as model {m:?}, not {:?}: it ignores the model name asked \
+        warnings.push(Warning::new(
+            Code::ServedModelDiffers,
+            format!(
+                "the server answered as model {m:?}, not {:?}: it ignores the model name asked \
              (llama.cpp serves its one model whatever the name), so these results are {m:?}'s",
-            settings.model
+                settings.model
+            ),
         ));
     }
     if osl_off > 0 {
@@ -431,31 +438,40 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
                     .into(),
             }
         };
-        warnings.push(format!(
-            "{osl_off} of {with_request} requests got an output length more than min(5%, 50) \
+        warnings.push(Warning::new(
+            Code::OutputLengthOff,
+            format!(
+                "{osl_off} of {with_request} requests got an output length more than min(5%, 50) \
              tokens off the requested max_tokens{}: {advice}",
-            if settings.choices > 1 {
-                format!(" × n = {}", settings.choices)
-            } else {
-                String::new()
-            }
+                if settings.choices > 1 {
+                    format!(" × n = {}", settings.choices)
+                } else {
+                    String::new()
+                }
+            ),
         ));
     }
     if reopened > 0 {
-        warnings.push(format!(
-            "the server closed its connection after a response {reopened} time(s) in \
+        warnings.push(Warning::new(
+            Code::ServerClosedConnections,
+            format!(
+                "the server closed its connection after a response {reopened} time(s) in \
              {completed} requests (llama.cpp closes after each stream), so the next request on \
              that place opened a new connection first: TTFT counts from the send and holds, \
              but those sends went out later (see the dispatch delay) and the server took a \
              new connection each time"
+            ),
         ));
     }
     if one_choice > 0 {
-        warnings.push(format!(
+        warnings.push(Warning::new(
+            Code::UsageOfOneChoice,
+            format!(
             "{one_choice} of {with_request} requests asked for n = {} choices and the server's \
              usage counted the tokens of one (llama.cpp does; vLLM counts every choice): output \
              lengths and token throughput here count one choice per request",
             settings.choices
+        ),
         ));
     }
     // The prompt as the server counted it: a chat template adds a few tokens, a tokenizer
@@ -466,10 +482,13 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
             isl_server as f64 / isl_both as f64,
         );
         if (server - sent).abs() > (0.1 * sent).max(16.0) {
-            warnings.push(format!(
-                "the server counted {server:.0} prompt tokens per request on average where \
+            warnings.push(Warning::new(
+                Code::PromptTokensDiffer,
+                format!(
+                    "the server counted {server:.0} prompt tokens per request on average where \
                  ringperf's tokenizer counted {sent:.0}: --tokenizer probably does not match \
                  the served model, so input lengths (ISL) are not what they say"
+                ),
             ));
         }
     }
@@ -478,11 +497,11 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
     if server_sum >= 256 && sampled >= 4 && settings.choices == 1 {
         let diff = (client_sum as f64 - server_sum as f64).abs() / server_sum as f64;
         if diff > 0.10 {
-            warnings.push(format!(
+            warnings.push(Warning::new(Code::OutputTokensDiffer, format!(
                 "the tokenizer counts {:.0}% {} output tokens than the server reports: --tokenizer probably does not match the served model",
                 diff * 100.0,
                 if client_sum > server_sum { "more" } else { "fewer" }
-            ));
+            )));
         }
     }
     if settings.has_output && no_tokens > 0 {
@@ -493,15 +512,21 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
             ),
             None => String::new(),
         };
-        warnings.push(format!(
-            "{no_tokens} of {completed} successful requests counted no output token, so they \
+        warnings.push(Warning::new(
+            Code::NoOutputTokens,
+            format!(
+                "{no_tokens} of {completed} successful requests counted no output token, so they \
              add 0 to output throughput{hint}"
+            ),
         ));
     }
     if settings.streaming && one_chunk > 0 {
-        warnings.push(format!(
-            "{one_chunk} of {completed} streamed responses of 2 tokens or more came in one \
+        warnings.push(Warning::new(
+            Code::OneChunkResponses,
+            format!(
+                "{one_chunk} of {completed} streamed responses of 2 tokens or more came in one \
              chunk: they have no ITL and are left out of ITL and per-user throughput"
+            ),
         ));
     }
     for slo in &settings.slos {
@@ -516,9 +541,12 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
             } else {
                 "it is only measured on streamed responses (--streaming)"
             };
-            warnings.push(format!(
-                "goodput: no request met the {name} objective because {name} was never \
+            warnings.push(Warning::new(
+                Code::GoodputUnmeasured,
+                format!(
+                    "goodput: no request met the {name} objective because {name} was never \
                  measured: {why}"
+                ),
             ));
         }
     }
@@ -535,16 +563,16 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
     if metrics.dispatch_delay.count() > 0 {
         let p99 = metrics.dispatch_delay.percentile(99.0);
         if p99 > health::DISPATCH_LIMIT_NS && scheduled_rate > 0.0 {
-            warnings.push(format!(
+            warnings.push(Warning::new(Code::DispatchDelay, format!(
                 "dispatch delay p99 was {:.2} ms: requests left late, so latencies measured from the actual send hide part of what users would wait (see the Scheduled rows)",
                 p99 as f64 / 1e6
-            ));
+            )));
         }
         if achieved_rate > 0.0 && achieved_rate < scheduled_rate * 0.98 {
-            warnings.push(format!(
+            warnings.push(Warning::new(Code::SendRateShort, format!(
                 "achieved send rate {achieved_rate:.1}/s is {:.1}% short of the schedule's {scheduled_rate:.1}/s",
                 (1.0 - achieved_rate / scheduled_rate) * 100.0
-            ));
+            )));
         }
     }
     let goodput = (!settings.slos.is_empty()).then(|| {

@@ -666,3 +666,56 @@ fn a_reader_that_stops_early_ends_completions_and_man_pages_quietly() {
         assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
     }
 }
+
+/// Warnings carry stable codes: in the JSON, on the console, and as gates
+/// (`--fail-on warning:CODE` fails the run with exit code 3; an unknown code is refused with
+/// the list).
+#[test]
+fn a_warning_code_is_a_gate() {
+    let _shared = support::shared();
+    // The capture names its own model, not the one asked: served_model_differs.
+    let ok = support::capture("vllm/chat-stream.http");
+    let server = support::fake_server(move |_, _| (ok.clone(), false));
+    let url = format!("http://{}", server.addr);
+    let dir = support::artifact_dir("cli-warning-gate");
+    let out = ringperf()
+        .args(["profile", "--url", &url, "--no-preflight", "-m", "asked"])
+        .args(["--streaming", "--request-count", "3", "--no-progress"])
+        .args(["--fail-on", "warning:served_model_differs"])
+        .args(["--fail-on", "warning:failures_only_counted"])
+        .args(["--artifact-dir", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("gate FAILED: warning:served_model_differs: the run warned: the server answered as model"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("gate passed: warning:failures_only_counted"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("[served_model_differs]"), "{stdout}");
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("profile_export_ringperf.json")).unwrap())
+            .unwrap();
+    let codes: Vec<&str> = doc["client_health"]["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["code"].as_str().unwrap())
+        .collect();
+    assert!(codes.contains(&"served_model_differs"), "{codes:?}");
+    let junit = std::fs::read_to_string(dir.join("gates.junit.xml")).unwrap();
+    assert!(junit.contains("warning:served_model_differs"), "{junit}");
+
+    let (code, stderr) = fails(&["--sim", "--fail-on", "warning:served-model"]);
+    assert_eq!(code, 2, "{stderr}");
+    let line = error_line(&stderr);
+    assert!(
+        line.contains("unknown warning code") && line.contains("served_model_differs"),
+        "{line}"
+    );
+}

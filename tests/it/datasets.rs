@@ -348,7 +348,13 @@ fn sent(flags: &str, name: &str) -> Sent {
         .as_bool()
         .unwrap();
     let inputs = std::fs::read_to_string(res.artifact_dir.join("inputs.json")).unwrap();
-    (recs, res.report.warnings, inputs, streamed)
+    let warnings = res
+        .report
+        .warnings
+        .iter()
+        .map(|w| w.message.clone())
+        .collect();
+    (recs, warnings, inputs, streamed)
 }
 
 /// A file streamed (built line by line while the run goes on, on two shards, with a warm-up

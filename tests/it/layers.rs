@@ -13,7 +13,7 @@ const LAYERS: &[(&str, &[&str], bool)] = &[
         "foundations",
         &[
             "sys", "clock", "units", "stats", "cpus", "host", "http", "sse", "prom", "tls",
-            "timer", "runtime", "arrival", "redact", "artifact",
+            "timer", "runtime", "arrival", "redact", "artifact", "warning",
         ],
         true,
     ),

@@ -241,7 +241,7 @@ fn the_output_length_warning_gives_advice_that_fits_what_was_sent() {
             .warnings
             .iter()
             .find(|w| w.contains("off the requested max_tokens"))
-            .cloned()
+            .map(|w| w.message.clone())
             .unwrap_or_default()
     };
     let eos = "--ttft 1ms --itl 100us --eos-probability 0.2";

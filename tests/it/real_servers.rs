@@ -48,7 +48,10 @@ fn run(name: &str, reply: Vec<u8>, close: bool, flags: &str) -> ringperf::app::P
     .expect("the run completes")
 }
 
-fn warned<'a>(res: &'a ringperf::app::ProfileResult, what: &str) -> Option<&'a String> {
+fn warned<'a>(
+    res: &'a ringperf::app::ProfileResult,
+    what: &str,
+) -> Option<&'a ringperf::warning::Warning> {
     res.report.warnings.iter().find(|w| w.contains(what))
 }
 
