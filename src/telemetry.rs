@@ -132,7 +132,11 @@ impl Telemetry {
             .iter()
             .map(|s| window::summarize(s, tx, ty))
             .collect();
-        let totals = (!gpus.is_empty())
+        // Totals need every GPU over the whole window: a GPU that dropped out covers part of
+        // it, and its joules set against all the window's tokens would understate the energy
+        // per token (its own figures, with what they cover, stay in `gpus`).
+        let whole = gpus.iter().all(|g| g.dropped_out.is_none());
+        let totals = (!gpus.is_empty() && whole)
             .then(|| window::totals(&gpus, output_tokens, requests, output_tps, price_eur_hour));
         let (server_metrics, scraper_cpu) = match self.scraper {
             Some(s) => {

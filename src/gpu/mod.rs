@@ -59,17 +59,24 @@ pub trait Source: Send {
     fn read(&mut self, index: u32) -> Result<Sample, String>;
 }
 
+/// The environment variable that names the NVML library to load instead of the driver's.
+pub const LIBRARY_ENV: &str = "RINGPERF_NVML_LIBRARY";
+
 /// NVML through nvml-wrapper (the library is loaded at run time).
 pub struct Nvml {
     nvml: nvml_wrapper::Nvml,
 }
 
 impl Nvml {
-    /// Loads NVML; the error says why it is unavailable.
+    /// Loads NVML: the driver's `libnvidia-ml.so.1`, or the library `$RINGPERF_NVML_LIBRARY`
+    /// names (a driver installed elsewhere, or a stand-in); the error says why it is
+    /// unavailable.
     pub fn open() -> Result<Nvml, String> {
-        nvml_wrapper::Nvml::init()
-            .map(|nvml| Nvml { nvml })
-            .map_err(|e| e.to_string())
+        let init = match std::env::var_os(LIBRARY_ENV) {
+            Some(path) => nvml_wrapper::Nvml::builder().lib_path(&path).init(),
+            None => nvml_wrapper::Nvml::init(),
+        };
+        init.map(|nvml| Nvml { nvml }).map_err(|e| e.to_string())
     }
 }
 
@@ -95,10 +102,17 @@ impl Source for Nvml {
             .device_by_index(index)
             .map_err(|e| e.to_string())?;
         let t_ns = now_ns();
+        // A GPU that fell off the bus still has a handle, and every reading fails: that is a
+        // drop-out, not a sample of nothing (whose missing values would shrink the energy
+        // of a window the samples still seem to cover).
+        let power = d.power_usage();
+        if let Err(e @ nvml_wrapper::error::NvmlError::GpuLost) = &power {
+            return Err(e.to_string());
+        }
         let util = d.utilization_rates().ok();
-        Ok(Sample {
+        let sample = Sample {
             t_ns,
-            power_mw: d.power_usage().ok(),
+            power_mw: power.as_ref().ok().copied(),
             energy_mj: d.total_energy_consumption().ok(),
             gpu_util: util.as_ref().map(|u| u.gpu),
             mem_util: util.as_ref().map(|u| u.memory),
@@ -106,7 +120,18 @@ impl Source for Nvml {
             sm_clock_mhz: d.clock_info(Clock::SM).ok(),
             temp_c: d.temperature(TemperatureSensor::Gpu).ok(),
             throttle: d.current_throttle_reasons().ok().map(|r| r.bits()),
-        })
+        };
+        if sample
+            == (Sample {
+                t_ns,
+                ..Sample::default()
+            })
+        {
+            return Err(power
+                .err()
+                .map_or("no reading answered".into(), |e| e.to_string()));
+        }
+        Ok(sample)
     }
 }
 

@@ -25,6 +25,18 @@ pub enum EnergySource {
     None,
 }
 
+impl EnergySource {
+    /// As a person reads it.
+    pub fn text(self) -> &'static str {
+        match self {
+            EnergySource::EnergyCounter => "energy counter",
+            EnergySource::EnergyCounterPatched => "energy counter, reset patched from power",
+            EnergySource::PowerIntegral => "integral of power",
+            EnergySource::None => "too few samples",
+        }
+    }
+}
+
 /// Statistics of one reading over the window.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Stat {

@@ -406,22 +406,29 @@ pub fn telemetry(t: &crate::telemetry::TelemetryReport) -> String {
     // "GPU telemetry unavailable" was said once, on stderr, when the run started.
     let mut out = String::new();
     for g in &t.gpus {
-        let p = g.power_w.unwrap_or_default();
+        // What the GPU did not report is said so, never printed as a zero.
+        let power = g.power_w.map_or("power not reported".into(), |p| {
+            format!(
+                "power avg {:.0} W p50 {:.0} W p99 {:.0} W max {:.0} W",
+                p.avg, p.p50, p.p99, p.max
+            )
+        });
         let _ = writeln!(
             out,
-            "GPU {} ({}): {} J ({:?}), power avg {:.0} W p50 {:.0} W p99 {:.0} W max {:.0} W, util {:.0}%{}",
+            "GPU {} ({}): {} J ({}), {power}{}{}",
             g.index,
             g.name,
             g.energy_j.map_or("?".into(), |e| format!("{e:.1}")),
-            g.energy_source,
-            p.avg,
-            p.p50,
-            p.p99,
-            p.max,
-            g.gpu_util.map_or(0.0, |u| u.avg),
+            g.energy_source.text(),
+            g.gpu_util
+                .map(|u| format!(", util {:.0}%", u.avg))
+                .unwrap_or_default(),
             g.dropped_out
                 .as_ref()
-                .map(|(s, e)| format!(", dropped out {s:.1} s into the window: {e}"))
+                .map(|(s, e)| format!(
+                    ", dropped out {s:.1} s into the window: {e} (its figures cover that part; no \
+                     energy per token is given)"
+                ))
                 .unwrap_or_default()
         );
     }

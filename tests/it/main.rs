@@ -18,6 +18,7 @@ mod hub;
 mod layers;
 mod metrics;
 mod nodes;
+mod nvml;
 mod open_loop;
 mod placement;
 mod porting;
