@@ -322,6 +322,62 @@ fn headline(doc: &Value) -> String {
     t
 }
 
+/// The GPUs over the measured window: each one's energy (and where it came from), power and
+/// utilisation, then the energy per token and per request when every GPU covered the window.
+fn gpus_html(doc: &Value) -> String {
+    let Some(t) = doc.get("gpu_telemetry") else {
+        return String::new();
+    };
+    let mut out = String::new();
+    if let Some(why) = t.get("unavailable").and_then(Value::as_str) {
+        let _ = write!(
+            out,
+            "<p class=\"note\">GPU telemetry unavailable: {}</p>",
+            escape(why)
+        );
+    }
+    let gpus = t.get("gpus").and_then(Value::as_array);
+    if gpus.is_none_or(|g| g.is_empty()) {
+        return out;
+    }
+    out.push_str(
+        "<table><tr><th>GPU</th><th>energy (J)</th><th>from</th><th>power avg (W)</th>\
+         <th>power max (W)</th><th>utilisation (%)</th><th>covered (s)</th></tr>",
+    );
+    for g in gpus.into_iter().flatten() {
+        let v = |p: &str| g.pointer(p).and_then(Value::as_f64);
+        let _ = write!(
+            out,
+            "<tr><td>{} {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td></tr>",
+            v("/index").map_or(String::new(), |i| format!("{i:.0}")),
+            escape(g.get("name").and_then(Value::as_str).unwrap_or("")),
+            num(v("/energy_j")),
+            escape(g.get("energy_source").and_then(Value::as_str).unwrap_or("")),
+            num(v("/power_w/avg")),
+            num(v("/power_w/max")),
+            num(v("/gpu_util/avg")),
+            num(v("/covered_s")),
+            g.pointer("/dropped_out/1")
+                .and_then(Value::as_str)
+                .map(|e| format!(" (dropped out: {})", escape(e)))
+                .unwrap_or_default()
+        );
+    }
+    out.push_str("</table>");
+    if let Some(tot) = t.get("totals").filter(|x| !x.is_null()) {
+        let v = |k: &str| num(tot.get(k).and_then(Value::as_f64));
+        let _ = write!(
+            out,
+            "<p>GPU energy {} J, {} J per output token, {} J per request, {} output tokens per J</p>",
+            v("energy_j"),
+            v("joules_per_output_token"),
+            v("joules_per_request"),
+            v("output_tokens_per_joule")
+        );
+    }
+    out
+}
+
 /// The client's verdict and the run's warnings.
 fn health(doc: &Value) -> String {
     let mut out = String::new();
@@ -416,6 +472,7 @@ pub fn write_run(dir: &Path) -> std::io::Result<PathBuf> {
     let mut body = about(&doc);
     body.push_str(&health(&doc));
     body.push_str(&headline(&doc));
+    body.push_str(&gpus_html(&doc));
     if let Ok(st) = read_json(&dir.join(super::staircase::STAIRCASE_JSON)) {
         body.push_str(&staircase_html(&st));
     }

@@ -29,7 +29,7 @@ fn standin() -> &'static PathBuf {
 }
 
 /// What a run against the stand-in scripted by `script` (STANDIN_* variables) reported:
-/// exit code, console, the JSON, the CSV.
+/// exit code, console, the JSON, the CSV and the HTML report together.
 fn run(script: &[(&str, &str)]) -> (i32, String, serde_json::Value, String) {
     let dir = support::artifact_dir("nvml");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringperf"));
@@ -62,7 +62,8 @@ fn run(script: &[(&str, &str)]) -> (i32, String, serde_json::Value, String) {
         &std::fs::read(dir.join("profile_export_ringperf.json")).unwrap_or_default(),
     )
     .unwrap_or(serde_json::Value::Null);
-    let csv = std::fs::read_to_string(dir.join("profile_export_ringperf.csv")).unwrap_or_default();
+    let csv = std::fs::read_to_string(dir.join("profile_export_ringperf.csv")).unwrap_or_default()
+        + &std::fs::read_to_string(dir.join("report.html")).unwrap_or_default();
     (out.status.code().unwrap_or(-1), console, doc, csv)
 }
 
@@ -190,7 +191,14 @@ fn a_lost_gpu_and_a_refused_driver_are_one_line_and_never_a_zero() {
         let t = &doc["gpu_telemetry"];
         assert!(t["unavailable"].is_string(), "{t}");
         assert!(t["totals"].is_null(), "{t}");
-        assert!(!csv.contains("GPU Energy"), "{csv}");
+        assert!(
+            !csv.contains("GPU Energy") && !csv.contains("GPU energy"),
+            "{csv}"
+        );
+        assert!(
+            csv.contains("GPU telemetry unavailable"),
+            "the report says why"
+        );
         assert!(!console.contains("GPU energy"), "{console}");
     }
 }
