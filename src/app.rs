@@ -142,14 +142,11 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
 /// Makes every secret on the command line (or in its environment) one that nothing ringperf
 /// prints or writes can show, before anything can.
 fn install_secrets(t: &crate::cli::TargetArgs) {
-    let mut secrets: Vec<String> = t.api_key.iter().cloned().collect();
-    secrets.extend(t.url.iter().flat_map(|u| crate::endpoint::url_secrets(u)));
-    for h in &t.headers {
-        if let Some((name, value)) = h.split_once(':') {
-            secrets.extend(crate::redact::header_secrets(name, value));
-        }
-    }
-    crate::redact::install(secrets);
+    crate::redact::install(crate::plan::target::secrets_of(
+        t.api_key.as_deref(),
+        t.url.as_deref(),
+        t.headers.iter().map(String::as_str),
+    ));
 }
 
 /// Writes `bytes` to stdout; a reader that stopped reading (`| head`) is no error.

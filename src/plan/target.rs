@@ -65,12 +65,23 @@ fn url_shown<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
 
 /// Every secret `s` holds: the API key, credential headers' values, the URL's password.
 pub fn secrets(s: &TargetSpec) -> Vec<String> {
-    let mut out = crate::endpoint::url_secrets(&s.url);
-    if let Some(k) = &s.api_key {
-        out.push(k.0.clone());
-    }
-    for h in &s.headers {
-        if let Some((name, value)) = h.0.split_once(':') {
+    secrets_of(
+        s.api_key.as_ref().map(|k| k.0.as_str()),
+        Some(&s.url),
+        s.headers.iter().map(|h| h.0.as_str()),
+    )
+}
+
+/// The secrets of an API key, a URL and `Name: value` headers (see [`crate::redact`]).
+pub fn secrets_of<'a>(
+    api_key: Option<&str>,
+    url: Option<&str>,
+    headers: impl Iterator<Item = &'a str>,
+) -> Vec<String> {
+    let mut out = url.map(crate::endpoint::url_secrets).unwrap_or_default();
+    out.extend(api_key.map(str::to_string));
+    for h in headers {
+        if let Some((name, value)) = h.split_once(':') {
             out.extend(crate::redact::header_secrets(name, value));
         }
     }
