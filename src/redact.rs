@@ -5,7 +5,8 @@
 //! the command line is read. [`scrub`] then replaces any part of any of them that is 8
 //! characters or longer (and a short one whole) with `<redacted>`, wherever it appears: a key
 //! a server echoes without its `sk-` prefix, or cut, or inside other text, is caught too. The
-//! console, the log lines and every artifact pass through it.
+//! console, the log lines and every artifact pass through it. A match of digits alone is left
+//! as it is: it is one of ringperf's own numbers, not a secret's echo.
 //!
 //! **Server text.** What a server says (an error message, an error page, the model name it
 //! answers as) is data: [`server_text`] makes it one line with every control character
@@ -28,7 +29,7 @@ pub const MIN_PART: usize = 8;
 const MIN_SECRET: usize = 4;
 
 /// The secrets given to this process.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Secrets {
     /// Every 8-byte window of every secret of 8 bytes or more, as a little-endian word.
     grams: HashSet<u64>,
@@ -118,6 +119,11 @@ impl Secrets {
                 }
             }
         }
+        // A match made of digits alone is a number of ringperf's own (a time stamp, a count)
+        // that happens to hold a run of a secret's digits: cutting it would change a figure
+        // and break the JSON around it. A secret's digits next to any other of its characters
+        // are still cut, so only a secret's run of 15 or more digits can keep its middle.
+        out.retain(|&(a, b)| !text[a..b].iter().all(|c| c.is_ascii_digit() || *c == b'.'));
         out
     }
 }
@@ -136,13 +142,7 @@ where
     S: AsRef<str>,
 {
     let mut guard = SECRETS.write().unwrap_or_else(|e| e.into_inner());
-    let mut next = Secrets::default();
-    if let Some(s) = guard.as_ref() {
-        next.grams.clone_from(&s.grams);
-        next.filter.clone_from(&s.filter);
-        next.short.clone_from(&s.short);
-        next.in_secret = s.in_secret;
-    }
+    let mut next = guard.as_deref().cloned().unwrap_or_default();
     for s in secrets {
         next.add(s.as_ref().trim().as_bytes());
     }
@@ -377,6 +377,17 @@ mod tests {
         // Seven characters of it are not enough to be told from chance.
         assert_eq!(scrub("0123456 and def"), "0123456 and def");
         assert_eq!(scrub_bytes(b"[23456789a]").as_ref(), b"[<redacted>]");
+    }
+
+    #[test]
+    fn numbers_that_hold_a_secrets_digits_are_left_whole() {
+        install(["tk-live-0123456789ab"]);
+        let line = r#"{"start_ns":1795001234567890,"error":"bad key tk-live-0123456789ab"}"#;
+        assert_eq!(
+            scrub(line),
+            r#"{"start_ns":1795001234567890,"error":"bad key <redacted>"}"#
+        );
+        assert_eq!(scrub("live-012345"), "<redacted>");
     }
 
     #[test]

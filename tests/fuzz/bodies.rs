@@ -252,13 +252,16 @@ pub fn openai_differential(data: &[u8]) {
     assert_eq!(shaped, general, "learned shape");
 }
 
-/// The secrets rule: once a secret is installed, no 8 bytes of it survive [`scrub_bytes`];
+/// The secrets rule: once a secret is installed, no 8 bytes of it survive [`scrub_bytes`] (but
+/// digits alone, which are left in numbers);
 /// the scrubbing writer gives the same bytes however the text is split into writes; a server's
 /// text comes out as one line without a control character.
 pub fn redact(data: &[u8]) {
     use ringperf::redact::{install, scrub_bytes, server_bytes, ScrubWriter};
     use std::io::Write;
-    const SECRETS: [&str; 2] = ["sk-fuzz-0123456789abcdef", "Zm9vOmJhcg=="];
+    // Unlike anything ringperf writes itself: the smoke test installs them in a process that runs
+    // every other integration test too.
+    const SECRETS: [&str; 2] = ["sk-fuzz-Qx7Zv9Wq-Plm3", "Zm9vOmJhcg=="];
     static GRAMS: std::sync::OnceLock<std::collections::HashSet<&[u8]>> =
         std::sync::OnceLock::new();
     let grams = GRAMS.get_or_init(|| {
