@@ -344,8 +344,9 @@ fn a_dead_server_at_high_concurrency_does_not_flood_the_records() {
         .unwrap()
         .lines()
         .count() as u64;
-    // At most 200 kept in each second the process lived (a busy host stretches the run).
-    let seconds = t.elapsed().as_secs() + 1;
+    // At most 200 kept in each clock second the run touched: the seconds the process lived
+    // (a busy host stretches the run), and a part second at each end.
+    let seconds = t.elapsed().as_secs() + 2;
     assert!(
         lines <= 200 * seconds,
         "{lines} failures kept one by one in {seconds} s"
