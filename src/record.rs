@@ -354,8 +354,9 @@ pub struct RecordLog {
     blocks: Vec<Vec<Record>>,
     /// Each record's gap count, then its gaps, in the records' order (see [`push_value`]).
     gaps: Vec<Vec<u32>>,
-    /// Failed requests of the current second kept one by one so far, and that second.
-    failed_in_second: (u64, u32),
+    /// Failed requests kept one by one so far, by the clock second they ended in (a record
+    /// can come a while after it ended: its place's back-off comes first).
+    failed_per_second: std::collections::BTreeMap<u64, u32>,
     /// Failed requests only counted, by phase and outcome (see [`FAILED_RECORDS_PER_SECOND`]).
     pub unrecorded: std::collections::BTreeMap<(Phase, Outcome), Unrecorded>,
 }
@@ -443,11 +444,14 @@ impl RecordLog {
     /// [`FAILED_RECORDS_PER_SECOND`]).
     fn keeps_failure(&mut self, t: u64) -> bool {
         let second = t / 1_000_000_000;
-        if self.failed_in_second.0 != second {
-            self.failed_in_second = (second, 0);
+        let n = self.failed_per_second.entry(second).or_insert(0);
+        *n += 1;
+        let kept = *n <= FAILED_RECORDS_PER_SECOND;
+        // Records come at most a few seconds after they end: older seconds are done with.
+        if self.failed_per_second.len() > 64 {
+            self.failed_per_second = self.failed_per_second.split_off(&second.saturating_sub(16));
         }
-        self.failed_in_second.1 += 1;
-        self.failed_in_second.1 <= FAILED_RECORDS_PER_SECOND
+        kept
     }
 
     /// Records kept.
@@ -507,6 +511,26 @@ pub const LATE_NS: u64 = 1_000_000;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failures_past_the_allowance_of_their_second_are_counted_not_kept() {
+        let mut log = RecordLog::default();
+        // 600 failures ending in two seconds, pushed out of order (as back-offs delay them).
+        for i in 0..600u64 {
+            let mut r = Record::new(i, 0, Phase::Profiling, 0, None);
+            r.outcome = Outcome::ConnectFailed;
+            r.error = Some("refused".into());
+            r.end_ns = (1 + i % 2) * 1_000_000_000 + i;
+            log.push(r);
+        }
+        let mut ok = Record::new(600, 0, Phase::Profiling, 0, None);
+        ok.end_ns = 1_000_000_000;
+        log.push(ok);
+        assert_eq!(log.len(), 2 * FAILED_RECORDS_PER_SECOND as usize + 1);
+        let u = &log.unrecorded[&(Phase::Profiling, Outcome::ConnectFailed)];
+        assert_eq!(u.count, 600 - 2 * u64::from(FAILED_RECORDS_PER_SECOND));
+        assert_eq!(u.error.as_deref(), Some("refused"));
+    }
 
     #[test]
     fn derived_metrics_follow_genai_perf() {

@@ -312,7 +312,6 @@ fn a_dead_server_at_high_concurrency_does_not_flood_the_records() {
     let port = support::closed_port();
     let dir = support::artifact_dir("hostile-dead");
     let url = format!("http://127.0.0.1:{port}");
-    let t = Instant::now();
     let (code, console, _) = run(
         &[
             "--url",
@@ -340,17 +339,18 @@ fn a_dead_server_at_high_concurrency_does_not_flood_the_records() {
         .iter()
         .map(|e| e["count"].as_u64().unwrap())
         .sum();
-    let lines = std::fs::read_to_string(dir.join("profile_export.jsonl"))
-        .unwrap()
-        .lines()
-        .count() as u64;
-    // At most 200 kept in each clock second the run touched: the seconds the process lived
-    // (a busy host stretches the run), and a part second at each end.
-    let seconds = t.elapsed().as_secs() + 2;
-    assert!(
-        lines <= 200 * seconds,
-        "{lines} failures kept one by one in {seconds} s"
-    );
+    // The stated rate, counted in the file itself: at most 200 failures kept in any clock
+    // second (one shard), whatever the host's load did to the run's length.
+    let mut per_second = std::collections::BTreeMap::new();
+    let text = std::fs::read_to_string(dir.join("profile_export.jsonl")).unwrap();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let end = v["metadata"]["end_ns"].as_u64().unwrap();
+        *per_second.entry(end / 1_000_000_000).or_insert(0u64) += 1;
+    }
+    let lines: u64 = per_second.values().sum();
+    let busiest = per_second.values().max().copied().unwrap_or(0);
+    assert!(busiest <= 200, "{busiest} failures kept in one second");
     assert!(failed > lines, "{failed} failed, {lines} kept");
     assert!(
         console.contains("counted but not written one by one"),
