@@ -217,10 +217,15 @@ pub fn scrub(text: &str) -> Cow<'_, str> {
 
 /// [`scrub`] over bytes that need not be text.
 pub fn scrub_bytes(bytes: &[u8]) -> Cow<'_, [u8]> {
-    let Some(s) = current() else {
-        return Cow::Borrowed(bytes);
-    };
-    let ranges = s.ranges(bytes);
+    match current() {
+        Some(s) => cut_out(&s, bytes),
+        None => Cow::Borrowed(bytes),
+    }
+}
+
+/// `bytes` with `secrets`' ranges in it replaced.
+fn cut_out<'a>(secrets: &Secrets, bytes: &'a [u8]) -> Cow<'a, [u8]> {
+    let ranges = secrets.ranges(bytes);
     if ranges.is_empty() {
         return Cow::Borrowed(bytes);
     }
@@ -235,14 +240,18 @@ pub fn scrub_bytes(bytes: &[u8]) -> Cow<'_, [u8]> {
     Cow::Owned(out)
 }
 
-/// A writer that scrubs what goes through it. It holds back what follows the last byte that no
-/// secret contains (a secret is never split between two writes) until more comes or it is
-/// flushed; without secrets it passes everything straight on.
+/// A writer that scrubs what goes through it, with the secrets installed when it was made. It
+/// gathers what it is given and scrubs it in batches, each cut after a byte that no secret
+/// contains (so a secret is never split between two batches); without secrets it passes
+/// everything straight on.
 pub struct ScrubWriter<W: std::io::Write> {
     inner: W,
     secrets: Option<Arc<Secrets>>,
     held: Vec<u8>,
 }
+
+/// What is gathered before a batch is scrubbed.
+const BATCH: usize = 64 << 10;
 
 /// Held back at most: past this, text with no byte outside every secret is scrubbed as it is.
 const HELD_CAP: usize = 1 << 20;
@@ -257,9 +266,11 @@ impl<W: std::io::Write> ScrubWriter<W> {
         }
     }
 
+    /// Scrubs and writes the first `upto` bytes held.
     fn emit(&mut self, upto: usize) -> std::io::Result<()> {
-        let out = scrub_bytes(&self.held[..upto]);
-        self.inner.write_all(&out)?;
+        if let Some(s) = &self.secrets {
+            self.inner.write_all(&cut_out(s, &self.held[..upto]))?;
+        }
         self.held.drain(..upto);
         Ok(())
     }
@@ -273,10 +284,13 @@ impl<W: std::io::Write> ScrubWriter<W> {
 
 impl<W: std::io::Write> std::io::Write for ScrubWriter<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let Some(s) = self.secrets.clone() else {
+        let Some(s) = &self.secrets else {
             return self.inner.write(buf);
         };
         self.held.extend_from_slice(buf);
+        if self.held.len() < BATCH {
+            return Ok(buf.len());
+        }
         let cut = self
             .held
             .iter()
@@ -408,6 +422,23 @@ mod tests {
             let out = String::from_utf8(w.into_inner().unwrap()).unwrap();
             assert!(!out.contains("secret"), "split {split}: {out}");
             assert_eq!(out.matches(REDACTED).count(), 3, "split {split}");
+        }
+    }
+
+    #[test]
+    fn batches_never_split_a_secret() {
+        install(["Zq9Zq9Zq9-secret-Zq9"]);
+        let text = b"{\"error\": \"Zq9Zq9Zq9-secret-Zq9\"}\n".repeat(5000);
+        for split in [1, BATCH - 7, BATCH + 3, text.len() - 5] {
+            let mut w = ScrubWriter::new(Vec::new());
+            for piece in [&text[..split], &text[split..]] {
+                for chunk in piece.chunks(1000) {
+                    w.write_all(chunk).unwrap();
+                }
+            }
+            let out = String::from_utf8(w.into_inner().unwrap()).unwrap();
+            assert!(!out.contains("secret"), "split {split}");
+            assert_eq!(out.matches(REDACTED).count(), 5000, "split {split}");
         }
     }
 
