@@ -262,10 +262,7 @@ fn start_sim(flags: &str, spec: &mut Spec) -> Result<(crate::sim::SimHandle, Vec
 }
 
 fn preparing(w: &crate::plan::WorkloadSpec) -> String {
-    let n = w
-        .num_dataset_entries
-        .min(w.sends_at_most.unwrap_or(u64::MAX))
-        .max(1);
+    let n = w.prepared_entries();
     match (&w.input_file, w.session_turns_mean) {
         (Some(f), _) => format!("the requests of {}", f.display()),
         (None, Some(t)) => format!(

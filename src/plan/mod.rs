@@ -123,10 +123,14 @@ impl Plan {
     /// the target's, the workload's, the load's, and what they plan together (requests, with
     /// every session's turns counted; bytes). Returns the spec as it will be prepared.
     pub fn check(spec: &Spec) -> Result<Spec, PlanError> {
-        Plan::checked(spec, true)
+        Plan::checked(spec, true).map(|c| c.0)
     }
 
-    fn checked(spec: &Spec, with_load: bool) -> Result<Spec, PlanError> {
+    /// [`Plan::check`], with the target it built and the workload's budget.
+    fn checked(
+        spec: &Spec,
+        with_load: bool,
+    ) -> Result<(Spec, Target, workload::Budget), PlanError> {
         if spec.engine.shards == Some(0) {
             return Err(PlanError::Flag("--shards must be at least 1".into()));
         }
@@ -145,7 +149,7 @@ impl Plan {
         if spec.workload.input_file.is_none() && spec.workload.sends_at_most.is_none() {
             spec.workload.sends_at_most = load::request_bound(&spec.load);
         }
-        let budget = spec.workload.budget(target.head.path.len() as u64)?;
+        let budget = spec.workload.budget(&target.head)?;
         if spec.workload.session_turns_mean.is_some() {
             if let Some(sessions) = load::request_bound(&spec.load) {
                 let requests = sessions as f64 * budget.turns;
@@ -160,15 +164,14 @@ impl Plan {
                 }
             }
         }
-        Ok(spec)
+        Ok((spec, target, budget))
     }
 
     /// Validates the spec and prepares every part.
     pub fn build(spec: Spec) -> Result<Plan, PlanError> {
         // The load is built below: its checks need not run twice.
-        let spec = Plan::checked(&spec, false)?;
-        let target = Target::build(&spec.target)?;
-        let mut workload = Workload::build(&spec.workload, &target)?;
+        let (spec, target, budget) = Plan::checked(&spec, false)?;
+        let mut workload = Workload::prepare(&spec.workload, &target, budget)?;
         let load = Load::build(&spec.load, spec.workload.random_seed, workload.trace.take())?;
         // Sessions start at a rate (each then runs its turns), or in a closed loop; a trace's
         // lines are single requests.

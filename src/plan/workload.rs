@@ -139,14 +139,25 @@ pub struct Budget {
 }
 
 impl WorkloadSpec {
-    /// The entries (or sessions) to prepare and what they cost, refused past
-    /// [`MAX_PLAN_BYTES`]; for a file, what its lines will hold is known only once read (they
-    /// are capped as they are).
-    pub fn budget(&self, head_bytes: u64) -> Result<Budget, PlanError> {
-        let entries = self
-            .num_dataset_entries
+    /// Synthetic entries (or sessions) to prepare: no more than the run can send.
+    pub fn prepared_entries(&self) -> u64 {
+        self.num_dataset_entries
             .min(self.sends_at_most.unwrap_or(u64::MAX))
-            .max(1);
+            .max(1)
+    }
+
+    /// The entries (or sessions) to prepare with requests of `head` and what they cost,
+    /// refused past [`MAX_PLAN_BYTES`]; for a file, what its lines will hold is known only
+    /// once read (they are capped as they are).
+    pub fn budget(&self, head: &crate::http::request::Target) -> Result<Budget, PlanError> {
+        let entries = self.prepared_entries();
+        let head_bytes = (head.path.len()
+            + head.host.len()
+            + head
+                .headers
+                .iter()
+                .map(|(n, v)| n.len() + v.len() + 4)
+                .sum::<usize>()) as u64;
         let turns = self
             .session_turns_mean
             .unwrap_or(1.0)
@@ -191,16 +202,7 @@ impl Workload {
     /// Loads the tokenizer and prepares every request for `target`.
     pub fn build(s: &WorkloadSpec, target: &Target) -> Result<Workload, PlanError> {
         Self::check(s)?;
-        let head = &target.head;
-        let head_bytes = head.path.len()
-            + head.host.len()
-            + head
-                .headers
-                .iter()
-                .map(|(n, v)| n.len() + v.len() + 4)
-                .sum::<usize>();
-        let budget = s.budget(head_bytes as u64)?;
-        Self::prepare(s, target, budget)
+        Self::prepare(s, target, s.budget(&target.head)?)
     }
 
     /// Refuses what the flags ask for that cannot be, before anything is made.
@@ -225,12 +227,8 @@ impl Workload {
             ));
         }
         let prefixes = s.num_prefix_prompts.unwrap_or(0) as u64;
-        // What will be prepared: no more prompts than the run can send.
-        let entries = s
-            .num_dataset_entries
-            .min(s.sends_at_most.unwrap_or(u64::MAX));
-        let planned =
-            u64::from(s.isl_mean) * entries + prefixes * u64::from(s.prefix_prompt_length);
+        let planned = u64::from(s.isl_mean) * s.prepared_entries()
+            + prefixes * u64::from(s.prefix_prompt_length);
         if let Some((ri, ro)) = s.range_ratio {
             for r in [ri, ro] {
                 if !(0.0..1.0).contains(&r) {
@@ -292,7 +290,13 @@ impl Workload {
         Ok(())
     }
 
-    fn prepare(s: &WorkloadSpec, target: &Target, budget: Budget) -> Result<Workload, PlanError> {
+    /// Prepares `budget`'s requests for `target` ([`Workload::check`] and the budget come
+    /// first).
+    pub(super) fn prepare(
+        s: &WorkloadSpec,
+        target: &Target,
+        budget: Budget,
+    ) -> Result<Workload, PlanError> {
         let revision = s.tokenizer_revision.as_deref();
         let tokenizer = Arc::new(match (&s.tokenizer, &s.tokenizer_of) {
             (None, Some(model)) => Tokenizer::of_model(model, revision),
