@@ -6,8 +6,7 @@ use crate::support::{self, fake_server, signal, wait_for_line};
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 fn ringperf() -> Command {
@@ -369,11 +368,12 @@ fn a_stopped_run_writes_its_artifacts_and_exits_with_the_signal() {
         ("TERM", 143, "SIGTERM"),
         ("HUP", 129, "SIGHUP"),
     ] {
-        let first = Arc::new(AtomicBool::new(false));
-        let seen = first.clone();
+        // The server says when the first request came (readiness), and answers each after
+        // 20 ms, as a slow model would.
+        let (came, first) = std::sync::mpsc::channel();
         let ok = ok.clone();
         let server = fake_server(move |_, _| {
-            seen.store(true, Ordering::Relaxed);
+            let _ = came.send(());
             std::thread::sleep(Duration::from_millis(20));
             (ok.clone(), false)
         });
@@ -387,11 +387,9 @@ fn a_stopped_run_writes_its_artifacts_and_exits_with_the_signal() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let t = Instant::now();
-        while !first.load(Ordering::Relaxed) {
-            assert!(t.elapsed() < Duration::from_secs(30), "no request came");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        first
+            .recv_timeout(Duration::from_secs(30))
+            .expect("no request came");
         signal(&child, sig);
         let out = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
