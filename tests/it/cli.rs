@@ -1,17 +1,11 @@
 //! The binary as a user runs it: bad input gets one clear line and exit code 2; Ctrl-C writes
 //! what was measured; `ringperf sim` serves on the port it prints.
 
-use crate::support::{self, signal, wait_for_line};
+use crate::support::{self, ringperf, signal, wait_for_line};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn ringperf() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_ringperf"));
-    c.env_remove("OPENAI_API_KEY");
-    c
-}
 
 /// Runs `ringperf profile ARGS` and returns (exit code, stderr).
 fn fails(args: &[&str]) -> (i32, String) {

@@ -2,18 +2,12 @@
 //! line a server can forge, memory and disk bounded, a stopped run's exit code says so, and
 //! every bad flag is one clear line before anything is prepared.
 
-use crate::support::{self, fake_server, signal, wait_for_line};
+use crate::support::{self, fake_server, ringperf, signal, wait_for_line};
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
-fn ringperf() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_ringperf"));
-    c.env_remove("OPENAI_API_KEY").env("HF_HUB_OFFLINE", "1");
-    c
-}
 
 /// Runs `ringperf profile ARGS --artifact-dir DIR`: (exit code, stdout and stderr, and every
 /// artifact's text).

@@ -32,7 +32,7 @@ fn standin() -> &'static PathBuf {
 /// exit code, console, the JSON, the CSV and the HTML report together.
 fn run(script: &[(&str, &str)]) -> (i32, String, serde_json::Value, String) {
     let dir = support::artifact_dir("nvml");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringperf"));
+    let mut cmd = support::ringperf();
     cmd.env(ringperf::gpu::LIBRARY_ENV, standin())
         .args([
             "profile",

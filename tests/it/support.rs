@@ -254,3 +254,11 @@ pub fn closed_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// The `ringperf` binary, with no API key from this environment and the Hugging Face hub kept
+/// offline (tests reach loopback only).
+pub fn ringperf() -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_ringperf"));
+    c.env_remove("OPENAI_API_KEY").env("HF_HUB_OFFLINE", "1");
+    c
+}
