@@ -375,10 +375,6 @@ pub struct Unrecorded {
     pub count: u64,
     /// The first one's error.
     pub error: Option<String>,
-    /// When the first and the last of them ended (`CLOCK_MONOTONIC` ns).
-    pub first_ns: u64,
-    /// See `first_ns`.
-    pub last_ns: u64,
 }
 
 /// Appends `items` to `blocks`, opening a block of `cap` whenever the last one is full.
@@ -424,11 +420,8 @@ impl RecordLog {
                 .or_insert_with(|| Unrecorded {
                     count: 0,
                     error: rec.error.take(),
-                    first_ns: rec.end_ns,
-                    last_ns: rec.end_ns,
                 });
             u.count += 1;
-            u.last_ns = u.last_ns.max(rec.end_ns);
             gaps.clear();
             return gaps;
         }

@@ -280,8 +280,6 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
                     ..u.clone()
                 });
             all.count += u.count;
-            all.first_ns = all.first_ns.min(u.first_ns);
-            all.last_ns = all.last_ns.max(u.last_ns);
         }
     }
     for s in &mut out.shards {
