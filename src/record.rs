@@ -56,6 +56,9 @@ pub enum Outcome {
     NoContent,
     /// Cut short by Ctrl-C or by the end of the grace period.
     Cancelled,
+    /// Closed by the client on purpose, `--request-cancellation-delay` after it was sent
+    /// (`--request-cancellation-rate`): counted apart, neither an error nor a success.
+    RequestCancelled,
 }
 
 impl Outcome {
@@ -78,6 +81,7 @@ impl Outcome {
             Outcome::BodyTooLarge => "body_too_large".into(),
             Outcome::NoContent => "no_content".into(),
             Outcome::Cancelled => "cancelled".into(),
+            Outcome::RequestCancelled => "request_cancelled".into(),
         }
     }
 
@@ -86,6 +90,8 @@ impl Outcome {
         match self {
             Outcome::Ok => 200,
             Outcome::HttpStatus(s) => *s,
+            // "Client Closed Request", as AIPerf records its cancellations.
+            Outcome::RequestCancelled => 499,
             _ => 0,
         }
     }
@@ -185,6 +191,15 @@ pub struct Record {
     /// to this read's, as the first token arrived after the read before emptied the socket
     /// (ns; at least 1). 0 when it was read alone.
     pub first_token_shared_ns: u64,
+    /// How long the request waited for a place under `--prefill-concurrency` before it was
+    /// sent (ns; 0 without the cap): a wait of the client, not part of its TTFT.
+    pub prefill_wait_ns: u64,
+    /// Chosen by `--request-cancellation-rate`: the client closes it after the delay if it
+    /// has not ended by then.
+    pub to_cancel: bool,
+    /// Holds a place under `--prefill-concurrency` until its first token.
+    #[serde(skip)]
+    pub holds_prefill: bool,
     /// Response text kept for re-tokenizing when the server sent no usage; emptied after.
     #[serde(skip)]
     pub text: String,
@@ -228,6 +243,9 @@ impl Record {
             sim_first_sent_ns: None,
             client_starved: false,
             first_token_shared_ns: 0,
+            prefill_wait_ns: 0,
+            to_cancel: false,
+            holds_prefill: false,
             text: String::new(),
             keep_text: false,
         }
@@ -299,9 +317,13 @@ impl Record {
         Some(end.saturating_sub(self.intended_ns?))
     }
 
-    /// How late the request was sent: start − when the client meant to send it.
+    /// How late the client sent the request: start − when it meant to send it, less the
+    /// wait for a place under `--prefill-concurrency` (a wait that was asked for).
     pub fn dispatch_delay(&self) -> Option<u64> {
-        Some(self.start_ns.saturating_sub(self.due_ns?))
+        Some(
+            self.start_ns
+                .saturating_sub(self.due_ns?.saturating_add(self.prefill_wait_ns)),
+        )
     }
 
     /// The first content event came in one read with a later one (see
@@ -413,7 +435,9 @@ impl RecordLog {
     /// Keeps `rec`, and gives back its gap array emptied, for the next request to fill.
     pub fn push(&mut self, mut rec: Record) -> Vec<u64> {
         let mut gaps = std::mem::take(&mut rec.chunk_gaps_ns);
-        if rec.outcome != Outcome::Ok && !self.keeps_failure(rec.end_ns) {
+        // Requests closed on purpose are as many as the load makes: kept like successes.
+        let failure = !matches!(rec.outcome, Outcome::Ok | Outcome::RequestCancelled);
+        if failure && !self.keeps_failure(rec.end_ns) {
             let u = self
                 .unrecorded
                 .entry((rec.phase, rec.outcome))

@@ -418,6 +418,24 @@ pub struct LoadArgs {
     /// Times inside a run stay on each node's monotonic clock.
     #[arg(long, value_parser = crate::plan::nodes::parse_start_at, value_name = "TIME")]
     pub start_at: Option<u64>,
+    /// Close this share of requests (percent, drawn per request from --random-seed) from the
+    /// client side, --request-cancellation-delay after each starts, as users who give up do.
+    /// Cancelled requests are counted apart (`request_cancelled`): neither errors nor in the
+    /// metrics.
+    #[arg(long, value_name = "PERCENT")]
+    pub request_cancellation_rate: Option<f64>,
+    /// How long after its start a request chosen by --request-cancellation-rate is closed
+    /// (seconds, or with a unit; 0: before it is sent) [default: 0].
+    #[arg(long, value_parser = parse_duration_ns, value_name = "DURATION")]
+    pub request_cancellation_delay: Option<u64>,
+    /// At most N requests between their send and their first token (streaming only), across
+    /// shards: the others wait for a place before they are sent, and that wait is the client's
+    /// (`prefill_wait` in the report), not part of their TTFT.
+    #[arg(long, value_name = "N")]
+    pub prefill_concurrency: Option<u64>,
+    /// Raise --prefill-concurrency linearly from 1 over this long.
+    #[arg(long, value_parser = parse_duration_ns, value_name = "DURATION")]
+    pub prefill_concurrency_ramp_duration: Option<u64>,
 }
 
 /// The values of a load flag: one, or a sweep's points.
@@ -656,6 +674,11 @@ pub struct OutputArgs {
     /// With --fail-on: a run the client may have limited does not fail for that alone.
     #[arg(long)]
     pub allow_client_limited: bool,
+    /// Also write every metric per time slice of this length (seconds, or with a unit), from
+    /// the first measured send: profile_export_ringperf_timeslices.json and .csv (AIPerf's
+    /// layouts), and a chart in report.html.
+    #[arg(long, value_parser = parse_duration_ns, value_name = "DURATION")]
+    pub slice_duration: Option<u64>,
 }
 
 /// How shards are placed, shown under `ringperf profile --help`.
@@ -960,6 +983,32 @@ impl ProfileArgs {
                 warmup_request_count: l.warmup_request_count,
                 nodes,
                 start_at_unix_ns: l.start_at,
+                cancellation: match (l.request_cancellation_rate, l.request_cancellation_delay) {
+                    (Some(percent), delay) => Some(crate::plan::load::Cancellation {
+                        percent,
+                        delay_ns: delay.unwrap_or(0),
+                    }),
+                    (None, Some(_)) => {
+                        return Err(PlanError::Flag(
+                            "--request-cancellation-delay needs --request-cancellation-rate"
+                                .into(),
+                        ))
+                    }
+                    (None, None) => None,
+                },
+                prefill: match (l.prefill_concurrency, l.prefill_concurrency_ramp_duration) {
+                    (Some(cap), ramp) => Some(crate::plan::load::Prefill {
+                        cap,
+                        ramp_ns: ramp.unwrap_or(0),
+                    }),
+                    (None, Some(_)) => {
+                        return Err(PlanError::Flag(
+                            "--prefill-concurrency-ramp-duration needs --prefill-concurrency"
+                                .into(),
+                        ))
+                    }
+                    (None, None) => None,
+                },
             },
             workload: WorkloadSpec {
                 tokenizer: w.tokenizer.clone(),
@@ -995,6 +1044,7 @@ impl ProfileArgs {
                 progress: !o.no_progress,
                 gates: o.fail_on.clone(),
                 allow_client_limited: o.allow_client_limited,
+                slice_ns: o.slice_duration,
             },
             engine: EngineSpec {
                 shards: e.shards,

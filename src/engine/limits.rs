@@ -43,6 +43,23 @@ pub(super) struct Limits {
     pub dispatch_deadline: Option<u64>,
     /// Cut what is in flight at this time.
     pub hard_deadline: Option<u64>,
+    /// `--prefill-concurrency`: this shard's part of the cap on requests waiting for their
+    /// first token.
+    pub prefill: Option<PrefillCap>,
+}
+
+/// A shard's part of the cap on requests between their send and their first token, ramped
+/// from 1 (across shards) to the whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct PrefillCap {
+    /// The cap across shards.
+    pub total: u64,
+    /// This shard, of `shards`.
+    pub index: usize,
+    pub shards: usize,
+    /// The ramp's start and length (ns; length 0: none).
+    pub start_ns: u64,
+    pub ramp_ns: u64,
 }
 
 /// What the watcher must do now.
@@ -63,6 +80,7 @@ impl Limits {
             stairs: None,
             dispatch_deadline: None,
             hard_deadline: None,
+            prefill: None,
         }
     }
 
@@ -80,6 +98,7 @@ impl Limits {
             stairs: None,
             dispatch_deadline: dispatch,
             hard_deadline: dispatch.map(|d| d + load.grace_ns),
+            prefill: None,
         }
     }
 
@@ -94,6 +113,7 @@ impl Limits {
             hard_deadline: load
                 .duration_ns
                 .map(|d| t0 + d + load.ramp_ns + load.grace_ns),
+            prefill: None,
         }
     }
 
@@ -113,6 +133,40 @@ impl Limits {
             });
         }
         self
+    }
+
+    /// With `--prefill-concurrency`: shard `index` of `n`'s part of the cap, its ramp (when
+    /// `ramp`) starting at `t0`.
+    pub(super) fn with_prefill(mut self, load: &Load, index: usize, n: usize, t0: u64, ramp: bool) -> Limits {
+        self.prefill = load.prefill.map(|p| PrefillCap {
+            total: p.cap,
+            index,
+            shards: n,
+            start_ns: t0,
+            ramp_ns: if ramp { p.ramp_ns } else { 0 },
+        });
+        self
+    }
+
+    /// The most requests this shard may have between send and first token at `now`
+    /// (`usize::MAX`: no cap).
+    pub(super) fn prefill_cap_at(&self, now: u64) -> usize {
+        let Some(p) = &self.prefill else {
+            return usize::MAX;
+        };
+        let total = if now < p.start_ns + p.ramp_ns && p.total > 1 {
+            let f = now.saturating_sub(p.start_ns) as f64 / p.ramp_ns as f64;
+            1 + ((p.total - 1) as f64 * f) as u64
+        } else {
+            p.total
+        };
+        super::schedule::share(total, p.shards, p.index) as usize
+    }
+
+    /// True while the prefill cap still grows.
+    pub(super) fn prefill_ramping(&self, now: u64) -> bool {
+        self.prefill
+            .is_some_and(|p| now < p.start_ns + p.ramp_ns)
     }
 
     /// The cap at time `now`.
@@ -237,6 +291,8 @@ mod tests {
                 warmup_request_count: 0,
                 nodes: Default::default(),
                 start_at_unix_ns: None,
+                cancellation: None,
+                prefill: None,
             },
             0,
             None,
@@ -349,5 +405,28 @@ mod tests {
         let o = Limits::open_loop(&load(Some(10), 0, 30), usize::MAX, S);
         assert_eq!((o.dispatch_deadline, o.hard_deadline), (None, Some(41 * S)));
         assert_eq!(Limits::capped(3).cap_at(0), 3);
+    }
+
+    #[test]
+    fn the_prefill_cap_ramps_from_one_and_splits_across_shards() {
+        let mut l = load(Some(10), 0, 2);
+        assert_eq!(Limits::capped(4).prefill_cap_at(0), usize::MAX, "no cap asked");
+        l.prefill = Some(crate::plan::load::Prefill {
+            cap: 9,
+            ramp_ns: 4 * S,
+        });
+        let t0 = 5 * S;
+        let at = |i: usize, ramp: bool, t: u64| {
+            Limits::capped(9)
+                .with_prefill(&l, i, 2, t0, ramp)
+                .prefill_cap_at(t)
+        };
+        // Across the two shards, 1 at the start, 5 half way, 9 at the end and after.
+        assert_eq!((at(0, true, t0), at(1, true, t0)), (1, 0));
+        assert_eq!((at(0, true, t0 + 2 * S), at(1, true, t0 + 2 * S)), (3, 2));
+        assert_eq!((at(0, true, t0 + 4 * S), at(1, true, t0 + 4 * S)), (5, 4));
+        assert_eq!(at(0, false, t0), 5, "without the ramp (warm-up): the whole cap at once");
+        let ramped = Limits::capped(9).with_prefill(&l, 0, 2, t0, true);
+        assert!(ramped.prefill_ramping(t0 + S) && !ramped.prefill_ramping(t0 + 4 * S));
     }
 }

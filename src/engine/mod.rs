@@ -141,6 +141,7 @@ pub fn place(plan: &Plan, reserved: &[usize]) -> Result<Placement, placement::Er
         no_pin: e.no_pin,
         streams: plan.load.streams,
         reserved: reserved.to_vec(),
+        most: plan.load.prefill.map(|p| p.cap.min(usize::MAX as u64) as usize),
     };
     let mut host = HostView {
         allowed: crate::cpus::usable_cpus(),
@@ -529,15 +530,16 @@ fn shard_thread(
                 let t0 = *start.get_or_init(|| now_ns() + 20_000_000);
                 let (cpu0, wait0) = (thread_cpu_ns(), own_schedstat());
                 let mut s = open_loop(&p2, offsets, index, n, t0);
-                shard
-                    .run_phase(&mut s, limits::Limits::open_loop(l, conc, t0))
-                    .await;
+                let limits = limits::Limits::open_loop(l, conc, t0).with_prefill(l, index, n, t0, true);
+                shard.run_phase(&mut s, limits).await;
                 (t0, cpu0, wait0)
             }
             None => {
                 let (warm, mut s) = closed_loop(&p2, index, n);
                 if let Some(mut w) = warm {
-                    shard.run_phase(&mut w, limits::Limits::capped(conc)).await;
+                    let limits =
+                        limits::Limits::capped(conc).with_prefill(l, index, n, now_ns(), false);
+                    shard.run_phase(&mut w, limits).await;
                     gate.pass()?;
                 }
                 let t0 = now_ns();
@@ -545,7 +547,9 @@ fn shard_thread(
                 shard
                     .run_phase(
                         &mut s,
-                        limits::Limits::closed_loop(l, conc, t0).with_stairs(l, index, n),
+                        limits::Limits::closed_loop(l, conc, t0)
+                            .with_stairs(l, index, n)
+                            .with_prefill(l, index, n, t0, true),
                     )
                     .await;
                 (t0, cpu0, wait0)

@@ -105,6 +105,9 @@ pub struct Ask {
     pub streams: u64,
     /// CPUs given to the in-process simulator.
     pub reserved: Vec<usize>,
+    /// No more shards than this, whatever the work (`--prefill-concurrency` gives each shard
+    /// at least one of its places).
+    pub most: Option<usize>,
 }
 
 /// How the placement was chosen.
@@ -196,7 +199,8 @@ pub fn place(ask: &Ask, host: &HostView) -> Result<Placement, Error> {
         Some(n) => n,
         None => (by_work.min(room as u64) as usize).max(1),
     }
-    .min(ask.streams.max(1).min(usize::MAX as u64) as usize);
+    .min(ask.streams.max(1).min(usize::MAX as u64) as usize)
+    .min(ask.most.unwrap_or(usize::MAX).max(1));
     let (mode, shards, reason) = if ask.no_pin {
         (
             Mode::Unpinned,

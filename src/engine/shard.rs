@@ -90,6 +90,10 @@ pub(crate) struct Shard {
     waker: RefCell<Option<Waker>>,
     stop_dispatch: Cell<bool>,
     cancelled: Cell<bool>,
+    /// Requests between their send and their first token (`--prefill-concurrency`).
+    prefilling: Cell<usize>,
+    /// Requests waiting for a place under the prefill cap, oldest first.
+    prefill_line: RefCell<VecDeque<Rc<PrefillTurn>>>,
     /// Connections that failed to open in a row (any success resets it): the backoff.
     connect_failures: Cell<u32>,
     limits: Cell<Option<Limits>>,
@@ -157,6 +161,8 @@ impl Shard {
             waker: RefCell::new(None),
             stop_dispatch: Cell::new(false),
             cancelled: Cell::new(false),
+            prefilling: Cell::new(0),
+            prefill_line: RefCell::default(),
             connect_failures: Cell::new(0),
             limits: Cell::new(None),
             finished: Cell::new(false),
@@ -203,6 +209,58 @@ impl Shard {
         self.cancelled.set(true);
         self.fds.borrow().shutdown_all();
         self.wake();
+        self.grant_prefill();
+    }
+
+    /// Waits for a place under `--prefill-concurrency`, in line behind the requests that
+    /// waited first. Returns how long it waited (ns), or `None` when sending has stopped
+    /// meanwhile (the request is then not sent).
+    async fn prefill_place(&self, rec: &mut Record) -> Option<u64> {
+        let Some(limits) = self.limits.get().filter(|l| l.prefill.is_some()) else {
+            return Some(0);
+        };
+        let t = now_ns();
+        if self.prefill_line.borrow().is_empty() && self.prefilling.get() < limits.prefill_cap_at(t)
+        {
+            self.prefilling.set(self.prefilling.get() + 1);
+            rec.holds_prefill = true;
+            return Some(0);
+        }
+        let turn = Rc::new(PrefillTurn::default());
+        self.prefill_line.borrow_mut().push_back(turn.clone());
+        Granted(&turn).await;
+        rec.holds_prefill = true;
+        if self.stop_dispatch.get() {
+            self.prefill_done(rec);
+            return None;
+        }
+        Some(now_ns() - t)
+    }
+
+    /// Gives back `rec`'s place under the prefill cap (its first token came, or it ended).
+    fn prefill_done(&self, rec: &mut Record) {
+        if std::mem::take(&mut rec.holds_prefill) {
+            self.prefilling.set(self.prefilling.get() - 1);
+            self.grant_prefill();
+        }
+    }
+
+    /// Hands free places under the prefill cap to the requests in line, oldest first; every
+    /// one of them once sending has stopped (they then give it back unsent).
+    fn grant_prefill(&self) {
+        let cap = self
+            .limits
+            .get()
+            .map_or(usize::MAX, |l| l.prefill_cap_at(now_ns()));
+        let mut line = self.prefill_line.borrow_mut();
+        while self.prefilling.get() < cap || self.stop_dispatch.get() {
+            let Some(turn) = line.pop_front() else { break };
+            self.prefilling.set(self.prefilling.get() + 1);
+            turn.granted.set(true);
+            if let Some(w) = turn.waker.take() {
+                w.wake();
+            }
+        }
     }
 
     /// Runs one phase: dispatches the schedule's tickets within `limits`, and returns when
@@ -354,6 +412,28 @@ impl Shard {
     }
 }
 
+/// A request's place in line for the prefill cap.
+#[derive(Default)]
+struct PrefillTurn {
+    granted: Cell<bool>,
+    waker: Cell<Option<Waker>>,
+}
+
+/// Waits until a [`PrefillTurn`] is granted (the place is then the request's).
+struct Granted<'a>(&'a PrefillTurn);
+
+impl Future for Granted<'_> {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0.granted.get() {
+            Poll::Ready(())
+        } else {
+            self.0.waker.set(Some(cx.waker().clone()));
+            Poll::Pending
+        }
+    }
+}
+
 /// Waits until `ready(shard)` holds; re-checked whenever the shard wakes its dispatcher.
 struct WaitFor<'a, F> {
     shard: &'a Shard,
@@ -397,6 +477,11 @@ async fn watch(shard: std::rc::Weak<Shard>) {
         if (due.stop_dispatch || finish) && !shard.stop_dispatch.get() {
             shard.stop_dispatch.set(true);
             shard.wake();
+            shard.grant_prefill();
+        }
+        if shard.limits.get().is_some_and(|l| l.prefill_ramping(now_ns())) {
+            // The prefill cap grows with time: let waiting requests take the new places.
+            shard.grant_prefill();
         }
         if shard.ramping.get() {
             // The concurrency cap grows with time: let the dispatcher look again.
@@ -428,10 +513,13 @@ async fn request(
     rec.intended_ns = ticket.intended_ns;
     rec.due_ns = due;
     rec.requested_osl = entry.requested_osl;
-    exchange_once(&shard, &entry.template, &mut rec).await;
-    let end = rec.end_ns;
-    shard.record(rec);
-    shard.release(end);
+    if exchange_once(&shard, &entry.template, &mut rec).await {
+        let end = rec.end_ns;
+        shard.record(rec);
+        shard.release(end);
+    } else {
+        shard.release(now_ns());
+    }
 }
 
 /// A multi-turn session: each turn sends the whole history, the real answers included, and
@@ -471,7 +559,10 @@ async fn session(shard: Rc<Shard>, ticket: Ticket, mut due: Option<u64>) {
         rec.session = Some((ticket.id, k as u32));
         rec.keep_text = true;
         rec.due_ns = due;
-        exchange_once(&shard, &template, &mut rec).await;
+        if !exchange_once(&shard, &template, &mut rec).await {
+            end = now_ns();
+            break;
+        }
         end = rec.end_ns;
         due = Some(end + s.turns.get(k + 1).map_or(0, |t| t.delay_ns));
         let ok = rec.outcome == Outcome::Ok;
@@ -493,9 +584,30 @@ async fn session(shard: Rc<Shard>, ticket: Ticket, mut due: Option<u64>) {
     shard.release(end);
 }
 
-/// Sends `template` as request `rec` on a pooled connection, within the request timeout.
-async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record) {
+/// Sends `template` as request `rec` on a pooled connection, within the request timeout (and,
+/// for a request chosen for cancellation, closes it after the cancellation delay). Returns
+/// false when it was not sent because sending stopped while it waited for a prefill place.
+async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record) -> bool {
     let plan = &shard.plan;
+    let Some(wait) = shard.prefill_place(rec).await else {
+        return false;
+    };
+    rec.prefill_wait_ns = wait;
+    let cancel_after = plan
+        .load
+        .cancellation
+        .filter(|(c, seed)| c.chooses(*seed, rec.id))
+        .map(|(c, _)| c.delay_ns);
+    rec.to_cancel = cancel_after.is_some();
+    if cancel_after == Some(0) {
+        // Closed before it could be sent (AIPerf's delay 0).
+        rec.start_ns = now_ns();
+        rec.end_ns = rec.start_ns;
+        rec.outcome = Outcome::RequestCancelled;
+        rec.error = Some("closed by the client before it was sent (cancellation delay 0)".into());
+        shard.prefill_done(rec);
+        return true;
+    }
     let mut slot = shard.pool.borrow_mut().pop().unwrap_or_default();
     // A finished request's array, grown if need be to the tokens asked for, instead of an
     // allocation per request and repeated growth while tokens stream in.
@@ -503,20 +615,32 @@ async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record)
     rec.chunk_gaps_ns
         .reserve_exact(rec.requested_osl.map_or(0, |n| n as usize));
     let timeout = plan.target.request_timeout_ns;
-    let deadline = now_ns().saturating_add(timeout);
-    let fd_slot = shard.fds.borrow_mut().insert(deadline);
-    drive(shard, &mut slot, template, rec, fd_slot, deadline).await;
+    let t = now_ns();
+    let deadline = t.saturating_add(timeout);
+    let cancel_at = cancel_after.map_or(u64::MAX, |d| t.saturating_add(d));
+    let cut_at = deadline.min(cancel_at);
+    let fd_slot = shard.fds.borrow_mut().insert(cut_at);
+    drive(shard, &mut slot, template, rec, fd_slot, cut_at).await;
+    shard.prefill_done(rec);
     let expired = shard.fds.borrow_mut().remove(fd_slot);
-    // Cut by the watcher at its deadline, or failed once past it: a timeout, unless the
-    // response was whole.
-    if (expired || rec.end_ns >= deadline) && rec.outcome != Outcome::Ok {
+    if (expired || rec.end_ns >= cancel_at) && cancel_at < deadline && rec.outcome != Outcome::Ok
+    {
+        // Closed by the client on purpose, unless the response was whole by then.
+        rec.outcome = Outcome::RequestCancelled;
+        rec.error = Some(format!(
+            "closed by the client {:.3}s after it started (--request-cancellation-delay)",
+            cancel_after.unwrap_or(0) as f64 / 1e9
+        ));
+    } else if (expired || rec.end_ns >= deadline) && rec.outcome != Outcome::Ok {
+        // Cut by the watcher at its deadline, or failed once past it: a timeout, unless the
+        // response was whole.
         rec.outcome = Outcome::RequestTimeout;
         rec.error = Some(format!(
             "no complete response within {:.1}s",
             timeout as f64 / 1e9
         ));
     }
-    if shard.cancelled.get() && rec.outcome != Outcome::Ok {
+    if shard.cancelled.get() && !matches!(rec.outcome, Outcome::Ok | Outcome::RequestCancelled) {
         rec.outcome = Outcome::Cancelled;
         rec.error = Some("cut short by a stop (Ctrl-C or the end of the grace period)".into());
     }
@@ -533,6 +657,7 @@ async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record)
         // Boxed: rare, and its timer would widen every request's task.
         Box::pin(back_off(shard)).await;
     }
+    true
 }
 
 /// Content events a response has recorded so far.
@@ -716,6 +841,9 @@ async fn drive(
                     let used = slot
                         .exchange
                         .feed(&rbuf, t, rec, &mut shard.scratch.borrow_mut());
+                    if rec.holds_prefill && rec.first_content_ns.is_some() {
+                        shard.prefill_done(rec);
+                    }
                     if used == rbuf.len() {
                         rbuf.clear();
                     } else {

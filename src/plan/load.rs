@@ -56,6 +56,45 @@ pub struct LoadSpec {
     /// The wall-clock instant every node starts at (Unix ns), with `--start-at`.
     #[serde(default)]
     pub start_at_unix_ns: Option<u64>,
+    /// Requests the client closes on purpose (`--request-cancellation-rate`).
+    #[serde(default)]
+    pub cancellation: Option<Cancellation>,
+    /// A cap on requests between their send and their first token (`--prefill-concurrency`).
+    #[serde(default)]
+    pub prefill: Option<Prefill>,
+}
+
+/// AIPerf's request cancellation: this share of requests is closed by the client `delay_ns`
+/// after it starts (unless it ended before).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Cancellation {
+    /// Share of requests chosen, in percent (0 to 100).
+    pub percent: f64,
+    /// How long after its start a chosen request is closed (ns).
+    pub delay_ns: u64,
+}
+
+impl Cancellation {
+    /// Whether request `id` is chosen: a fixed draw per request id and seed, so the same
+    /// requests are chosen whatever shard sends them.
+    pub fn chooses(&self, seed: u64, id: u64) -> bool {
+        // SplitMix64's finaliser over the seed and the id: uniform, and the same everywhere.
+        let mut z = seed ^ id.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        ((z >> 11) as f64 / (1u64 << 53) as f64) * 100.0 < self.percent
+    }
+}
+
+/// AIPerf's prefill concurrency: at most `cap` requests between their send and their first
+/// token (across shards), reached linearly from 1 over `ramp_ns`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prefill {
+    /// Requests waiting for their first token, at most.
+    pub cap: u64,
+    /// Ramp from 1 to `cap` over this long from the start (ns; 0: none).
+    pub ramp_ns: u64,
 }
 
 /// The load, ready.
@@ -89,6 +128,10 @@ pub struct Load {
     /// This node's share of the load: `concurrency`, `request_count`, `warmup` and `offsets`
     /// are the whole load's, and each node sends only its own requests of it.
     pub nodes: Nodes,
+    /// Requests the client closes on purpose, and the seed that chooses them.
+    pub cancellation: Option<(Cancellation, u64)>,
+    /// The cap on requests waiting for their first token (this node's share).
+    pub prefill: Option<Prefill>,
 }
 
 /// The most steps in one staircase.
@@ -197,6 +240,33 @@ impl Load {
         if trace.is_some() && s.request_rate.is_some() {
             return flag("give --fixed-schedule or --request-rate, not both");
         }
+        if let Some(c) = &s.cancellation {
+            if !(c.percent >= 0.0 && c.percent <= 100.0) {
+                return Err(PlanError::Flag(format!(
+                    "--request-cancellation-rate {}: a percentage from 0 to 100",
+                    c.percent
+                )));
+            }
+        }
+        if let Some(p) = &s.prefill {
+            if p.cap == 0 {
+                return flag("--prefill-concurrency must be at least 1");
+            }
+            if let Some(c) = s.concurrency.filter(|c| p.cap > *c) {
+                return Err(PlanError::Flag(format!(
+                    "--prefill-concurrency {} is more than --concurrency {c}: requests waiting \
+                     for their first token are requests in flight",
+                    p.cap
+                )));
+            }
+            if s.nodes.is_split() && p.cap < s.nodes.count {
+                return Err(PlanError::Flag(format!(
+                    "--prefill-concurrency {} split over --node-count {} leaves a node without \
+                     a prefill place",
+                    p.cap, s.nodes.count
+                )));
+            }
+        }
         let open_loop = s.request_rate.is_some() || trace.is_some();
         let concurrency = match (s.concurrency, open_loop) {
             (Some(c), _) => c,
@@ -268,6 +338,14 @@ impl Load {
             streams: streams.div_ceil(nodes.count),
             steps: None,
             nodes,
+            cancellation: s
+                .cancellation
+                .filter(|c| c.percent > 0.0)
+                .map(|c| (c, seed)),
+            prefill: s.prefill.map(|p| Prefill {
+                cap: nodes.share(p.cap),
+                ..p
+            }),
         })
     }
 
@@ -365,6 +443,8 @@ pub(super) mod tests {
             warmup_request_count: 0,
             nodes: Nodes::default(),
             start_at_unix_ns: None,
+            cancellation: None,
+            prefill: None,
         }
     }
 

@@ -141,6 +141,33 @@ impl Plan {
             )));
         }
         let target = Target::build(&spec.target)?;
+        if let Some(p) = &spec.load.prefill {
+            if !target.streaming {
+                return Err(PlanError::Flag(
+                    "--prefill-concurrency needs --streaming: a place is given back at the \
+                     first token, which only a stream shows"
+                        .into(),
+                ));
+            }
+            if let Some(n) = spec.engine.shards.filter(|n| *n as u64 > p.cap) {
+                return Err(PlanError::Flag(format!(
+                    "--shards {n} is more than --prefill-concurrency {}: each shard needs at \
+                     least one prefill place",
+                    p.cap
+                )));
+            }
+        }
+        if let Some(slice) = spec.output.slice_ns {
+            let run = spec.load.benchmark_duration_ns.unwrap_or(0);
+            let most = crate::report::timeslices::MAX_SLICES;
+            if slice == 0 || run / slice > most {
+                return Err(PlanError::Flag(format!(
+                    "--slice-duration {:.3}s: give a length above 0 that cuts the run into at \
+                     most {most} slices",
+                    slice as f64 / 1e9
+                )));
+            }
+        }
         Workload::check(&spec.workload)?;
         if with_load && !spec.workload.fixed_schedule {
             Load::build(&spec.load, spec.workload.random_seed, None)?;

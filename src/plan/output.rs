@@ -15,6 +15,9 @@ pub struct OutputSpec {
     pub gates: Vec<Gate>,
     /// A client-limited run does not fail the gates.
     pub allow_client_limited: bool,
+    /// `--slice-duration`: figures per time slice of this length (ns).
+    #[serde(default)]
+    pub slice_ns: Option<u64>,
 }
 
 /// The output, decided.

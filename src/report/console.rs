@@ -77,6 +77,7 @@ pub(crate) fn dist_rows(r: &Report) -> Vec<(&'static str, &'static str, &Dist, f
             &m.dispatch_delay,
             1e6,
         ),
+        ("prefill_wait", "Prefill Wait (ms)", &r.prefill_wait, 1e6),
     ]
 }
 
@@ -120,6 +121,14 @@ pub(crate) fn value_rows(r: &Report) -> Vec<(&'static str, &'static str, &'stati
             r.failed as f64,
         ),
     ];
+    if r.request_cancelled > 0 {
+        rows.push((
+            "request_cancelled_count",
+            "Cancelled Request Count (requests)",
+            "requests",
+            r.request_cancelled as f64,
+        ));
+    }
     if let Some(rate) = r.requested_rate {
         rows.push((
             "requested_request_rate",

@@ -361,6 +361,8 @@ fn records_into(r: &Report, mut w: &mut dyn Write) -> std::io::Result<()> {
                 "sim_arrived_ns": rec.sim_arrived_ns,
                 "sim_first_sent_ns": rec.sim_first_sent_ns,
                 "session": rec.session.map(|(s, t)| json!({"session_id": s, "turn": t})),
+                "chosen_to_cancel": rec.to_cancel,
+                "prefill_wait_ms": rec.prefill_wait_ns as f64 / 1e6,
             },
             "metrics": metrics,
         });
@@ -384,7 +386,12 @@ pub(crate) fn write_all(
 ) -> std::io::Result<Value> {
     std::fs::create_dir_all(dir)?;
     // A folder used before keeps no file of an earlier run that this one does not write.
-    for f in ["gpu_telemetry_export.jsonl", "server_metrics_export.json"] {
+    for f in [
+        "gpu_telemetry_export.jsonl",
+        "server_metrics_export.json",
+        "profile_export_ringperf_timeslices.json",
+        "profile_export_ringperf_timeslices.csv",
+    ] {
         match std::fs::remove_file(dir.join(f)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
             _ => {}
@@ -398,6 +405,14 @@ pub(crate) fn write_all(
     crate::artifact::write(&dir.join("profile_export_ringperf.csv"), csv)?;
     write_records(r, &dir.join("profile_export.jsonl"))?;
     crate::artifact::write_with(&dir.join("inputs.json"), inputs_json)?;
+    if let Some(ns) = r.slice_ns {
+        let slices = super::timeslices::slices(r, ns);
+        let mut j = serde_json::to_vec_pretty(&super::timeslices::json(&slices, ns, input_config))?;
+        j.push(b'\n');
+        crate::artifact::write(&dir.join("profile_export_ringperf_timeslices.json"), j)?;
+        let csv = super::timeslices::csv(&slices).map_err(std::io::Error::other)?;
+        crate::artifact::write(&dir.join("profile_export_ringperf_timeslices.csv"), csv)?;
+    }
     if let Some(t) = &r.telemetry {
         if !t.series.is_empty() {
             crate::artifact::write_with(&dir.join("gpu_telemetry_export.jsonl"), |mut w| {

@@ -209,6 +209,49 @@ fn run_charts(r: &Requests) -> Vec<(&'static str, Chart)> {
     ]
 }
 
+/// The charts of `--slice-duration`'s figures: each slice's value at its middle.
+fn slice_charts(ts: &Value) -> Vec<(&'static str, Chart)> {
+    let slices = ts["timeslices"].as_array().cloned().unwrap_or_default();
+    let at = |metric: &str, stat: &str| -> Vec<(f64, f64)> {
+        slices
+            .iter()
+            .filter_map(|s| {
+                let mid = (s["start_s"].as_f64()? + s["end_s"].as_f64()?) / 2.0;
+                Some((mid, s[metric][stat].as_f64()?))
+            })
+            .collect()
+    };
+    let secs = ts["slice_duration_s"].as_f64().unwrap_or(0.0);
+    let x_label = format!("s into the run (slices of {secs}s)");
+    let latency = |title: &str, metric: &str| Chart {
+        title: title.into(),
+        x_label: x_label.clone(),
+        y_label: "ms".into(),
+        series: vec![line("p50", at(metric, "p50")), line("p99", at(metric, "p99"))],
+        ..Chart::default()
+    };
+    vec![
+        (
+            "ttft_per_slice",
+            latency("Time to first token per time slice", "time_to_first_token"),
+        ),
+        (
+            "itl_per_slice",
+            latency("Inter-token latency per time slice", "inter_token_latency"),
+        ),
+        (
+            "throughput_per_slice",
+            Chart {
+                title: "Output throughput per time slice".into(),
+                x_label,
+                y_label: "output tokens/s".into(),
+                series: vec![line("sent in the slice", at("output_token_throughput", "avg"))],
+                ..Chart::default()
+            },
+        ),
+    ]
+}
+
 const STYLE: &str = "body{font-family:sans-serif;margin:24px;max-width:1500px;color:#222}\
 table{border-collapse:collapse;margin:8px 0 16px}th,td{border:1px solid #ccc;padding:3px 8px;\
 text-align:right}th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}\
@@ -476,7 +519,11 @@ pub fn write_run(dir: &Path) -> std::io::Result<PathBuf> {
     if let Ok(st) = read_json(&dir.join(super::staircase::STAIRCASE_JSON)) {
         body.push_str(&staircase_html(&st));
     }
-    body.push_str(&charts_html(dir, &run_charts(&reqs))?);
+    let mut charts = run_charts(&reqs);
+    if let Ok(ts) = read_json(&dir.join("profile_export_ringperf_timeslices.json")) {
+        charts.extend(slice_charts(&ts));
+    }
+    body.push_str(&charts_html(dir, &charts)?);
     let path = dir.join(REPORT_HTML);
     crate::artifact::write(&path, page("ringperf run report", &body))?;
     Ok(path)

@@ -473,6 +473,10 @@ fn build(nodes: &[NodeRun], incomplete: &[String], first_start: u64) -> Result<R
         ty_ns: ty,
         completed: sum(|f| f.completed),
         failed,
+        request_cancelled: sum(|f| f.request_cancelled),
+        // Each request's wait is in the nodes' exports; the merged report does not show it.
+        prefill_wait: crate::stats::Dist::new(),
+        slice_ns: None,
         warmup: sum(|f| f.warmup),
         output_tokens: sum(|f| f.output_tokens),
         input_tokens: sum(|f| f.input_tokens),

@@ -21,6 +21,7 @@ pub mod peer;
 pub mod plot;
 pub mod staircase;
 pub mod sweep;
+pub mod timeslices;
 
 pub use goodput::Goodput;
 pub use health::{Distortion, Health, Held, MoveNote, SelfCheck, ShardHealth};
@@ -67,8 +68,16 @@ pub struct Report {
     pub completed: u64,
     /// Measured requests that failed.
     pub failed: u64,
+    /// Measured requests the client closed on purpose (`--request-cancellation-rate`):
+    /// neither completed nor failed.
+    pub request_cancelled: u64,
+    /// With `--prefill-concurrency`: each measured request's wait for a place before it was
+    /// sent (ns).
+    pub prefill_wait: Dist,
     /// Warm-up requests sent.
     pub warmup: u64,
+    /// `--slice-duration` (ns): figures per slice are written too.
+    pub slice_ns: Option<u64>,
     /// Σ output tokens of completed requests.
     pub output_tokens: u64,
     /// Σ input tokens of completed requests.
@@ -223,6 +232,10 @@ pub struct Settings {
     pub choices: u64,
     /// The model asked for.
     pub model: String,
+    /// `--prefill-concurrency` was given.
+    pub prefill: bool,
+    /// `--slice-duration` (ns).
+    pub slice_ns: Option<u64>,
 }
 
 impl Settings {
@@ -232,12 +245,13 @@ impl Settings {
             model: plan.target.model.clone(),
             rate: plan.load.rate,
             slos: plan.load.slos.clone(),
-            // The concurrency a closed loop holds steady (not in sessions, whose places also
-            // hold the pauses between turns).
+            // The concurrency a closed loop holds steady at the server (not in sessions, whose
+            // places also hold the pauses between turns, nor under a prefill cap, whose
+            // places also hold the waits for it).
             concurrency: plan
                 .load
                 .steady_concurrency()
-                .filter(|_| plan.workload.sessions.is_none()),
+                .filter(|_| plan.workload.sessions.is_none() && plan.load.prefill.is_none()),
             kernel_stamps: plan.spec.engine.kernel_timestamps && plan.target.tls.is_none(),
             streaming: plan.target.streaming,
             has_output: plan.target.kind != crate::api::Kind::Embeddings,
@@ -252,6 +266,8 @@ impl Settings {
                 .get("n")
                 .and_then(serde_json::Value::as_u64)
                 .unwrap_or(1),
+            prefill: plan.load.prefill.is_some(),
+            slice_ns: plan.spec.output.slice_ns,
         }
     }
 }
@@ -334,7 +350,16 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         });
         e.1 += u.count;
     }
+    let mut request_cancelled = 0u64;
+    let mut prefill_wait = Dist::new();
     for r in measured {
+        if settings.prefill && r.start_ns > 0 {
+            prefill_wait.record(r.prefill_wait_ns);
+        }
+        if r.outcome == Outcome::RequestCancelled {
+            request_cancelled += 1;
+            continue;
+        }
         if r.outcome != Outcome::Ok {
             failed += 1;
             let e = errors
@@ -609,6 +634,9 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         ty_ns: ty,
         completed,
         failed,
+        request_cancelled,
+        prefill_wait,
+        slice_ns: settings.slice_ns,
         warmup,
         output_tokens: out_tok,
         input_tokens: in_tok,

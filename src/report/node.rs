@@ -58,6 +58,9 @@ pub struct NodeFile {
     pub completed: u64,
     /// Measured requests that failed.
     pub failed: u64,
+    /// Measured requests the client closed on purpose.
+    #[serde(default)]
+    pub request_cancelled: u64,
     /// Warm-up requests.
     pub warmup: u64,
     /// Ramp-up requests.
@@ -209,6 +212,7 @@ pub(crate) fn write(
         ty_unix_ns: clock.wall(r.ty_ns),
         completed: r.completed,
         failed: r.failed,
+        request_cancelled: r.request_cancelled,
         warmup: r.warmup,
         ramp_up: r.ramp_up,
         output_tokens: r.output_tokens,

@@ -31,6 +31,7 @@ mod sweeps;
 mod telemetry;
 mod tls;
 mod verdicts;
+mod workloads;
 
 /// Every test's first statement takes a guard, so that a new test cannot run beside one that
 /// asserts timings by forgetting it.

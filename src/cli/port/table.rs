@@ -111,7 +111,6 @@ pub(super) const PROFILE: &[Rare] = &[
     r(&["--synthesis-speedup-ratio", "--synthesis-prefix-len-multiplier", "--synthesis-prompt-len-multiplier", "--synthesis-output-len-multiplier", "--synthesis-prefix-root-multiplier"], One, Only(&["1", "1.0"], "the trace is replayed as written", "trace synthesis is not built in: replay the trace as it is (--fixed-schedule)")),
     r(&["--synthesis-max-isl", "--synthesis-max-osl"], One, Refuse("trace synthesis is not built in: filter the trace's lines yourself")),
     // Load.
-    r(&["--prefill-concurrency", "--prefill-concurrency-ramp-duration"], One, Refuse("a separate cap on requests waiting for their first token is not built in: --concurrency caps every request in flight")),
     r(&["--request-rate-series"], One, Refuse("a piecewise rate is not built in: run the rates as a sweep (--request-rate 10,20,40)")),
     r(&["--failed-request-threshold"], One, Note("ringperf finishes the run whatever fails, and counts each failure by kind; --fail-on error_rate>X fails it afterwards")),
     r(&["--scenario"], One, Refuse("named scenarios are not built in: give their flags")),
@@ -120,9 +119,8 @@ pub(super) const PROFILE: &[Rare] = &[
     r(&["--num-warmup-sessions", "--warmup-concurrency", "--warmup-prefill-concurrency", "--warmup-request-rate", "--warmup-arrival-pattern", "--warmup-grace-period", "--warmup-concurrency-ramp-duration", "--warmup-prefill-concurrency-ramp-duration", "--warmup-request-rate-ramp-duration", "--warmup-duration"], One, Refuse(WORKLOAD_PHASES)),
     // User-centric rate and cancellation.
     r(&["--user-centric-rate", "--num-users"], One, Refuse("user-centric timing is not built in: multi-turn sessions run closed loop (--session-turns-mean, --session-turn-delay, --concurrency sessions)")),
-    r(&["--request-cancellation-rate", "--request-cancellation-delay"], One, Refuse("cancelling requests on purpose is not built in: every request runs to its end or --request-timeout")),
     // Output.
-    r(&["--profile-export-prefix", "--profile-export-file", "--export-level", "--profile-export-level", "--slice-duration"], One, Note(OUTPUT)),
+    r(&["--profile-export-prefix", "--profile-export-file", "--export-level", "--profile-export-level"], One, Note(OUTPUT)),
     r(&["--auto-plot", "--no-auto-plot", "--plot-required", "--export-outputs-json", "--generate-plots", "--export-http-trace", "--show-trace-timing", "--no-server-metrics", "--enable-checkpointing", "--no-sweep-table"], Flag, Note(OUTPUT)),
     r(&["--checkpoint-dir"], One, Note(OUTPUT)),
     r(&["--server-metrics-formats", "--stream", "--otel-resource-attributes", "--mlflow-tag", "--mlflow-artifact-glob", "--wandb-tag"], List, Note(EXPORTERS)),

@@ -1,0 +1,198 @@
+//! AIPerf's workload controls against the simulator, each checked from the artifacts: the
+//! prefill cap from every request's stamps, cancellation from the records' outcomes and
+//! times, time slices from their files.
+
+use serde_json::Value;
+
+use crate::support::{self, artifact_dir, profile, sim};
+
+/// Every line of `profile_export.jsonl` in `dir`, its metadata.
+fn requests(dir: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("profile_export.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["metadata"].clone())
+        .collect()
+}
+
+fn json(path: &std::path::Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// The most requests that were ever between their send and their first token at once.
+fn most_prefilling(reqs: &[Value]) -> usize {
+    let mut edges: Vec<(u64, i32)> = Vec::new();
+    for r in reqs {
+        let (Some(start), Some(first)) = (r["start_ns"].as_u64(), r["first_content_ns"].as_u64())
+        else {
+            continue;
+        };
+        edges.push((start, 1));
+        edges.push((first, -1));
+    }
+    // A first token and a send at the same instant: the place was given back first.
+    edges.sort();
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, d) in edges {
+        now += d;
+        most = most.max(now);
+    }
+    most as usize
+}
+
+#[test]
+fn the_prefill_cap_holds_from_every_requests_stamps_and_its_wait_is_the_clients() {
+    let _shared = support::shared();
+    let s = sim("--ttft 20ms --itl 5ms");
+    let dir = artifact_dir("prefill-cap");
+    let res = profile(
+        &format!(
+            "--url http://{} --streaming --concurrency 16 --prefill-concurrency 2 \
+             --request-count 120 --output-tokens-mean 20",
+            s.addr
+        ),
+        &dir,
+    )
+    .unwrap();
+    let r = &res.report;
+    assert_eq!((r.completed, r.failed), (120, 0), "{}", res.console);
+    let reqs = requests(&dir);
+    assert_eq!(
+        most_prefilling(&reqs),
+        2,
+        "never more than 2 between send and first token, and the cap was reached"
+    );
+    // The wait is the client's: reported apart, and not in TTFT (the simulator's 20 ms).
+    let waited = reqs
+        .iter()
+        .filter(|q| q["prefill_wait_ms"].as_f64().unwrap() > 1.0)
+        .count();
+    assert!(waited > 60, "most of 16 requests wait for 2 places: {waited}");
+    let doc = json(&dir.join("profile_export_ringperf.json"));
+    assert!(doc["prefill_wait"]["p90"].as_f64().unwrap() > 10.0, "{}", doc["prefill_wait"]);
+    let ttft_p99 = doc["time_to_first_token"]["p99"].as_f64().unwrap();
+    assert!((19.0..30.0).contains(&ttft_p99), "TTFT p99 {ttft_p99} ms");
+    assert_eq!(doc["client_distorted"], false, "{}", res.console);
+}
+
+#[test]
+fn cancelled_requests_are_about_the_share_asked_closed_on_time_and_never_errors() {
+    let _shared = support::shared();
+    // Each response takes 20 ms + 29 × 10 ms: a request closed after 100 ms is cut mid-stream.
+    let s = sim("--ttft 20ms --itl 10ms");
+    let dir = artifact_dir("cancellation");
+    let res = profile(
+        &format!(
+            "--url http://{} --streaming --concurrency 20 --request-count 200 \
+             --output-tokens-mean 30 --request-cancellation-rate 50 \
+             --request-cancellation-delay 0.1",
+            s.addr
+        ),
+        &dir,
+    )
+    .unwrap();
+    let r = &res.report;
+    assert_eq!(r.failed, 0, "{}", res.console);
+    assert_eq!(r.completed + r.request_cancelled, 200);
+    assert!(
+        (70..=130).contains(&r.request_cancelled),
+        "about half of 200: {}",
+        r.request_cancelled
+    );
+    let reqs = requests(&dir);
+    for q in &reqs {
+        let chosen = q["chosen_to_cancel"].as_bool().unwrap();
+        match q["outcome"].as_str().unwrap() {
+            "request_cancelled" => {
+                assert!(chosen);
+                let held_ms = (q["end_ns"].as_u64().unwrap() - q["start_ns"].as_u64().unwrap())
+                    as f64
+                    / 1e6;
+                // Closed by the watcher's 10 ms tick after the delay.
+                assert!((99.0..160.0).contains(&held_ms), "closed after {held_ms} ms");
+            }
+            "ok" => assert!(!chosen, "a chosen request cannot finish in 100 ms: {q}"),
+            other => panic!("no request may fail: {other}: {q}"),
+        }
+    }
+    let doc = json(&dir.join("profile_export_ringperf.json"));
+    assert_eq!(
+        doc["request_cancelled_count"]["avg"].as_f64(),
+        Some(r.request_cancelled as f64)
+    );
+    assert_eq!(doc["error_request_count"]["avg"].as_f64(), Some(0.0));
+    // Only the completed ones are in the metrics, none as a zero.
+    assert_eq!(doc["request_latency"]["count"].as_u64(), Some(r.completed));
+    assert!(doc["request_latency"]["min"].as_f64().unwrap() > 250.0);
+
+    // A delay longer than the responses: chosen requests finish first and are not cancelled.
+    let dir = artifact_dir("cancellation-late");
+    let res = profile(
+        &format!(
+            "--url http://{} --streaming --concurrency 4 --request-count 20 \
+             --output-tokens-mean 3 --request-cancellation-rate 100 \
+             --request-cancellation-delay 5s",
+            s.addr
+        ),
+        &dir,
+    )
+    .unwrap();
+    assert_eq!((res.report.completed, res.report.request_cancelled), (20, 0));
+    assert!(requests(&dir).iter().all(|q| q["chosen_to_cancel"] == true));
+}
+
+#[test]
+fn time_slices_cut_a_timed_run_by_send_time_in_aiperfs_layouts() {
+    let _shared = support::shared();
+    let s = sim("--ttft 10ms --itl 5ms");
+    let dir = artifact_dir("slices");
+    let res = profile(
+        &format!(
+            "--url http://{} --streaming --concurrency 4 --benchmark-duration 3 \
+             --slice-duration 1 --output-tokens-mean 10",
+            s.addr
+        ),
+        &dir,
+    )
+    .unwrap();
+    let doc = json(&dir.join("profile_export_ringperf_timeslices.json"));
+    let slices = doc["timeslices"].as_array().unwrap();
+    assert_eq!(slices.len(), 3, "a 3 s run in 1 s slices: {doc}");
+    let mut counted = 0.0;
+    for (k, s) in slices.iter().enumerate() {
+        assert_eq!(s["timeslice_index"], k);
+        let n = s["request_count"]["avg"].as_f64().unwrap();
+        assert!(n > 50.0, "4 streams of ~55 ms send about 72 a second: {n}");
+        assert!(s["time_to_first_token"]["p50"].as_f64().unwrap() >= 10.0);
+        counted += n;
+    }
+    assert_eq!(counted, res.report.completed as f64, "every request in one slice");
+    let csv = std::fs::read_to_string(dir.join("profile_export_ringperf_timeslices.csv")).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some("Timeslice,Metric,Unit,Stat,Value"));
+    assert!(csv.contains("\n2,Time to First Token,ms,p99,"), "{csv}");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("Time to first token per time slice"));
+}
+
+#[test]
+fn workload_flags_that_cannot_hold_are_refused_before_anything_is_sent() {
+    let _shared = support::shared();
+    let s = sim("");
+    let url = format!("--url http://{}", s.addr);
+    for (flags, says) in [
+        ("--prefill-concurrency 2", "needs --streaming"),
+        ("--streaming --concurrency 4 --prefill-concurrency 8", "more than --concurrency 4"),
+        ("--streaming --prefill-concurrency 1 --shards 2", "--shards 2 is more than"),
+        ("--request-cancellation-rate 150", "a percentage from 0 to 100"),
+        ("--request-cancellation-delay 1", "needs --request-cancellation-rate"),
+        ("--benchmark-duration 100 --slice-duration 1ms", "at most 10000 slices"),
+    ] {
+        let dir = artifact_dir("refused-workload");
+        let Err(err) = profile(&format!("{url} {flags}"), &dir) else {
+            panic!("{flags}: ran");
+        };
+        assert!(err.to_string().contains(says), "{flags}: {err}");
+        assert!(!dir.exists(), "{flags}: nothing written");
+    }
+}
