@@ -990,8 +990,7 @@ impl ProfileArgs {
                     }),
                     (None, Some(_)) => {
                         return Err(PlanError::Flag(
-                            "--request-cancellation-delay needs --request-cancellation-rate"
-                                .into(),
+                            "--request-cancellation-delay needs --request-cancellation-rate".into(),
                         ))
                     }
                     (None, None) => None,
@@ -1030,6 +1029,8 @@ impl ProfileArgs {
                 dataset_type: w.dataset_type,
                 dataset_filter: w.dataset_filter.clone(),
                 fixed_schedule: w.fixed_schedule,
+                schedule_start_ms: None,
+                schedule_end_ms: None,
                 stream_dataset_above: w.stream_dataset_above.saturating_mul(1 << 20),
                 num_prefix_prompts: w.num_prefix_prompts,
                 prefix_prompt_length: w.prefix_prompt_length,

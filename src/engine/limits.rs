@@ -137,7 +137,14 @@ impl Limits {
 
     /// With `--prefill-concurrency`: shard `index` of `n`'s part of the cap, its ramp (when
     /// `ramp`) starting at `t0`.
-    pub(super) fn with_prefill(mut self, load: &Load, index: usize, n: usize, t0: u64, ramp: bool) -> Limits {
+    pub(super) fn with_prefill(
+        mut self,
+        load: &Load,
+        index: usize,
+        n: usize,
+        t0: u64,
+        ramp: bool,
+    ) -> Limits {
         self.prefill = load.prefill.map(|p| PrefillCap {
             total: p.cap,
             index,
@@ -165,8 +172,7 @@ impl Limits {
 
     /// True while the prefill cap still grows.
     pub(super) fn prefill_ramping(&self, now: u64) -> bool {
-        self.prefill
-            .is_some_and(|p| now < p.start_ns + p.ramp_ns)
+        self.prefill.is_some_and(|p| now < p.start_ns + p.ramp_ns)
     }
 
     /// The cap at time `now`.
@@ -410,7 +416,11 @@ mod tests {
     #[test]
     fn the_prefill_cap_ramps_from_one_and_splits_across_shards() {
         let mut l = load(Some(10), 0, 2);
-        assert_eq!(Limits::capped(4).prefill_cap_at(0), usize::MAX, "no cap asked");
+        assert_eq!(
+            Limits::capped(4).prefill_cap_at(0),
+            usize::MAX,
+            "no cap asked"
+        );
         l.prefill = Some(crate::plan::load::Prefill {
             cap: 9,
             ramp_ns: 4 * S,
@@ -425,7 +435,11 @@ mod tests {
         assert_eq!((at(0, true, t0), at(1, true, t0)), (1, 0));
         assert_eq!((at(0, true, t0 + 2 * S), at(1, true, t0 + 2 * S)), (3, 2));
         assert_eq!((at(0, true, t0 + 4 * S), at(1, true, t0 + 4 * S)), (5, 4));
-        assert_eq!(at(0, false, t0), 5, "without the ramp (warm-up): the whole cap at once");
+        assert_eq!(
+            at(0, false, t0),
+            5,
+            "without the ramp (warm-up): the whole cap at once"
+        );
         let ramped = Limits::capped(9).with_prefill(&l, 0, 2, t0, true);
         assert!(ramped.prefill_ramping(t0 + S) && !ramped.prefill_ramping(t0 + 4 * S));
     }

@@ -141,7 +141,10 @@ pub fn place(plan: &Plan, reserved: &[usize]) -> Result<Placement, placement::Er
         no_pin: e.no_pin,
         streams: plan.load.streams,
         reserved: reserved.to_vec(),
-        most: plan.load.prefill.map(|p| p.cap.min(usize::MAX as u64) as usize),
+        most: plan
+            .load
+            .prefill
+            .map(|p| p.cap.min(usize::MAX as u64) as usize),
     };
     let mut host = HostView {
         allowed: crate::cpus::usable_cpus(),
@@ -530,7 +533,8 @@ fn shard_thread(
                 let t0 = *start.get_or_init(|| now_ns() + 20_000_000);
                 let (cpu0, wait0) = (thread_cpu_ns(), own_schedstat());
                 let mut s = open_loop(&p2, offsets, index, n, t0);
-                let limits = limits::Limits::open_loop(l, conc, t0).with_prefill(l, index, n, t0, true);
+                let limits =
+                    limits::Limits::open_loop(l, conc, t0).with_prefill(l, index, n, t0, true);
                 shard.run_phase(&mut s, limits).await;
                 (t0, cpu0, wait0)
             }

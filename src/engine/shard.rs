@@ -479,7 +479,11 @@ async fn watch(shard: std::rc::Weak<Shard>) {
             shard.wake();
             shard.grant_prefill();
         }
-        if shard.limits.get().is_some_and(|l| l.prefill_ramping(now_ns())) {
+        if shard
+            .limits
+            .get()
+            .is_some_and(|l| l.prefill_ramping(now_ns()))
+        {
             // The prefill cap grows with time: let waiting requests take the new places.
             shard.grant_prefill();
         }
@@ -623,8 +627,7 @@ async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record)
     drive(shard, &mut slot, template, rec, fd_slot, cut_at).await;
     shard.prefill_done(rec);
     let expired = shard.fds.borrow_mut().remove(fd_slot);
-    if (expired || rec.end_ns >= cancel_at) && cancel_at < deadline && rec.outcome != Outcome::Ok
-    {
+    if (expired || rec.end_ns >= cancel_at) && cancel_at < deadline && rec.outcome != Outcome::Ok {
         // Closed by the client on purpose, unless the response was whole by then.
         rec.outcome = Outcome::RequestCancelled;
         rec.error = Some(format!(

@@ -159,7 +159,7 @@ impl Plan {
         }
         if let Some(slice) = spec.output.slice_ns {
             let run = spec.load.benchmark_duration_ns.unwrap_or(0);
-            let most = crate::report::timeslices::MAX_SLICES;
+            let most = output::MAX_SLICES;
             if slice == 0 || run / slice > most {
                 return Err(PlanError::Flag(format!(
                     "--slice-duration {:.3}s: give a length above 0 that cuts the run into at \
@@ -254,6 +254,7 @@ pub(crate) mod tests {
                 progress: false,
                 gates: Vec::new(),
                 allow_client_limited: false,
+                slice_ns: None,
             },
             engine: EngineSpec {
                 shards: None,

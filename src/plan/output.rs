@@ -20,6 +20,10 @@ pub struct OutputSpec {
     pub slice_ns: Option<u64>,
 }
 
+/// The most time slices one run writes (`--slice-duration`): a slice shorter than a timed run
+/// / this is refused up front.
+pub const MAX_SLICES: u64 = 10_000;
+
 /// The output, decided.
 #[derive(Debug, Clone)]
 pub struct Output {
@@ -58,6 +62,7 @@ mod tests {
             progress: true,
             gates: Vec::new(),
             allow_client_limited: false,
+            slice_ns: None,
         };
         let o = Output::build(&s, "Qwen/Qwen3-0.6B", "chat", "concurrency8");
         assert_eq!(
@@ -69,6 +74,7 @@ mod tests {
             progress: false,
             gates: Vec::new(),
             allow_client_limited: false,
+            slice_ns: None,
         };
         assert_eq!(
             Output::build(&given, "m", "chat", "c").artifact_dir,

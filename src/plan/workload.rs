@@ -64,6 +64,13 @@ pub struct WorkloadSpec {
     pub dataset_filter: Option<(String, String)>,
     /// Replay the file's timestamps as send times.
     pub fixed_schedule: bool,
+    /// With `fixed_schedule`: replay only the lines from this timestamp (ms), sent that long
+    /// after the start (AIPerf's `--fixed-schedule-start-offset`).
+    #[serde(default)]
+    pub schedule_start_ms: Option<u64>,
+    /// With `fixed_schedule`: replay only the lines up to this timestamp (ms).
+    #[serde(default)]
+    pub schedule_end_ms: Option<u64>,
     /// A JSONL file or trace whose prompts come to more bytes than this is not held: its
     /// requests are built from its lines while the run goes on.
     #[serde(default = "default_stream_above")]
@@ -264,6 +271,19 @@ impl Workload {
                  prepares at most {MAX_PLAN_TOKENS}; lower --num-dataset-entries or the lengths"
             )));
         }
+        if (s.schedule_start_ms.is_some() || s.schedule_end_ms.is_some()) && !s.fixed_schedule {
+            return Err(flag(
+                "--fixed-schedule-start-offset/-end-offset choose a window of a replayed trace: \
+                 add --fixed-schedule",
+            ));
+        }
+        if let (Some(a), Some(b)) = (s.schedule_start_ms, s.schedule_end_ms) {
+            if a > b {
+                return Err(flag(format!(
+                    "--fixed-schedule-start-offset {a} is after --fixed-schedule-end-offset {b}"
+                )));
+            }
+        }
         if s.fixed_schedule && s.input_file.is_none() {
             return Err(flag(
                 "--fixed-schedule replays an --input-file's timestamps: give one",
@@ -342,9 +362,17 @@ impl Workload {
                         path.display()
                     ))
                 };
+                // From the window's start when one is given, else from the first line.
+                let window = s.fixed_schedule.then(|| {
+                    (
+                        s.schedule_start_ms.map_or(f64::NEG_INFINITY, |t| t as f64),
+                        s.schedule_end_ms.map_or(f64::INFINITY, |t| t as f64),
+                    )
+                });
                 let trace = |ts: &[f64]| -> Vec<u64> {
+                    let zero = s.schedule_start_ms.map_or(ts[0], |t| t as f64);
                     ts.iter()
-                        .map(|t| ((t - ts[0]) * 1e6).round() as u64)
+                        .map(|t| ((t - zero) * 1e6).round() as u64)
                         .collect()
                 };
                 match kind {
@@ -362,7 +390,10 @@ impl Workload {
                             limit,
                             files::CAPS.line,
                             s.random_seed,
-                            s.dataset_filter.as_ref(),
+                            &files::Select {
+                                filter: s.dataset_filter.as_ref(),
+                                window_ms: window,
+                            },
                         )?;
                         let (n, of) = (index.len() - index.timestamps.len(), index.len());
                         let trace = match s.fixed_schedule {
@@ -454,6 +485,8 @@ pub(in crate::plan) mod tests {
             dataset_type: None,
             dataset_filter: None,
             fixed_schedule: false,
+            schedule_start_ms: None,
+            schedule_end_ms: None,
             stream_dataset_above: STREAM_DATASET_ABOVE,
             num_prefix_prompts: None,
             prefix_prompt_length: 100,
@@ -510,6 +543,39 @@ pub(in crate::plan) mod tests {
         .unwrap();
         let e = Workload::build(&s, &target).unwrap_err().to_string();
         assert!(e.contains("1 of 2 lines") && e.contains("timestamp"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_window_of_a_trace_replays_its_lines_from_the_windows_start() {
+        let dir = std::env::temp_dir().join(format!("ringperf-wl-win-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("trace.jsonl");
+        let lines: String = [0, 100, 250, 400, 900]
+            .iter()
+            .map(|t| format!("{{\"timestamp\": {t}, \"text\": \"t{t}\"}}\n"))
+            .collect();
+        std::fs::write(&f, lines).unwrap();
+        let target = Target::build(&spec("http://127.0.0.1:9")).unwrap();
+        let mut s = workload_spec();
+        s.input_file = Some(f.clone());
+        s.fixed_schedule = true;
+        s.schedule_start_ms = Some(200);
+        s.schedule_end_ms = Some(400);
+        let w = Workload::build(&s, &target).unwrap();
+        // The lines at 250 and 400 ms, sent 50 and 200 ms after the start (AIPerf's offsets).
+        assert_eq!(w.trace, Some(vec![50_000_000, 200_000_000]));
+        assert_eq!(w.dataset.entries.len(), 2);
+        s.schedule_start_ms = Some(500);
+        s.schedule_end_ms = Some(800);
+        let e = Workload::build(&s, &target).unwrap_err().to_string();
+        assert!(
+            e.contains("no request line with a timestamp from 500 to 800"),
+            "{e}"
+        );
+        s.fixed_schedule = false;
+        let e = Workload::build(&s, &target).unwrap_err().to_string();
+        assert!(e.contains("add --fixed-schedule"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -227,7 +227,10 @@ fn slice_charts(ts: &Value) -> Vec<(&'static str, Chart)> {
         title: title.into(),
         x_label: x_label.clone(),
         y_label: "ms".into(),
-        series: vec![line("p50", at(metric, "p50")), line("p99", at(metric, "p99"))],
+        series: vec![
+            line("p50", at(metric, "p50")),
+            line("p99", at(metric, "p99")),
+        ],
         ..Chart::default()
     };
     vec![
@@ -245,7 +248,10 @@ fn slice_charts(ts: &Value) -> Vec<(&'static str, Chart)> {
                 title: "Output throughput per time slice".into(),
                 x_label,
                 y_label: "output tokens/s".into(),
-                series: vec![line("sent in the slice", at("output_token_throughput", "avg"))],
+                series: vec![line(
+                    "sent in the slice",
+                    at("output_token_throughput", "avg"),
+                )],
                 ..Chart::default()
             },
         ),

@@ -10,8 +10,7 @@ use super::Report;
 use crate::record::{Outcome, Phase};
 use crate::stats::{Dist, PERCENTILES};
 
-/// The most slices one run writes (a slice shorter than the run / this is refused up front).
-pub const MAX_SLICES: u64 = 10_000;
+use crate::plan::output::MAX_SLICES;
 
 /// One slice's requests and figures.
 pub struct Slice {
@@ -41,11 +40,35 @@ impl Slice {
     fn dists(&self) -> [(&'static str, &'static str, &'static str, &Dist, f64); 6] {
         let m = &self.metrics;
         [
-            ("time_to_first_token", "Time to First Token", "ms", &m.ttft, 1e6),
-            ("inter_token_latency", "Inter Token Latency", "ms", &m.itl, 1e6),
+            (
+                "time_to_first_token",
+                "Time to First Token",
+                "ms",
+                &m.ttft,
+                1e6,
+            ),
+            (
+                "inter_token_latency",
+                "Inter Token Latency",
+                "ms",
+                &m.itl,
+                1e6,
+            ),
             ("request_latency", "Request Latency", "ms", &m.latency, 1e6),
-            ("output_sequence_length", "Output Sequence Length", "tokens", &m.osl, 1.0),
-            ("input_sequence_length", "Input Sequence Length", "tokens", &m.isl, 1.0),
+            (
+                "output_sequence_length",
+                "Output Sequence Length",
+                "tokens",
+                &m.osl,
+                1.0,
+            ),
+            (
+                "input_sequence_length",
+                "Input Sequence Length",
+                "tokens",
+                &m.isl,
+                1.0,
+            ),
             (
                 "output_token_throughput_per_user",
                 "Output Token Throughput Per User",
@@ -58,11 +81,36 @@ impl Slice {
     /// The single figures: (tag, name, unit, value).
     fn values(&self) -> [(&'static str, &'static str, &'static str, f64); 5] {
         [
-            ("request_throughput", "Request Throughput", "requests/sec", self.completed as f64 / self.seconds()),
-            ("output_token_throughput", "Output Token Throughput", "tokens/sec", self.output_tokens as f64 / self.seconds()),
-            ("request_count", "Request Count", "requests", self.completed as f64),
-            ("error_request_count", "Error Request Count", "requests", self.failed as f64),
-            ("request_cancelled_count", "Cancelled Request Count", "requests", self.cancelled as f64),
+            (
+                "request_throughput",
+                "Request Throughput",
+                "requests/sec",
+                self.completed as f64 / self.seconds(),
+            ),
+            (
+                "output_token_throughput",
+                "Output Token Throughput",
+                "tokens/sec",
+                self.output_tokens as f64 / self.seconds(),
+            ),
+            (
+                "request_count",
+                "Request Count",
+                "requests",
+                self.completed as f64,
+            ),
+            (
+                "error_request_count",
+                "Error Request Count",
+                "requests",
+                self.failed as f64,
+            ),
+            (
+                "request_cancelled_count",
+                "Cancelled Request Count",
+                "requests",
+                self.cancelled as f64,
+            ),
         ]
     }
 }

@@ -181,6 +181,15 @@ impl Kept {
     }
 }
 
+/// Which of a file's lines a run takes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Select<'a> {
+    /// Only the lines whose key holds this value (`--dataset-filter`).
+    pub filter: Option<&'a (String, String)>,
+    /// Only the lines whose timestamp (ms) is in this closed range.
+    pub window_ms: Option<(f64, f64)>,
+}
+
 /// Refuses timestamps that go backwards.
 struct Clock(f64);
 
@@ -328,8 +337,9 @@ impl Index {
         limit: usize,
         max_line: usize,
         seed: u64,
-        filter: Option<&(String, String)>,
+        select: &Select,
     ) -> Result<Index, WorkloadError> {
+        let filter = select.filter;
         assert!(
             kind != DatasetType::Sharegpt,
             "ShareGPT is not line by line"
@@ -393,6 +403,15 @@ impl Index {
             };
             if let Some(t) = timestamp {
                 clock.check(t, path, n)?;
+                if let Some((from, to)) = select.window_ms {
+                    if t > to {
+                        // Timestamps only rise: nothing after this line is in the window.
+                        break;
+                    }
+                    if t < from {
+                        continue;
+                    }
+                }
                 index.timestamps.push(t);
             }
             index.max_tokens.push(max_tokens);
@@ -404,9 +423,12 @@ impl Index {
             });
         }
         if index.lines.is_empty() {
-            let what = match (kind, filter) {
-                (_, Some((k, v))) => format!("no request line with {k} = {v:?}"),
-                (DatasetType::Mooncake, None) => "no request in the trace".into(),
+            let what = match (kind, filter, select.window_ms) {
+                (_, _, Some((from, to))) => {
+                    format!("no request line with a timestamp from {from} to {to} ms")
+                }
+                (_, Some((k, v)), None) => format!("no request line with {k} = {v:?}"),
+                (DatasetType::Mooncake, None, None) => "no request in the trace".into(),
                 _ => "no request in the file".into(),
             };
             return Err(err(path, 0, what));
@@ -643,7 +665,8 @@ mod tests {
         );
         let tok = Tokenizer::embedded().unwrap();
         let maker = PromptMaker::new(&tok).unwrap();
-        let index = Index::read(&p, DatasetType::Jsonl, 10, 1 << 20, 1, None).unwrap();
+        let index =
+            Index::read(&p, DatasetType::Jsonl, 10, 1 << 20, 1, &Select::default()).unwrap();
         assert_eq!(index.len(), 3);
         assert_eq!(index.timestamps, [5.0, 7.0]);
         assert_eq!(index.max_tokens, [Some(3), None, None]);
@@ -658,12 +681,12 @@ mod tests {
             );
         }
         assert_eq!(
-            Index::read(&p, DatasetType::Jsonl, 2, 1 << 20, 1, None)
+            Index::read(&p, DatasetType::Jsonl, 2, 1 << 20, 1, &Select::default())
                 .unwrap()
                 .len(),
             2
         );
-        let e = Index::read(&p, DatasetType::Jsonl, 10, 60, 1, None)
+        let e = Index::read(&p, DatasetType::Jsonl, 10, 60, 1, &Select::default())
             .unwrap_err()
             .to_string();
         assert!(
@@ -698,7 +721,15 @@ mod tests {
         );
         let tok = Tokenizer::embedded().unwrap();
         let maker = PromptMaker::new(&tok).unwrap();
-        let index = Index::read(&p, DatasetType::Mooncake, 10, 1 << 20, 3, None).unwrap();
+        let index = Index::read(
+            &p,
+            DatasetType::Mooncake,
+            10,
+            1 << 20,
+            3,
+            &Select::default(),
+        )
+        .unwrap();
         assert_eq!(index.timestamps, [0.0, 10.0, 25.0, 25.0, 30.0]);
         assert_eq!(
             index.max_tokens,

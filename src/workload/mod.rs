@@ -937,8 +937,17 @@ mod tests {
             "{\"text\": \"three\"}",
         ];
         std::fs::write(&path, lines.join("\n")).unwrap();
-        let read =
-            || files::Index::read(&path, files::DatasetType::Jsonl, 10, 1 << 20, 4, None).unwrap();
+        let read = || {
+            files::Index::read(
+                &path,
+                files::DatasetType::Jsonl,
+                10,
+                1 << 20,
+                4,
+                &files::Select::default(),
+            )
+            .unwrap()
+        };
         let held = Dataset::from_file(&spec, &target, read(), tok.clone(), u64::MAX).unwrap();
         let streamed = Dataset::from_file(&spec, &target, read(), tok.clone(), 0).unwrap();
         assert!(held.stream.is_none() && streamed.stream.is_some());

@@ -67,9 +67,16 @@ fn the_prefill_cap_holds_from_every_requests_stamps_and_its_wait_is_the_clients(
         .iter()
         .filter(|q| q["prefill_wait_ms"].as_f64().unwrap() > 1.0)
         .count();
-    assert!(waited > 60, "most of 16 requests wait for 2 places: {waited}");
+    assert!(
+        waited > 60,
+        "most of 16 requests wait for 2 places: {waited}"
+    );
     let doc = json(&dir.join("profile_export_ringperf.json"));
-    assert!(doc["prefill_wait"]["p90"].as_f64().unwrap() > 10.0, "{}", doc["prefill_wait"]);
+    assert!(
+        doc["prefill_wait"]["p90"].as_f64().unwrap() > 10.0,
+        "{}",
+        doc["prefill_wait"]
+    );
     let ttft_p99 = doc["time_to_first_token"]["p99"].as_f64().unwrap();
     assert!((19.0..30.0).contains(&ttft_p99), "TTFT p99 {ttft_p99} ms");
     assert_eq!(doc["client_distorted"], false, "{}", res.console);
@@ -105,11 +112,13 @@ fn cancelled_requests_are_about_the_share_asked_closed_on_time_and_never_errors(
         match q["outcome"].as_str().unwrap() {
             "request_cancelled" => {
                 assert!(chosen);
-                let held_ms = (q["end_ns"].as_u64().unwrap() - q["start_ns"].as_u64().unwrap())
-                    as f64
-                    / 1e6;
+                let held_ms =
+                    (q["end_ns"].as_u64().unwrap() - q["start_ns"].as_u64().unwrap()) as f64 / 1e6;
                 // Closed by the watcher's 10 ms tick after the delay.
-                assert!((99.0..160.0).contains(&held_ms), "closed after {held_ms} ms");
+                assert!(
+                    (99.0..160.0).contains(&held_ms),
+                    "closed after {held_ms} ms"
+                );
             }
             "ok" => assert!(!chosen, "a chosen request cannot finish in 100 ms: {q}"),
             other => panic!("no request may fail: {other}: {q}"),
@@ -137,7 +146,10 @@ fn cancelled_requests_are_about_the_share_asked_closed_on_time_and_never_errors(
         &dir,
     )
     .unwrap();
-    assert_eq!((res.report.completed, res.report.request_cancelled), (20, 0));
+    assert_eq!(
+        (res.report.completed, res.report.request_cancelled),
+        (20, 0)
+    );
     assert!(requests(&dir).iter().all(|q| q["chosen_to_cancel"] == true));
 }
 
@@ -166,7 +178,10 @@ fn time_slices_cut_a_timed_run_by_send_time_in_aiperfs_layouts() {
         assert!(s["time_to_first_token"]["p50"].as_f64().unwrap() >= 10.0);
         counted += n;
     }
-    assert_eq!(counted, res.report.completed as f64, "every request in one slice");
+    assert_eq!(
+        counted, res.report.completed as f64,
+        "every request in one slice"
+    );
     let csv = std::fs::read_to_string(dir.join("profile_export_ringperf_timeslices.csv")).unwrap();
     let mut lines = csv.lines();
     assert_eq!(lines.next(), Some("Timeslice,Metric,Unit,Stat,Value"));
@@ -182,11 +197,26 @@ fn workload_flags_that_cannot_hold_are_refused_before_anything_is_sent() {
     let url = format!("--url http://{}", s.addr);
     for (flags, says) in [
         ("--prefill-concurrency 2", "needs --streaming"),
-        ("--streaming --concurrency 4 --prefill-concurrency 8", "more than --concurrency 4"),
-        ("--streaming --prefill-concurrency 1 --shards 2", "--shards 2 is more than"),
-        ("--request-cancellation-rate 150", "a percentage from 0 to 100"),
-        ("--request-cancellation-delay 1", "needs --request-cancellation-rate"),
-        ("--benchmark-duration 100 --slice-duration 1ms", "at most 10000 slices"),
+        (
+            "--streaming --concurrency 4 --prefill-concurrency 8",
+            "more than --concurrency 4",
+        ),
+        (
+            "--streaming --prefill-concurrency 1 --shards 2",
+            "--shards 2 is more than",
+        ),
+        (
+            "--request-cancellation-rate 150",
+            "a percentage from 0 to 100",
+        ),
+        (
+            "--request-cancellation-delay 1",
+            "needs --request-cancellation-rate",
+        ),
+        (
+            "--benchmark-duration 100 --slice-duration 1ms",
+            "at most 10000 slices",
+        ),
     ] {
         let dir = artifact_dir("refused-workload");
         let Err(err) = profile(&format!("{url} {flags}"), &dir) else {

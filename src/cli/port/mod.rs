@@ -813,13 +813,13 @@ impl PortArgs {
                 "a replay always starts at the trace's first timestamp",
             );
         }
-        if self.fixed_schedule_start_offset.is_some() || self.fixed_schedule_end_offset.is_some() {
+        if self.fixed_schedule_auto_offset && self.fixed_schedule_start_offset.is_some() {
             return refuse(
-                "--fixed-schedule-start-offset/--fixed-schedule-end-offset: replaying part of a \
-                 trace is not built in: keep the lines of the window you want in a file of its own"
-                    .into(),
+                "--fixed-schedule-auto-offset and --fixed-schedule-start-offset: give one".into(),
             );
         }
+        spec.workload.schedule_start_ms = self.fixed_schedule_start_offset;
+        spec.workload.schedule_end_ms = self.fixed_schedule_end_offset;
         if self.no_fixed_schedule && spec.workload.fixed_schedule {
             return refuse("--fixed-schedule and --no-fixed-schedule: give one".into());
         }
