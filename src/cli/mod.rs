@@ -398,10 +398,39 @@ pub struct LoadArgs {
     #[arg(long, visible_alias = "benchmark-grace-period", value_parser = parse_duration_ns,
           default_value = "30s", value_name = "DURATION")]
     pub grace_period: u64,
-    /// Requests sent before measuring, excluded from every metric.
-    #[arg(long, visible_alias = "num-warmup-requests", value_parser = parse_count,
-          default_value = "0")]
+    /// Requests sent before measuring, excluded from every metric (with sessions: sessions,
+    /// hence --num-warmup-sessions).
+    #[arg(long, visible_aliases = ["num-warmup-requests", "num-warmup-sessions"],
+          value_parser = parse_count, default_value = "0")]
     pub warmup_request_count: u64,
+    /// Warm up for this long (with --warmup-request-count: whichever comes first). Any
+    /// --warmup-* flag makes the warm-up a phase of its own, before the measured one, with
+    /// its own load: each setting not given is the measured phase's.
+    #[arg(long, value_parser = parse_duration_ns, value_name = "DURATION")]
+    pub warmup_duration: Option<u64>,
+    /// Requests in flight during the warm-up (a cap with a rate).
+    #[arg(long, value_name = "N")]
+    pub warmup_concurrency: Option<u64>,
+    /// Requests per second during the warm-up.
+    #[arg(long, value_name = "PER_SECOND")]
+    pub warmup_request_rate: Option<f64>,
+    /// How the warm-up's arrivals are spaced.
+    #[arg(long, value_enum)]
+    pub warmup_arrival_pattern: Option<Arrival>,
+    /// After --warmup-duration, how long to wait for warm-up requests still in flight before
+    /// they are cut (default: until they end).
+    #[arg(long, value_parser = parse_duration_ns, value_name = "DURATION")]
+    pub warmup_grace_period: Option<u64>,
+    /// Raise the warm-up's concurrency (or rate) from 1 over this long.
+    #[arg(long, visible_alias = "warmup-request-rate-ramp-duration",
+          value_parser = parse_duration_ns, value_name = "DURATION")]
+    pub warmup_concurrency_ramp_duration: Option<u64>,
+    /// --prefill-concurrency during the warm-up.
+    #[arg(long, value_name = "N")]
+    pub warmup_prefill_concurrency: Option<u64>,
+    /// --prefill-concurrency-ramp-duration during the warm-up.
+    #[arg(long, value_parser = parse_duration_ns, value_name = "DURATION")]
+    pub warmup_prefill_concurrency_ramp_duration: Option<u64>,
     /// Split this load across N client hosts ("nodes"), each running the same command: every
     /// node builds the whole plan from the same flags and seed and sends only request i where
     /// i mod N is its index (concurrency split, remainders to the lowest indices); `ringperf
@@ -994,6 +1023,19 @@ impl ProfileArgs {
                         ))
                     }
                     (None, None) => None,
+                },
+                warmup_phase: {
+                    let w = crate::plan::load::WarmupSpec {
+                        duration_ns: l.warmup_duration,
+                        concurrency: l.warmup_concurrency,
+                        request_rate: l.warmup_request_rate,
+                        arrival: l.warmup_arrival_pattern,
+                        grace_ns: l.warmup_grace_period,
+                        ramp_ns: l.warmup_concurrency_ramp_duration,
+                        prefill: l.warmup_prefill_concurrency,
+                        prefill_ramp_ns: l.warmup_prefill_concurrency_ramp_duration,
+                    };
+                    (w != crate::plan::load::WarmupSpec::default()).then_some(w)
                 },
                 prefill: match (l.prefill_concurrency, l.prefill_concurrency_ramp_duration) {
                     (Some(cap), ramp) => Some(crate::plan::load::Prefill {

@@ -117,6 +117,24 @@ impl Limits {
         }
     }
 
+    /// A warm-up phase of its own started at `t0`: sending stops after its ramp and duration,
+    /// and what is in flight is cut a grace period later when one is given.
+    pub(super) fn warm_up(w: &crate::plan::load::WarmPhase, cap: usize, t0: u64) -> Limits {
+        let dispatch = w.duration_ns.map(|d| t0 + w.ramp_ns + d);
+        Limits {
+            cap,
+            ramp: (w.ramp_ns > 0).then_some(Ramp {
+                start_ns: t0,
+                len_ns: w.ramp_ns,
+                tag: false,
+            }),
+            stairs: None,
+            dispatch_deadline: dispatch,
+            hard_deadline: dispatch.zip(w.grace_ns).map(|(d, g)| d + g),
+            prefill: None,
+        }
+    }
+
     /// A closed loop's staircase, for shard `index` of `n` (each step's cap split as
     /// concurrency is).
     pub(super) fn with_stairs(mut self, load: &Load, index: usize, n: usize) -> Limits {
@@ -139,13 +157,13 @@ impl Limits {
     /// `ramp`) starting at `t0`.
     pub(super) fn with_prefill(
         mut self,
-        load: &Load,
+        prefill: Option<crate::plan::load::Prefill>,
         index: usize,
         n: usize,
         t0: u64,
         ramp: bool,
     ) -> Limits {
-        self.prefill = load.prefill.map(|p| PrefillCap {
+        self.prefill = prefill.map(|p| PrefillCap {
             total: p.cap,
             index,
             shards: n,
@@ -299,6 +317,7 @@ mod tests {
                 start_at_unix_ns: None,
                 cancellation: None,
                 prefill: None,
+                warmup_phase: None,
             },
             0,
             None,
@@ -428,7 +447,7 @@ mod tests {
         let t0 = 5 * S;
         let at = |i: usize, ramp: bool, t: u64| {
             Limits::capped(9)
-                .with_prefill(&l, i, 2, t0, ramp)
+                .with_prefill(l.prefill, i, 2, t0, ramp)
                 .prefill_cap_at(t)
         };
         // Across the two shards, 1 at the start, 5 half way, 9 at the end and after.
@@ -440,7 +459,7 @@ mod tests {
             5,
             "without the ramp (warm-up): the whole cap at once"
         );
-        let ramped = Limits::capped(9).with_prefill(&l, 0, 2, t0, true);
+        let ramped = Limits::capped(9).with_prefill(l.prefill, 0, 2, t0, true);
         assert!(ramped.prefill_ramping(t0 + S) && !ramped.prefill_ramping(t0 + 4 * S));
     }
 }

@@ -178,7 +178,8 @@ pub fn run(
     let mut server_in_flight: Vec<InFlightSample> = probe.iter().map(|p| p()).collect();
     let n = placement.shards.len();
     let gate = Arc::new(Gate::new(n));
-    let start = Arc::new(OnceLock::new());
+    // When the warm-up phase (of its own, at a rate) and the measured open loop start.
+    let start = Arc::new([OnceLock::new(), OnceLock::new()]);
     let progress: Vec<Arc<Progress>> = (0..n).map(|_| Arc::new(Progress::default())).collect();
     let mut handles = Vec::with_capacity(n);
     // A streamed file's feeders, started from this thread so that none is pinned where its
@@ -479,6 +480,26 @@ fn closed_loop(plan: &Plan, index: usize, n: usize) -> (Option<ClosedLoop>, Clos
 /// What shard `index` of `n` sends, in its order (request id, entry): its schedules, one
 /// after the other, for a feeder to build them ahead.
 fn sequence(plan: &Plan, index: usize, n: usize) -> impl Iterator<Item = (u64, u32)> + Send {
+    let l = &plan.load;
+    // A warm-up of its own comes first (the plan refuses one of no known length here).
+    let warm: Option<Box<dyn Schedule + Send>> = l.warm.as_ref().map(|w| {
+        let (slot, slots) = l.nodes.slot(index, n);
+        let entries = plan.workload.dataset.len();
+        let first = crate::plan::load::WARM_IDS;
+        match &w.offsets {
+            Some(o) => Box::new(
+                OpenLoop::new(o.clone(), slot, slots, 0, u64::MAX, entries, 0).with_first_id(first),
+            ) as Box<dyn Schedule + Send>,
+            None => Box::new(ClosedLoop::new(
+                first,
+                w.count.map(|c| first + c),
+                slot,
+                slots,
+                entries,
+                Phase::Warmup,
+            )),
+        }
+    });
     let phases: Vec<Box<dyn Schedule + Send>> = match &plan.load.offsets {
         Some(offsets) => vec![Box::new(open_loop(plan, offsets, index, n, 0))],
         None => {
@@ -487,8 +508,8 @@ fn sequence(plan: &Plan, index: usize, n: usize) -> impl Iterator<Item = (u64, u
             warm.into_iter().chain([Box::new(measured) as _]).collect()
         }
     };
-    phases
-        .into_iter()
+    warm.into_iter()
+        .chain(phases)
         .flat_map(|mut s| std::iter::from_fn(move || s.next()).map(|t| (t.id, t.entry)))
 }
 
@@ -508,7 +529,7 @@ fn shard_thread(
     progress: Arc<Progress>,
     stop: Arc<AtomicBool>,
     gate: &Gate,
-    start: Arc<OnceLock<u64>>,
+    start: Arc<[OnceLock<u64>; 2]>,
     feed: Option<feed::Feed<Box<crate::workload::Entry>>>,
 ) -> Result<ShardReport, ShardError> {
     progress.tid.store(crate::sys::gettid(), Ordering::Relaxed);
@@ -525,25 +546,65 @@ fn shard_thread(
     let outcome = rt.block_on(async move {
         let shard = shard::Shard::new(index as u16, p2.clone(), progress, stop, feed)?;
         let l = &p2.load;
+        if let Some(w) = &l.warm {
+            // A warm-up of its own: every shard starts it together, and the measured phase
+            // starts after it at the gate.
+            gate.pass()?;
+            let (slot, slots) = l.nodes.slot(index, n);
+            let entries = p2.workload.dataset.len();
+            let cap = if w.concurrency == u64::MAX {
+                usize::MAX
+            } else {
+                share(w.concurrency, n, index) as usize
+            };
+            match &w.offsets {
+                Some(offsets) => {
+                    let t0 = *start[0].get_or_init(|| now_ns() + 20_000_000);
+                    let mut s =
+                        OpenLoop::new(offsets.clone(), slot, slots, t0, u64::MAX, entries, 0)
+                            .with_first_id(crate::plan::load::WARM_IDS);
+                    let limits = limits::Limits::warm_up(w, cap, t0)
+                        .with_prefill(w.prefill, index, n, t0, true);
+                    shard.run_phase(&mut s, limits).await;
+                }
+                None => {
+                    let first = crate::plan::load::WARM_IDS;
+                    let end = w.count.map(|c| first + c);
+                    let mut s = ClosedLoop::new(first, end, slot, slots, entries, Phase::Warmup);
+                    let t0 = now_ns();
+                    let limits = limits::Limits::warm_up(w, cap, t0)
+                        .with_prefill(w.prefill, index, n, t0, true);
+                    shard.run_phase(&mut s, limits).await;
+                }
+            }
+        }
         let (t0, cpu0, wait0) = match &l.offsets {
             Some(offsets) => {
                 // Open loop: one schedule for the whole run; every shard starts at the same
                 // instant, and warm-up and ramp-up requests are tagged, not separated.
                 gate.pass()?;
-                let t0 = *start.get_or_init(|| now_ns() + 20_000_000);
+                let t0 = *start[1].get_or_init(|| now_ns() + 20_000_000);
                 let (cpu0, wait0) = (thread_cpu_ns(), own_schedstat());
                 let mut s = open_loop(&p2, offsets, index, n, t0);
-                let limits =
-                    limits::Limits::open_loop(l, conc, t0).with_prefill(l, index, n, t0, true);
+                let limits = limits::Limits::open_loop(l, conc, t0)
+                    .with_prefill(l.prefill, index, n, t0, true);
                 shard.run_phase(&mut s, limits).await;
                 (t0, cpu0, wait0)
             }
             None => {
                 let (warm, mut s) = closed_loop(&p2, index, n);
+                let warm_phase = warm.is_some();
                 if let Some(mut w) = warm {
-                    let limits =
-                        limits::Limits::capped(conc).with_prefill(l, index, n, now_ns(), false);
+                    let limits = limits::Limits::capped(conc).with_prefill(
+                        l.prefill,
+                        index,
+                        n,
+                        now_ns(),
+                        false,
+                    );
                     shard.run_phase(&mut w, limits).await;
+                }
+                if warm_phase || l.warm.is_some() {
                     gate.pass()?;
                 }
                 let t0 = now_ns();
@@ -553,7 +614,7 @@ fn shard_thread(
                         &mut s,
                         limits::Limits::closed_loop(l, conc, t0)
                             .with_stairs(l, index, n)
-                            .with_prefill(l, index, n, t0, true),
+                            .with_prefill(l.prefill, index, n, t0, true),
                     )
                     .await;
                 (t0, cpu0, wait0)

@@ -82,6 +82,8 @@ pub(super) struct OpenLoop {
     warmup: u64,
     entries: u64,
     ramp_end: u64,
+    /// Arrival `i`'s request id is `first_id + i`.
+    first_id: u64,
 }
 
 impl OpenLoop {
@@ -105,16 +107,24 @@ impl OpenLoop {
             warmup,
             entries: entries.max(1) as u64,
             ramp_end: ramp_end_ns,
+            first_id: 0,
         }
+    }
+
+    /// The same schedule with request ids from `first` (a warm-up phase of its own).
+    pub(super) fn with_first_id(mut self, first: u64) -> OpenLoop {
+        self.first_id = first;
+        self
     }
 }
 
 impl Schedule for OpenLoop {
     fn next(&mut self) -> Option<Ticket> {
         let offset = *self.offsets.get(self.next)?;
-        let id = self.next as u64;
+        let k = self.next as u64;
+        let id = self.first_id + k;
         self.next += self.step;
-        let phase = if id < self.warmup {
+        let phase = if k < self.warmup {
             Phase::Warmup
         } else if offset < self.ramp_end {
             Phase::RampUp

@@ -266,7 +266,11 @@ impl Shard {
     /// Runs one phase: dispatches the schedule's tickets within `limits`, and returns when
     /// nothing is in flight.
     pub(super) async fn run_phase(self: &Rc<Self>, schedule: &mut dyn Schedule, limits: Limits) {
-        self.stop_dispatch.set(self.cancelled.get());
+        // A phase cut at its own deadline (a warm-up's grace period) does not stop the next
+        // one; a stop of the run (Ctrl-C) does.
+        let stopped = self.stop.load(Ordering::Relaxed);
+        self.cancelled.set(stopped);
+        self.stop_dispatch.set(stopped);
         self.limits.set(Some(limits));
         self.ramping
             .set(limits.ramp.is_some() || limits.stairs.is_some());

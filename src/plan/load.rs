@@ -62,6 +62,55 @@ pub struct LoadSpec {
     /// A cap on requests between their send and their first token (`--prefill-concurrency`).
     #[serde(default)]
     pub prefill: Option<Prefill>,
+    /// A warm-up with a load of its own (AIPerf's `--warmup-*` flags); without it the
+    /// warm-up is `warmup_request_count` requests at the run's own load.
+    #[serde(default)]
+    pub warmup_phase: Option<WarmupSpec>,
+}
+
+/// What AIPerf's `--warmup-*` flags ask of the warm-up; each left out is the measured
+/// phase's.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct WarmupSpec {
+    /// Stop sending after this long (the first of this and the count wins).
+    pub duration_ns: Option<u64>,
+    /// Requests (sessions) in flight, or the cap with a rate.
+    pub concurrency: Option<u64>,
+    /// Open loop: requests per second.
+    pub request_rate: Option<f64>,
+    /// How open-loop arrivals are spaced.
+    pub arrival: Option<Arrival>,
+    /// After the duration, how long to wait for what is in flight (default: until it ends).
+    pub grace_ns: Option<u64>,
+    /// Ramp of the concurrency (or the rate) from 1.
+    pub ramp_ns: Option<u64>,
+    /// Cap on requests waiting for their first token, and its ramp.
+    pub prefill: Option<u64>,
+    /// Ramp of that cap from 1.
+    pub prefill_ramp_ns: Option<u64>,
+}
+
+/// The first request id of a warm-up phase of its own: its ids never meet the measured ones,
+/// whose count a timed warm-up does not know in advance.
+pub const WARM_IDS: u64 = 1 << 50;
+
+/// A warm-up phase with a load of its own, ready.
+#[derive(Debug, Clone)]
+pub struct WarmPhase {
+    /// Requests (sessions) in flight, or the cap on them with a rate (`u64::MAX`: none).
+    pub concurrency: u64,
+    /// Open loop: its send times, from its start.
+    pub offsets: Option<Arc<Vec<u64>>>,
+    /// Stop after this many requests.
+    pub count: Option<u64>,
+    /// Stop sending after this long.
+    pub duration_ns: Option<u64>,
+    /// Then cut what is in flight after this long (none: let it end).
+    pub grace_ns: Option<u64>,
+    /// Closed loop: ramp of the concurrency (ns; 0: none).
+    pub ramp_ns: u64,
+    /// The cap on requests waiting for their first token.
+    pub prefill: Option<Prefill>,
 }
 
 /// AIPerf's request cancellation: this share of requests is closed by the client `delay_ns`
@@ -132,6 +181,8 @@ pub struct Load {
     pub cancellation: Option<(Cancellation, u64)>,
     /// The cap on requests waiting for their first token (this node's share).
     pub prefill: Option<Prefill>,
+    /// A warm-up phase with a load of its own (then `warmup` is 0).
+    pub warm: Option<WarmPhase>,
 }
 
 /// The most steps in one staircase.
@@ -151,7 +202,7 @@ impl Load {
     /// step in full, unless the knee stops it), and is sized for its highest step.
     pub fn staircase(&mut self, caps: Vec<u64>, step_ns: u64) -> Result<(), PlanError> {
         let flag = |m: String| Err(PlanError::Flag(m));
-        if self.offsets.is_some() || self.ramp_ns > 0 || self.warmup > 0 {
+        if self.offsets.is_some() || self.ramp_ns > 0 || self.warmup > 0 || self.warm.is_some() {
             return flag(
                 "--staircase raises a closed loop's concurrency in steps: drop --request-rate, \
                  --ramp-up and the warm-up (the first step warms the server)"
@@ -175,6 +226,102 @@ impl Load {
     }
 }
 
+/// The warm-up phase `w` asks for, each setting not given taken from the measured phase's.
+fn warm_phase(
+    s: &LoadSpec,
+    w: &WarmupSpec,
+    concurrency: u64,
+    seed: u64,
+    trace_given: bool,
+) -> Result<WarmPhase, PlanError> {
+    let flag = |m: String| Err(PlanError::Flag(m));
+    let count = Some(s.warmup_request_count).filter(|c| *c > 0);
+    if count.is_none() && w.duration_ns.is_none() {
+        return flag(
+            "a warm-up of its own stops by --warmup-request-count (--num-warmup-sessions) or \
+             --warmup-duration: give one"
+                .into(),
+        );
+    }
+    if trace_given {
+        return flag(
+            "--fixed-schedule replays the trace as written: its warm-up is \
+             --warmup-request-count of its first lines, at the trace's times"
+                .into(),
+        );
+    }
+    if w.duration_ns == Some(0) {
+        return flag("--warmup-duration must be longer than 0".into());
+    }
+    if w.grace_ns.is_some() && w.duration_ns.is_none() {
+        return flag("--warmup-grace-period follows --warmup-duration: give it too".into());
+    }
+    if w.concurrency == Some(0) {
+        return flag("--warmup-concurrency must be at least 1".into());
+    }
+    let rate = w.request_rate.or(s.request_rate);
+    if let Some(r) = rate {
+        if !(MIN_RATE..=MAX_REQUESTS as f64).contains(&r) {
+            return flag(format!(
+                "--warmup-request-rate {r:?}: must be from {MIN_RATE} to {MAX_REQUESTS} per second"
+            ));
+        }
+    }
+    let ramp_ns = w.ramp_ns.or(s.ramp_up_ns).unwrap_or(0);
+    let cap = match (w.concurrency, rate) {
+        (Some(c), _) => c,
+        // A rate of its own is not capped by the measured phase's closed loop.
+        (None, Some(_)) if w.request_rate.is_some() && s.request_rate.is_none() => u64::MAX,
+        (None, _) => concurrency,
+    };
+    let prefill = match (w.prefill, s.prefill) {
+        (Some(c), main) => Some(Prefill {
+            cap: c,
+            ramp_ns: w.prefill_ramp_ns.or(main.map(|p| p.ramp_ns)).unwrap_or(0),
+        }),
+        (None, main) => main.map(|p| Prefill {
+            ramp_ns: w.prefill_ramp_ns.unwrap_or(p.ramp_ns),
+            ..p
+        }),
+    };
+    if let Some(p) = &prefill {
+        if p.cap == 0 || (cap != u64::MAX && p.cap > cap) {
+            return flag(format!(
+                "--warmup-prefill-concurrency {}: from 1 to the warm-up's concurrency",
+                p.cap
+            ));
+        }
+    }
+    let offsets = rate.map(|r| {
+        Arc::new(arrival_offsets(
+            r,
+            w.arrival.unwrap_or(s.arrival),
+            s.burstiness,
+            seed ^ WARM_IDS,
+            count,
+            w.duration_ns.map(|d| d + ramp_ns),
+            ramp_ns,
+        ))
+    });
+    let nodes = s.nodes;
+    Ok(WarmPhase {
+        concurrency: if cap == u64::MAX {
+            cap
+        } else {
+            nodes.share(cap)
+        },
+        offsets,
+        count,
+        duration_ns: w.duration_ns,
+        grace_ns: w.grace_ns,
+        ramp_ns: if rate.is_some() { 0 } else { ramp_ns },
+        prefill: prefill.map(|p| Prefill {
+            cap: nodes.share(p.cap),
+            ..p
+        }),
+    })
+}
+
 /// The most requests one run plans: each keeps a record (a few hundred bytes) until the
 /// report, and an open loop's send times are drawn before the start.
 pub const MAX_REQUESTS: u64 = 10_000_000;
@@ -184,7 +331,17 @@ const MIN_RATE: f64 = 0.001;
 
 /// How many requests the flags plan, warm-up included, counted before anything is allocated.
 fn planned_requests(s: &LoadSpec) -> f64 {
-    let warmup = s.warmup_request_count as f64;
+    let mut warmup = s.warmup_request_count as f64;
+    if let Some(w) = &s.warmup_phase {
+        // A timed warm-up at a rate plans its arrivals too.
+        if let (0, Some(d), Some(rate)) = (
+            s.warmup_request_count,
+            w.duration_ns,
+            w.request_rate.or(s.request_rate),
+        ) {
+            warmup = rate * (d + w.ramp_ns.unwrap_or(0)) as f64 / 1e9;
+        }
+    }
     match (s.request_count, s.benchmark_duration_ns, s.request_rate) {
         (Some(n), _, _) => n as f64 + warmup,
         (None, Some(d), Some(rate)) => rate * (d + s.ramp_up_ns.unwrap_or(0)) as f64 / 1e9 + warmup,
@@ -209,6 +366,14 @@ impl Load {
     /// times (ns from its first line), for `--fixed-schedule`.
     /// Builds the load; refuses contradictory flags and plans over [`MAX_REQUESTS`].
     pub fn build(s: &LoadSpec, seed: u64, trace: Option<Vec<u64>>) -> Result<Load, PlanError> {
+        let trace_given = trace.is_some();
+        // Warm-up requests at the run's own load, ahead of the measured ones (none when the
+        // warm-up is a phase of its own).
+        let inline_warmup = if s.warmup_phase.is_some() {
+            0
+        } else {
+            s.warmup_request_count
+        };
         let flag = |m: &str| Err(PlanError::Flag(m.to_string()));
         if s.concurrency == Some(0) {
             return flag("--concurrency must be at least 1");
@@ -283,7 +448,7 @@ impl Load {
         let offsets = match (trace, s.request_rate) {
             (Some(mut t), _) => {
                 if let Some(c) = s.request_count {
-                    t.truncate((c + s.warmup_request_count) as usize);
+                    t.truncate((c + inline_warmup) as usize);
                 }
                 Some(Arc::new(t))
             }
@@ -293,7 +458,7 @@ impl Load {
                 s.arrival,
                 s.burstiness,
                 seed,
-                request_count.map(|c| c + s.warmup_request_count),
+                request_count.map(|c| c + inline_warmup),
                 s.benchmark_duration_ns.map(|d| d + ramp_ns),
                 ramp_ns,
             ))),
@@ -323,6 +488,10 @@ impl Load {
                 return few(format!("--request-count {c}"));
             }
         }
+        let warm = match &s.warmup_phase {
+            None => None,
+            Some(w) => Some(warm_phase(s, w, concurrency, seed, trace_given)?),
+        };
         Ok(Load {
             concurrency,
             rate: s.request_rate,
@@ -333,7 +502,7 @@ impl Load {
             request_count,
             duration_ns: s.benchmark_duration_ns,
             grace_ns: s.grace_period_ns,
-            warmup: s.warmup_request_count,
+            warmup: inline_warmup,
             // Shards are sized for this node's share of the work.
             streams: streams.div_ceil(nodes.count),
             steps: None,
@@ -346,6 +515,7 @@ impl Load {
                 cap: nodes.share(p.cap),
                 ..p
             }),
+            warm,
         })
     }
 
@@ -445,6 +615,7 @@ pub(super) mod tests {
             start_at_unix_ns: None,
             cancellation: None,
             prefill: None,
+            warmup_phase: None,
         }
     }
 

@@ -200,6 +200,16 @@ impl Plan {
         let (spec, target, budget) = Plan::checked(&spec, false)?;
         let mut workload = Workload::prepare(&spec.workload, &target, budget)?;
         let load = Load::build(&spec.load, spec.workload.random_seed, workload.trace.take())?;
+        if let Some(w) = &load.warm {
+            if workload.dataset.stream.is_some() && w.offsets.is_none() && w.count.is_none() {
+                return Err(PlanError::Flag(
+                    "a file this large is streamed from disk, its requests built ahead in the \
+                     order they are sent: a closed-loop warm-up needs --warmup-request-count \
+                     with --warmup-duration"
+                        .into(),
+                ));
+            }
+        }
         // Sessions start at a rate (each then runs its turns), or in a closed loop; a trace's
         // lines are single requests.
         if workload.sessions.is_some() && load.offsets.is_some() && load.rate.is_none() {

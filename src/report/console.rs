@@ -177,6 +177,15 @@ fn num(v: f64) -> String {
 /// Renders the table and the health lines.
 pub fn render(r: &Report, title: &str) -> String {
     let mut out = table(r, title);
+    if r.warmup > 0 {
+        let _ = writeln!(
+            out,
+            "Warm-up: {} requests over {:.1} s ({} failed), in no figure above",
+            r.warmup,
+            r.warmup_ns as f64 / 1e9,
+            r.warmup_failed
+        );
+    }
     out.push_str(&health(r));
     out
 }

@@ -179,6 +179,13 @@ pub(crate) fn profile_json(r: &Report, input_config: &Value, times: &Times) -> V
         doc.insert("server_metrics".into(), json!(server));
     }
     doc.insert("warmup_request_count".into(), json!(r.warmup));
+    if r.warmup > 0 {
+        doc.insert(
+            "warmup".into(),
+            json!({"request_count": r.warmup, "error_request_count": r.warmup_failed,
+                   "duration_s": r.warmup_ns as f64 / 1e9}),
+        );
+    }
     let delay = |d: &crate::stats::Dist| {
         if d.count() == 0 {
             return Value::Null;

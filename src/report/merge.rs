@@ -478,6 +478,8 @@ fn build(nodes: &[NodeRun], incomplete: &[String], first_start: u64) -> Result<R
         prefill_wait: crate::stats::Dist::new(),
         slice_ns: None,
         warmup: sum(|f| f.warmup),
+        warmup_failed: 0,
+        warmup_ns: 0,
         output_tokens: sum(|f| f.output_tokens),
         input_tokens: sum(|f| f.input_tokens),
         osl_from_usage: sum(|f| f.osl_from_usage),

@@ -76,6 +76,10 @@ pub struct Report {
     pub prefill_wait: Dist,
     /// Warm-up requests sent.
     pub warmup: u64,
+    /// Warm-up requests that failed, and the warm-up's span (first start to last end, ns).
+    pub warmup_failed: u64,
+    /// See `warmup_failed`.
+    pub warmup_ns: u64,
     /// `--slice-duration` (ns): figures per slice are written too.
     pub slice_ns: Option<u64>,
     /// Σ output tokens of completed requests.
@@ -413,10 +417,20 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
     }
     let window_ns = ty.saturating_sub(tx);
     let tx = tx.min(ty);
-    let warmup = records
-        .iter()
-        .filter(|r| r.phase == crate::record::Phase::Warmup)
-        .count() as u64;
+    let warm = || {
+        records
+            .iter()
+            .filter(|r| r.phase == crate::record::Phase::Warmup)
+    };
+    let warmup = warm().count() as u64;
+    let warmup_failed = warm().filter(|r| r.outcome != Outcome::Ok).count() as u64;
+    let warmup_ns = warm().map(|r| r.end_ns).max().unwrap_or(0).saturating_sub(
+        warm()
+            .map(|r| r.start_ns)
+            .filter(|t| *t > 0)
+            .min()
+            .unwrap_or(0),
+    );
 
     let mut warnings = Vec::new();
     if only_counted > 0 {
@@ -638,6 +652,8 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         prefill_wait,
         slice_ns: settings.slice_ns,
         warmup,
+        warmup_failed,
+        warmup_ns,
         output_tokens: out_tok,
         input_tokens: in_tok,
         osl_from_usage: from_usage,

@@ -696,10 +696,22 @@ fn aiperf_documented_lines_send_aiperfs_load() {
         "--public-dataset",
     );
     refused(
+        "aiperf profile --model your-model --url localhost:8000 --user-centric-rate 10 \
+         --num-users 4",
+        "--user-centric-rate",
+    );
+    // AIPerf's warm-up of its own: 30 s before the 300 s measured, at the run's concurrency.
+    let p = parse(
         "aiperf profile --model your-model --url localhost:8000 --concurrency 50 \
          --benchmark-duration 300 --warmup-duration 30",
-        "--warmup-duration",
-    );
+    )
+    .unwrap();
+    let (spec, _) = p.spec_and_notes().unwrap();
+    let w = spec.load.warmup_phase.expect("a warm-up phase");
+    assert_eq!((w.duration_ns, w.concurrency), (Some(30_000_000_000), None));
+    let load = ringperf::plan::Load::build(&spec.load, 0, None).unwrap();
+    let warm = load.warm.expect("built");
+    assert_eq!((warm.concurrency, warm.count), (50, None));
 }
 
 /// `http://` and the simulator's address.

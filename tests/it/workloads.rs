@@ -226,3 +226,151 @@ fn workload_flags_that_cannot_hold_are_refused_before_anything_is_sent() {
         assert!(!dir.exists(), "{flags}: nothing written");
     }
 }
+
+#[test]
+fn a_warm_up_of_its_own_runs_its_load_first_and_stays_out_of_the_figures() {
+    let _shared = support::shared();
+    let s = sim("--ttft 10ms --itl 5ms");
+    // Closed loop: 2 in flight for 1 s, then 8 in flight for 50 requests.
+    let dir = artifact_dir("warmup-closed");
+    let res = profile(
+        &format!(
+            "--url http://{} --streaming --concurrency 8 --request-count 50 \
+             --output-tokens-mean 10 --warmup-concurrency 2 --warmup-duration 1",
+            s.addr
+        ),
+        &dir,
+    )
+    .unwrap();
+    let reqs = requests(&dir);
+    let phase = |q: &Value| q["benchmark_phase"].as_str().unwrap().to_string();
+    let warm: Vec<&Value> = reqs.iter().filter(|q| phase(q) == "warmup").collect();
+    let measured: Vec<&Value> = reqs.iter().filter(|q| phase(q) == "profiling").collect();
+    assert_eq!(measured.len(), 50);
+    // ~55 ms each, 2 at a time, for 1 s.
+    assert!(
+        (25..=45).contains(&warm.len()),
+        "{} warm-up requests",
+        warm.len()
+    );
+    let in_flight = |qs: &[&Value]| {
+        let mut edges: Vec<(u64, i32)> = qs
+            .iter()
+            .flat_map(|q| {
+                [
+                    (q["start_ns"].as_u64().unwrap(), 1),
+                    (q["end_ns"].as_u64().unwrap(), -1),
+                ]
+            })
+            .collect();
+        edges.sort();
+        let (mut now, mut most) = (0, 0);
+        for (_, d) in edges {
+            now += d;
+            most = most.max(now);
+        }
+        most
+    };
+    assert_eq!(in_flight(&warm), 2, "the warm-up's own concurrency");
+    assert_eq!(in_flight(&measured), 8);
+    let warm_end = warm
+        .iter()
+        .map(|q| q["end_ns"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    let first = measured
+        .iter()
+        .map(|q| q["start_ns"].as_u64().unwrap())
+        .min()
+        .unwrap();
+    assert!(
+        warm_end < first,
+        "the warm-up ends before the measured phase starts"
+    );
+    let doc = json(&dir.join("profile_export_ringperf.json"));
+    assert_eq!(
+        doc["request_latency"]["count"], 50,
+        "no warm-up request in a figure"
+    );
+    assert_eq!(doc["warmup"]["request_count"], warm.len());
+    assert!(res.console.contains("Warm-up: "), "{}", res.console);
+
+    // Open loop: 10 warm-up requests at 20/s, evenly spaced, then the measured rate.
+    let dir = artifact_dir("warmup-open");
+    profile(
+        &format!(
+            "--url http://{} --streaming --request-rate 100 --request-count 40 \
+             --output-tokens-mean 4 --warmup-request-rate 20 --warmup-request-count 10 \
+             --warmup-arrival-pattern constant",
+            s.addr
+        ),
+        &dir,
+    )
+    .unwrap();
+    let reqs = requests(&dir);
+    let mut sent: Vec<u64> = reqs
+        .iter()
+        .filter(|q| phase(q) == "warmup")
+        .map(|q| q["intended_ns"].as_u64().unwrap())
+        .collect();
+    sent.sort();
+    assert_eq!(sent.len(), 10);
+    assert!(
+        sent.windows(2).all(|w| w[1] - w[0] == 50_000_000),
+        "{sent:?}"
+    );
+    assert_eq!(reqs.iter().filter(|q| phase(q) == "profiling").count(), 40);
+
+    // A grace period cuts slow warm-up requests (0.9 s each) so that measuring starts on
+    // time, and the cut does not stop the measured phase.
+    let slow = sim("--ttft 10ms --itl 100ms");
+    let dir = artifact_dir("warmup-grace");
+    let res = profile(
+        &format!(
+            "--url http://{} --streaming --concurrency 2 --request-count 2 \
+             --output-tokens-mean 10 --warmup-concurrency 4 --warmup-duration 0.2 \
+             --warmup-grace-period 0.1 --warmup-request-count 1000",
+            slow.addr
+        ),
+        &dir,
+    )
+    .unwrap();
+    let reqs = requests(&dir);
+    let cut = reqs
+        .iter()
+        .filter(|q| phase(q) == "warmup" && q["outcome"] == "cancelled")
+        .count();
+    assert_eq!(
+        cut, 4,
+        "the 4 warm-up requests in flight at the end of the grace period"
+    );
+    assert_eq!((res.report.completed, res.report.failed), (2, 0));
+}
+
+#[test]
+fn warm_up_flags_that_cannot_hold_are_refused() {
+    let _shared = support::shared();
+    let s = sim("");
+    let url = format!("--url http://{}", s.addr);
+    for (flags, says) in [
+        (
+            "--warmup-concurrency 2",
+            "--warmup-request-count (--num-warmup-sessions) or --warmup-duration",
+        ),
+        (
+            "--warmup-request-count 3 --warmup-grace-period 1",
+            "give it too",
+        ),
+        ("--warmup-duration 1 --warmup-concurrency 0", "at least 1"),
+        (
+            "--warmup-duration 1 --warmup-request-rate 0",
+            "--warmup-request-rate 0.0",
+        ),
+    ] {
+        let dir = artifact_dir("refused-warmup");
+        let Err(err) = profile(&format!("{url} {flags}"), &dir) else {
+            panic!("{flags}: ran");
+        };
+        assert!(err.to_string().contains(says), "{flags}: {err}");
+    }
+}

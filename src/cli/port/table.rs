@@ -61,8 +61,6 @@ const SEARCH: &str = "ringperf's own search: --search max-concurrency|max-rate w
     objectives, or a list on --concurrency / --request-rate (e.g. 1,2,4,8), or --sweep auto";
 const EXPORTERS: &str = "no effect: ringperf exports to files only (JSON, CSV, JSONL, HTML); \
     upload them from --artifact-dir";
-const WORKLOAD_PHASES: &str = "a warm-up phase with a load of its own is not built in: ringperf's \
-    warm-up is --warmup-request-count requests at the run's own load";
 
 /// AIPerf's and GenAI-Perf's `profile` flags that ringperf notes or refuses (AIPerf's current
 /// CLI reference, and GenAI-Perf's flags that AIPerf dropped).
@@ -115,8 +113,6 @@ pub(super) const PROFILE: &[Rare] = &[
     r(&["--failed-request-threshold"], One, Note("ringperf finishes the run whatever fails, and counts each failure by kind; --fail-on error_rate>X fails it afterwards")),
     r(&["--scenario"], One, Refuse("named scenarios are not built in: give their flags")),
     r(&["--unsafe-override"], Flag, Note("no scenario is locked")),
-    // Warm-up phases.
-    r(&["--num-warmup-sessions", "--warmup-concurrency", "--warmup-prefill-concurrency", "--warmup-request-rate", "--warmup-arrival-pattern", "--warmup-grace-period", "--warmup-concurrency-ramp-duration", "--warmup-prefill-concurrency-ramp-duration", "--warmup-request-rate-ramp-duration", "--warmup-duration"], One, Refuse(WORKLOAD_PHASES)),
     // User-centric rate and cancellation.
     r(&["--user-centric-rate", "--num-users"], One, Refuse("user-centric timing is not built in: multi-turn sessions run closed loop (--session-turns-mean, --session-turn-delay, --concurrency sessions)")),
     // Output.
