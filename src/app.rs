@@ -784,7 +784,9 @@ fn measure(
         .or(report
             .prompt_cache
             .map(|(cached, prompt)| cached as f64 / prompt.max(1) as f64));
-    if let Some(h) = hit_rate.filter(|h| *h > 0.5) {
+    // Sessions send their history again at every turn: hits are what they measure.
+    let sessions = plan.workload.sessions.is_some();
+    if let Some(h) = hit_rate.filter(|h| *h > 0.5 && !sessions) {
         report.warnings.push(crate::warning::Warning::new(
             crate::warning::Code::PrefixCacheHits,
             format!(

@@ -462,6 +462,15 @@ pub struct LoadArgs {
     /// (`prefill_wait` in the report), not part of their TTFT.
     #[arg(long, value_name = "N")]
     pub prefill_concurrency: Option<u64>,
+    /// User-centric timing (AIPerf's, for KV-cache benchmarks): --num-users users, each
+    /// sending its session's turns NUM_USERS / RATE seconds apart (at once after a slower
+    /// answer), RATE requests a second in all; users start staggered, at staggered points of
+    /// their sessions, and a user whose session ends is replaced. Needs --session-turns-mean.
+    #[arg(long, value_name = "PER_SECOND")]
+    pub user_centric_rate: Option<f64>,
+    /// Users for --user-centric-rate.
+    #[arg(long, value_name = "N")]
+    pub num_users: Option<u64>,
     /// Raise --prefill-concurrency linearly from 1 over this long.
     #[arg(long, value_parser = parse_duration_ns, value_name = "DURATION")]
     pub prefill_concurrency_ramp_duration: Option<u64>,
@@ -669,6 +678,14 @@ pub struct WorkloadArgs {
     /// real answers). --request-count and --concurrency then count sessions.
     #[arg(long, visible_alias = "conversation-turn-mean")]
     pub session_turns_mean: Option<f64>,
+    /// Sessions: a system prompt of this many tokens, the same text in every session (a
+    /// prefix a server's cache can share across users).
+    #[arg(long, value_name = "TOKENS")]
+    pub shared_system_prompt_length: Option<u32>,
+    /// Sessions: after it, a context of this many tokens of each session's own (a prefix
+    /// only that user's later turns share).
+    #[arg(long, value_name = "TOKENS")]
+    pub user_context_prompt_length: Option<u32>,
     /// Standard deviation of the turns per session.
     #[arg(
         long,
@@ -813,6 +830,15 @@ pub struct SimArgs {
     /// How much ITL grows at a full batch: ITL × (1 + growth × active / max-batch).
     #[arg(long, default_value_t = 1.0)]
     pub itl_growth: f64,
+    /// Prefill time per prompt token (about 4 characters), added to TTFT: long prompts
+    /// answer later.
+    #[arg(long, value_parser = parse_duration_ns, default_value = "0", value_name = "DURATION")]
+    pub prefill_per_token: u64,
+    /// Keep a prefix cache: only the prompt's tokens after the longest run of leading
+    /// messages seen before are prefilled (and usage reports the others as cached tokens).
+    /// POST /reset_prefix_cache empties it.
+    #[arg(long)]
+    pub prefix_cache: bool,
     /// Output length when a request sets no max_tokens.
     #[arg(long, default_value_t = 256)]
     pub default_max_tokens: u32,
@@ -1024,6 +1050,17 @@ impl ProfileArgs {
                     }
                     (None, None) => None,
                 },
+                user_centric: match (l.user_centric_rate, l.num_users) {
+                    (Some(rate), Some(users)) => {
+                        Some(crate::plan::load::UserCentric { rate, users })
+                    }
+                    (None, None) => None,
+                    _ => {
+                        return Err(PlanError::Flag(
+                            "--user-centric-rate and --num-users go together".into(),
+                        ))
+                    }
+                },
                 warmup_phase: {
                     let w = crate::plan::load::WarmupSpec {
                         duration_ns: l.warmup_duration,
@@ -1080,6 +1117,8 @@ impl ProfileArgs {
                 session_turns_stddev: w.session_turns_stddev,
                 session_turn_delay_ns: w.session_turn_delay.unwrap_or(0),
                 session_turn_delay_stddev_ns: 0,
+                shared_system_prompt_tokens: w.shared_system_prompt_length,
+                user_context_prompt_tokens: w.user_context_prompt_length,
                 sends_at_most: None,
             },
             output: OutputSpec {
@@ -1330,6 +1369,8 @@ impl SimArgs {
             tokens_per_chunk: self.tokens_per_chunk,
             max_batch: self.max_batch,
             itl_growth: self.itl_growth,
+            prefill_per_token_ns: self.prefill_per_token,
+            prefix_cache: self.prefix_cache,
             default_max_tokens: self.default_max_tokens,
             eos_probability: self.eos_probability,
             ignore_min_tokens: self.ignore_min_tokens,

@@ -46,6 +46,9 @@ pub(super) struct Limits {
     /// `--prefill-concurrency`: this shard's part of the cap on requests waiting for their
     /// first token.
     pub prefill: Option<PrefillCap>,
+    /// User-centric timing: the phase's first request id and when it started; the first
+    /// users' sessions are staggered from it.
+    pub users_from: Option<(u64, u64)>,
 }
 
 /// A shard's part of the cap on requests between their send and their first token, ramped
@@ -81,6 +84,7 @@ impl Limits {
             dispatch_deadline: None,
             hard_deadline: None,
             prefill: None,
+            users_from: None,
         }
     }
 
@@ -99,6 +103,7 @@ impl Limits {
             dispatch_deadline: dispatch,
             hard_deadline: dispatch.map(|d| d + load.grace_ns),
             prefill: None,
+            users_from: None,
         }
     }
 
@@ -114,6 +119,7 @@ impl Limits {
                 .duration_ns
                 .map(|d| t0 + d + load.ramp_ns + load.grace_ns),
             prefill: None,
+            users_from: None,
         }
     }
 
@@ -132,6 +138,7 @@ impl Limits {
             dispatch_deadline: dispatch,
             hard_deadline: dispatch.zip(w.grace_ns).map(|(d, g)| d + g),
             prefill: None,
+            users_from: None,
         }
     }
 
@@ -170,6 +177,13 @@ impl Limits {
             start_ns: t0,
             ramp_ns: if ramp { p.ramp_ns } else { 0 },
         });
+        self
+    }
+
+    /// With user-centric timing: the phase's first request id is `first`, and it started at
+    /// `t0`.
+    pub(super) fn with_users(mut self, load: &Load, first: u64, t0: u64) -> Limits {
+        self.users_from = load.user_centric.map(|_| (first, t0));
         self
     }
 
@@ -318,6 +332,7 @@ mod tests {
                 cancellation: None,
                 prefill: None,
                 warmup_phase: None,
+                user_centric: None,
             },
             0,
             None,

@@ -614,6 +614,7 @@ fn shard_thread(
                         &mut s,
                         limits::Limits::closed_loop(l, conc, t0)
                             .with_stairs(l, index, n)
+                            .with_users(l, l.warmup, t0)
                             .with_prefill(l.prefill, index, n, t0, true),
                     )
                     .await;

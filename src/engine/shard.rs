@@ -94,6 +94,9 @@ pub(crate) struct Shard {
     prefilling: Cell<usize>,
     /// Requests waiting for a place under the prefill cap, oldest first.
     prefill_line: RefCell<VecDeque<Rc<PrefillTurn>>>,
+    /// Sessions pausing between turns, woken when sending stops (an entry whose pause ended
+    /// is held by nothing else, and is dropped when the list is next compacted).
+    sleepers: RefCell<Vec<Rc<Cell<Option<Waker>>>>>,
     /// Connections that failed to open in a row (any success resets it): the backoff.
     connect_failures: Cell<u32>,
     limits: Cell<Option<Limits>>,
@@ -163,6 +166,7 @@ impl Shard {
             cancelled: Cell::new(false),
             prefilling: Cell::new(0),
             prefill_line: RefCell::default(),
+            sleepers: RefCell::default(),
             connect_failures: Cell::new(0),
             limits: Cell::new(None),
             finished: Cell::new(false),
@@ -210,6 +214,30 @@ impl Shard {
         self.fds.borrow().shutdown_all();
         self.wake();
         self.grant_prefill();
+        self.wake_sleepers();
+    }
+
+    /// Wakes the sessions pausing between turns (sending stopped: they send no more turns).
+    fn wake_sleepers(&self) {
+        for s in self.sleepers.borrow_mut().drain(..) {
+            if let Some(w) = s.take() {
+                w.wake();
+            }
+        }
+    }
+
+    /// Pauses until `t`; false when sending stopped first (the session then ends).
+    async fn pause_until(&self, t: u64) -> bool {
+        if self.stop_dispatch.get() {
+            return false;
+        }
+        let sleep = std::pin::pin!(self.timer.sleep_until(t));
+        UntilStop {
+            shard: self,
+            sleep,
+            waker: None,
+        }
+        .await
     }
 
     /// Waits for a place under `--prefill-concurrency`, in line behind the requests that
@@ -334,7 +362,17 @@ impl Shard {
             };
             // Due: the intended time (open loop), or when the request whose place this one
             // takes ended (closed loop; nothing while the cap first fills or ramps).
-            let due = ticket.intended_ns.or_else(|| {
+            // User-centric timing: the first users start one user's share of the gap apart.
+            let user = match (limits.users_from, self.plan.load.user_centric) {
+                (Some((first, t0)), Some(u))
+                    if ticket.id.checked_sub(first).is_some_and(|g| g < u.users) =>
+                {
+                    let g = ticket.id - first;
+                    Some((g, t0 + (g as f64 * 1e9 / u.rate) as u64))
+                }
+                _ => None,
+            };
+            let due = ticket.intended_ns.or(user.map(|(_, at)| at)).or_else(|| {
                 let freed = self.freed.borrow_mut().pop_front();
                 freed.filter(|_| !self.ramping.get())
             });
@@ -343,7 +381,8 @@ impl Shard {
             self.peak_in_flight.set(self.peak_in_flight.get().max(n));
             self.progress.in_flight.store(n as u64, Ordering::Relaxed);
             if self.plan.workload.sessions.is_some() {
-                monoio::spawn(Prefetched(session(self.clone(), ticket, due)));
+                let first_user = user.map(|(g, _)| g);
+                monoio::spawn(Prefetched(session(self.clone(), ticket, due, first_user)));
             } else {
                 monoio::spawn(Prefetched(request(self.clone(), ticket, due, built)));
             }
@@ -416,6 +455,41 @@ impl Shard {
     }
 }
 
+/// A pause that ends at its time (true) or when sending stops (false).
+struct UntilStop<'a, S> {
+    shard: &'a Shard,
+    sleep: Pin<&'a mut S>,
+    waker: Option<Rc<Cell<Option<Waker>>>>,
+}
+
+impl<S: Future<Output = ()>> Future for UntilStop<'_, S> {
+    type Output = bool;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
+        if self.shard.stop_dispatch.get() {
+            return Poll::Ready(false);
+        }
+        if self.sleep.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(true);
+        }
+        let w = Some(cx.waker().clone());
+        match &self.waker {
+            Some(cell) => cell.set(w),
+            None => {
+                let cell = Rc::new(Cell::new(w));
+                let mut all = self.shard.sleepers.borrow_mut();
+                if all.len() >= 64 && all.len() == all.capacity() {
+                    // Drop the entries of pauses that ended before the list grows.
+                    all.retain(|e| Rc::strong_count(e) > 1);
+                }
+                all.push(cell.clone());
+                drop(all);
+                self.waker = Some(cell);
+            }
+        }
+        Poll::Pending
+    }
+}
+
 /// A request's place in line for the prefill cap.
 #[derive(Default)]
 struct PrefillTurn {
@@ -482,6 +556,7 @@ async fn watch(shard: std::rc::Weak<Shard>) {
             shard.stop_dispatch.set(true);
             shard.wake();
             shard.grant_prefill();
+            shard.wake_sleepers();
         }
         if shard
             .limits
@@ -533,20 +608,48 @@ async fn request(
 /// A multi-turn session: each turn sends the whole history, the real answers included, and
 /// waits `--session-turn-delay` after the previous answer. Occupies one place under the
 /// concurrency cap for the whole session.
-async fn session(shard: Rc<Shard>, ticket: Ticket, mut due: Option<u64>) {
+///
+/// With user-centric timing the session is a user's: its first turn waits for `due`, each
+/// next one for the previous send plus the user gap (or the answer, when that came later);
+/// `first_user` (the user's number among the run's first users) starts it part-way through,
+/// as if the run had been going on; and the place it frees is due at its next turn's time.
+async fn session(shard: Rc<Shard>, ticket: Ticket, mut due: Option<u64>, first_user: Option<u64>) {
     use crate::api::Prompt;
     let plan = shard.plan.clone();
     let sessions = plan.workload.sessions.as_ref().expect("session mode");
     let s = &sessions.list[ticket.entry as usize % sessions.list.len()];
+    let gap = plan.load.user_centric.map(|u| u.gap_ns());
     let mut history = Prompt::Messages(Vec::new());
     let mut context_tokens = 0u32;
+    if let (Some((text, tokens)), Prompt::Messages(h)) = (&s.system, &mut history) {
+        h.push(serde_json::json!({"role": "system", "content": text}));
+        context_tokens = *tokens;
+    }
+    // The first users join their sessions at staggered points: user g of U has done about
+    // g/U of its turns.
+    let skip = match (first_user, plan.load.user_centric) {
+        (Some(g), Some(u)) => {
+            let n = s.turns.len() as u64;
+            (n - (n * (g + 1)).div_ceil(u.users).clamp(1, n)) as usize
+        }
+        _ => 0,
+    };
     let mut end = now_ns();
-    for (k, turn) in s.turns.iter().enumerate() {
-        if k > 0 {
-            if turn.delay_ns > 0 {
-                monoio::time::sleep(Duration::from_nanos(turn.delay_ns)).await;
-            }
-            if shard.cancelled.get() {
+    // When this user may send next (user-centric timing).
+    let mut next_slot = None;
+    if let (Some(_), Some(at)) = (gap, due) {
+        if !shard.pause_until(at).await {
+            shard.release(now_ns());
+            return;
+        }
+    }
+    for (k, turn) in s.turns.iter().enumerate().skip(skip) {
+        if k > skip {
+            let at = match (gap, next_slot) {
+                (Some(_), Some(slot)) => slot,
+                _ => end + turn.delay_ns,
+            };
+            if !shard.pause_until(at).await || shard.cancelled.get() {
                 break;
             }
         }
@@ -564,7 +667,7 @@ async fn session(shard: Rc<Shard>, ticket: Ticket, mut due: Option<u64>) {
             Some(isl),
         );
         rec.requested_osl = turn.osl;
-        rec.session = Some((ticket.id, k as u32));
+        rec.session = Some((ticket.id, (k - skip) as u32));
         rec.keep_text = true;
         rec.due_ns = due;
         if !exchange_once(&shard, &template, &mut rec).await {
@@ -572,7 +675,8 @@ async fn session(shard: Rc<Shard>, ticket: Ticket, mut due: Option<u64>) {
             break;
         }
         end = rec.end_ns;
-        due = Some(end + s.turns.get(k + 1).map_or(0, |t| t.delay_ns));
+        next_slot = gap.map(|g| (rec.start_ns + g).max(end));
+        due = next_slot.or(Some(end + s.turns.get(k + 1).map_or(0, |t| t.delay_ns)));
         let ok = rec.outcome == Outcome::Ok;
         context_tokens = isl + rec.osl.unwrap_or(0) as u32;
         // The record keeps the text only when its tokens still have to be counted.
@@ -589,7 +693,8 @@ async fn session(shard: Rc<Shard>, ticket: Ticket, mut due: Option<u64>) {
             h.push(serde_json::json!({"role": "assistant", "content": answer}));
         }
     }
-    shard.release(end);
+    // The next user takes this one's place at its next turn's time.
+    shard.release(next_slot.unwrap_or(end).max(end));
 }
 
 /// Sends `template` as request `rec` on a pooled connection, within the request timeout (and,

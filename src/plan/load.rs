@@ -66,6 +66,29 @@ pub struct LoadSpec {
     /// warm-up is `warmup_request_count` requests at the run's own load.
     #[serde(default)]
     pub warmup_phase: Option<WarmupSpec>,
+    /// AIPerf's user-centric timing: users coming back at a fixed gap.
+    #[serde(default)]
+    pub user_centric: Option<UserCentric>,
+}
+
+/// AIPerf's user-centric timing: `users` users, each sending its session's turns
+/// `users / rate` seconds apart (or at once after a slower answer), so that the whole
+/// sends `rate` requests a second; the users start staggered over one gap and at staggered
+/// points of their sessions, as if the system had been running, and a user whose session
+/// ends is replaced by a new one at its next turn's time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct UserCentric {
+    /// Requests per second across users.
+    pub rate: f64,
+    /// Users.
+    pub users: u64,
+}
+
+impl UserCentric {
+    /// The time between a user's turns (ns).
+    pub fn gap_ns(&self) -> u64 {
+        (self.users as f64 / self.rate * 1e9).round() as u64
+    }
 }
 
 /// What AIPerf's `--warmup-*` flags ask of the warm-up; each left out is the measured
@@ -183,6 +206,8 @@ pub struct Load {
     pub prefill: Option<Prefill>,
     /// A warm-up phase with a load of its own (then `warmup` is 0).
     pub warm: Option<WarmPhase>,
+    /// User-centric timing (then `concurrency` is the users).
+    pub user_centric: Option<UserCentric>,
 }
 
 /// The most steps in one staircase.
@@ -432,8 +457,29 @@ impl Load {
                 )));
             }
         }
+        if let Some(u) = &s.user_centric {
+            if !(u.rate >= MIN_RATE && u.rate <= MAX_REQUESTS as f64) || u.users == 0 {
+                return Err(PlanError::Flag(format!(
+                    "--user-centric-rate {} --num-users {}: a rate from {MIN_RATE} per second \
+                     and at least one user",
+                    u.rate, u.users
+                )));
+            }
+            if s.request_rate.is_some() || trace.is_some() {
+                return flag(
+                    "--user-centric-rate sets the rate: drop --request-rate and --fixed-schedule",
+                );
+            }
+            if let Some(c) = s.concurrency.filter(|c| *c < u.users) {
+                return Err(PlanError::Flag(format!(
+                    "--concurrency {c} is below --num-users {}: each user keeps one place",
+                    u.users
+                )));
+            }
+        }
         let open_loop = s.request_rate.is_some() || trace.is_some();
         let concurrency = match (s.concurrency, open_loop) {
+            _ if s.user_centric.is_some() => s.user_centric.map_or(1, |u| u.users),
             (Some(c), _) => c,
             (None, true) => u64::MAX,
             (None, false) => 1,
@@ -516,6 +562,7 @@ impl Load {
                 ..p
             }),
             warm,
+            user_centric: s.user_centric,
         })
     }
 
@@ -616,6 +663,7 @@ pub(super) mod tests {
             cancellation: None,
             prefill: None,
             warmup_phase: None,
+            user_centric: None,
         }
     }
 

@@ -141,6 +141,12 @@ impl Plan {
             )));
         }
         let target = Target::build(&spec.target)?;
+        if spec.load.user_centric.is_some() && spec.workload.session_turns_mean.is_none() {
+            return Err(PlanError::Flag(
+                "--user-centric-rate runs users' multi-turn sessions: give --session-turns-mean"
+                    .into(),
+            ));
+        }
         if let Some(p) = &spec.load.prefill {
             if !target.streaming {
                 return Err(PlanError::Flag(

@@ -88,6 +88,14 @@ pub struct WorkloadSpec {
     /// Standard deviation of that pause (ns).
     #[serde(default)]
     pub session_turn_delay_stddev_ns: u64,
+    /// Sessions: a system prompt of this many tokens, the same in every session (AIPerf's
+    /// `--shared-system-prompt-length`).
+    #[serde(default)]
+    pub shared_system_prompt_tokens: Option<u32>,
+    /// Sessions: a context of this many tokens of each session's own after it
+    /// (`--user-context-prompt-length`).
+    #[serde(default)]
+    pub user_context_prompt_tokens: Option<u32>,
     /// Synthetic entries (or sessions) that the run can send at most, when known: no more are
     /// prepared (request `i` sends entry `i mod entries`, so the load is the same). `None`:
     /// all of `num_dataset_entries`.
@@ -284,6 +292,22 @@ impl Workload {
                 )));
             }
         }
+        if (s.shared_system_prompt_tokens.is_some() || s.user_context_prompt_tokens.is_some())
+            && s.session_turns_mean.is_none()
+        {
+            return Err(flag(
+                "--shared-system-prompt-length and --user-context-prompt-length open each \
+                 session's conversation: give --session-turns-mean (or --user-centric-rate)",
+            ));
+        }
+        let context = u64::from(s.user_context_prompt_tokens.unwrap_or(0));
+        if context.saturating_mul(s.num_dataset_entries) > MAX_PLAN_TOKENS {
+            return Err(flag(format!(
+                "--user-context-prompt-length {context} for {} sessions plans more than {} \
+                 tokens of context: lower one of them (--num-dataset-entries)",
+                s.num_dataset_entries, MAX_PLAN_TOKENS
+            )));
+        }
         if s.fixed_schedule && s.input_file.is_none() {
             return Err(flag(
                 "--fixed-schedule replays an --input-file's timestamps: give one",
@@ -427,6 +451,7 @@ impl Workload {
                         s.session_turn_delay_ns as f64,
                         s.session_turn_delay_stddev_ns as f64,
                     ),
+                    (s.shared_system_prompt_tokens, s.user_context_prompt_tokens),
                 )?;
                 Some(Arc::new(Sessions {
                     body: gen.body.clone(),
@@ -494,6 +519,8 @@ pub(in crate::plan) mod tests {
             session_turns_stddev: 0.0,
             session_turn_delay_ns: 0,
             session_turn_delay_stddev_ns: 0,
+            shared_system_prompt_tokens: None,
+            user_context_prompt_tokens: None,
             sends_at_most: None,
         }
     }

@@ -177,6 +177,16 @@ fn num(v: f64) -> String {
 /// Renders the table and the health lines.
 pub fn render(r: &Report, title: &str) -> String {
     let mut out = table(r, title);
+    if r.ttft_by_turn.len() > 1 {
+        let turns: Vec<String> = r
+            .ttft_by_turn
+            .iter()
+            .take(6)
+            .map(|(t, d)| format!("{t}: {:.1}", d.summary(1e6).at("p50")))
+            .collect();
+        let more = if r.ttft_by_turn.len() > 6 { " …" } else { "" };
+        let _ = writeln!(out, "TTFT p50 by turn (ms): {}{more}", turns.join("  "));
+    }
     if r.warmup > 0 {
         let _ = writeln!(
             out,

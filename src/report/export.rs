@@ -178,6 +178,18 @@ pub(crate) fn profile_json(r: &Report, input_config: &Value, times: &Times) -> V
             .collect();
         doc.insert("server_metrics".into(), json!(server));
     }
+    if !r.ttft_by_turn.is_empty() {
+        let turns: Vec<Value> = r
+            .ttft_by_turn
+            .iter()
+            .map(|(t, d)| {
+                let s = d.summary(1e6);
+                json!({"turn": t, "unit": "ms", "count": s.count, "avg": s.avg,
+                       "p50": s.at("p50"), "p90": s.at("p90"), "p99": s.at("p99")})
+            })
+            .collect();
+        doc.insert("time_to_first_token_by_turn".into(), json!(turns));
+    }
     doc.insert("warmup_request_count".into(), json!(r.warmup));
     if r.warmup > 0 {
         doc.insert(

@@ -477,6 +477,7 @@ fn build(nodes: &[NodeRun], incomplete: &[String], first_start: u64) -> Result<R
         // Each request's wait is in the nodes' exports; the merged report does not show it.
         prefill_wait: crate::stats::Dist::new(),
         slice_ns: None,
+        ttft_by_turn: Vec::new(),
         warmup: sum(|f| f.warmup),
         warmup_failed: 0,
         warmup_ns: 0,

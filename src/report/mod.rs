@@ -74,6 +74,9 @@ pub struct Report {
     /// With `--prefill-concurrency`: each measured request's wait for a place before it was
     /// sent (ns).
     pub prefill_wait: Dist,
+    /// Sessions: TTFT of the completed measured requests by turn index (what a server's
+    /// cache bought a conversation's later turns), turns in order.
+    pub ttft_by_turn: Vec<(u32, Dist)>,
     /// Warm-up requests sent.
     pub warmup: u64,
     /// Warm-up requests that failed, and the warm-up's span (first start to last end, ns).
@@ -320,9 +323,23 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
             }
         }
     }
+    let mut by_turn: BTreeMap<u32, Dist> = BTreeMap::new();
     for r in records.iter().filter(|r| r.is_measured_ok()) {
         metrics.add(r);
+        if let (Some((_, turn)), Some(ttft)) = (r.session, r.ttft()) {
+            by_turn
+                .entry(turn)
+                .or_insert_with(Dist::keeping_values)
+                .record(ttft);
+        }
     }
+    let ttft_by_turn: Vec<(u32, Dist)> = by_turn
+        .into_iter()
+        .map(|(t, mut d)| {
+            d.seal();
+            (t, d)
+        })
+        .collect();
     metrics.seal();
 
     let measured = records
@@ -650,6 +667,7 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         failed,
         request_cancelled,
         prefill_wait,
+        ttft_by_turn,
         slice_ns: settings.slice_ns,
         warmup,
         warmup_failed,

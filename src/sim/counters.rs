@@ -16,8 +16,11 @@ pub(super) struct Counters {
     pub(super) waiting: AtomicU64,
     /// Connections the kernel had ready that could not be accepted (out of descriptors).
     pub(super) accept_failures: AtomicU64,
-    /// `POST /reset_prefix_cache` calls (vLLM's endpoint; the simulator has no cache to reset).
+    /// `POST /reset_prefix_cache` calls (vLLM's endpoint; they empty the prefix cache).
     pub(super) prefix_cache_resets: AtomicU64,
+    /// With `--prefix-cache`: the prompt prefixes seen, by hash (see `reply::Gen::prefixes`),
+    /// shared by the shards as one server's cache is.
+    pub(super) prefixes: std::sync::Mutex<std::collections::HashSet<u64>>,
     /// Events (and non-streamed bodies) written more than [`LATE_NS`] after they were due.
     pub(super) late_events: AtomicU64,
     /// The most an event was late since the probe last read it (ns).

@@ -3,7 +3,10 @@
 //! It serves `/v1/chat/completions` and `/v1/completions` (streamed or not, with `usage` when
 //! asked), `/v1/models` and `/health`, with the timings given on the command line: time to
 //! first token, time between tokens, tokens per event, and a capacity model where at most
-//! `--max-batch` streams generate at once, the rest queue, and ITL grows with the batch.
+//! `--max-batch` streams generate at once, the rest queue, and ITL grows with the batch;
+//! with `--prefill-per-token` each prompt token adds to TTFT, and with `--prefix-cache` only
+//! the tokens after the longest prefix seen before do (whole messages, as a cache of blocks
+//! would serve a shared system prompt and a conversation's history).
 //! Like the client it is thread-per-core on monoio, and it paces tokens with the fine timer
 //! against absolute deadlines, so its timings are the truth the client is checked against.
 //!
@@ -43,6 +46,11 @@ pub struct Config {
     pub max_batch: u32,
     /// How much ITL grows at a full batch: ITL × (1 + growth × active / max batch).
     pub itl_growth: f64,
+    /// Prefill time per prompt token not served from the prefix cache, added to TTFT.
+    pub prefill_per_token_ns: u64,
+    /// Keep a prefix cache: a prompt whose leading messages (or whole prompt) were seen before
+    /// prefills only the rest, and its usage reports the cached tokens.
+    pub prefix_cache: bool,
     /// Output length when a request sets no `max_tokens`.
     pub default_max_tokens: u32,
     /// Chance per token, after `min_tokens`, of stopping early.

@@ -26,6 +26,30 @@ pub(super) struct Gen {
     min_tokens: u32,
     ignore_eos: bool,
     prompt_tokens: u64,
+    /// For the prefix cache: after each message (chat) or the whole prompt, the hash of the
+    /// prompt so far and its length in characters.
+    prefixes: Vec<(u64, usize)>,
+}
+
+/// FNV-1a over `bytes`, continuing from `h`.
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The running hash and length after each of `parts`.
+fn prefixes<'a>(parts: impl Iterator<Item = &'a [u8]>) -> Vec<(u64, usize)> {
+    let (mut h, mut len) = (0xcbf2_9ce4_8422_2325u64, 0usize);
+    parts
+        .map(|p| {
+            // A separator, so that ["ab", "c"] and ["a", "bc"] differ.
+            h = fnv(fnv(h, p), &[0xff]);
+            len += p.len();
+            (h, len)
+        })
+        .collect()
 }
 
 /// The fields of a generation request the simulator reads; everything else is skipped.
@@ -69,16 +93,21 @@ struct MessageIn<'a> {
 
 pub(super) fn read_gen(r: &GenRequest<'_>, api: Kind, default_max: u32) -> Gen {
     let clamp = |n: u64| n.min(u64::from(u32::MAX)) as u32;
-    let prompt_chars = match api {
+    let parts: Vec<&[u8]> = match api {
         Kind::Chat => r
             .messages
             .iter()
             .flatten()
-            .filter_map(|m| m.content.map(|c| c.get().len()))
-            .sum::<usize>(),
-        Kind::Responses | Kind::Embeddings => r.input.map_or(0, |p| p.get().len()),
-        Kind::Completions | Kind::Template => r.prompt.map_or(0, |p| p.get().len()),
+            .filter_map(|m| m.content.map(|c| c.get().as_bytes()))
+            .collect(),
+        Kind::Responses | Kind::Embeddings => {
+            r.input.map(|p| p.get().as_bytes()).into_iter().collect()
+        }
+        Kind::Completions | Kind::Template => {
+            r.prompt.map(|p| p.get().as_bytes()).into_iter().collect()
+        }
     };
+    let prompt_chars: usize = parts.iter().map(|p| p.len()).sum();
     let max_tokens = r
         .max_tokens
         .or(r.max_completion_tokens)
@@ -95,6 +124,7 @@ pub(super) fn read_gen(r: &GenRequest<'_>, api: Kind, default_max: u32) -> Gen {
         ignore_eos: r.ignore_eos,
         // An estimate (about four characters a token); the simulator carries no tokenizer.
         prompt_tokens: prompt_chars.div_ceil(4) as u64,
+        prefixes: prefixes(parts.into_iter()),
     }
 }
 
@@ -138,6 +168,7 @@ pub(super) fn read_triton(body: &[u8], stream: bool, default_max: u32) -> Result
         min_tokens: min,
         ignore_eos: false,
         prompt_tokens: text.div_ceil(4) as u64,
+        prefixes: Vec::new(),
     })
 }
 
@@ -188,6 +219,31 @@ pub(super) async fn generate(
             ctx.args.itl.sample(&mut *rng),
         )
     };
+    // Prefill: every prompt token but those of the longest prefix cached before.
+    let cached_chars = if ctx.args.prefix_cache {
+        let mut seen = ctx
+            .counters
+            .prefixes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let hit = gen
+            .prefixes
+            .iter()
+            .rev()
+            .find(|(h, _)| seen.contains(h))
+            .map_or(0, |(_, len)| *len);
+        if seen.len() > 1 << 20 {
+            // A bound on memory: start again, as a full cache evicts.
+            seen.clear();
+        }
+        seen.extend(gen.prefixes.iter().map(|(h, _)| *h));
+        hit
+    } else {
+        0
+    };
+    let cached_tokens = (cached_chars / 4) as u64;
+    let ttft =
+        ttft + ctx.args.prefill_per_token_ns * gen.prompt_tokens.saturating_sub(cached_tokens);
     let id = ctx.next_id.get();
     ctx.next_id.set(id + 1);
     let id = format!("{}-{:x}-{id:x}", gen.api.id_prefix(), ctx.shard);
@@ -329,11 +385,19 @@ pub(super) async fn generate(
         }
     }
     ctx.counters.finished.fetch_add(1, Ordering::Relaxed);
-    let usage = format!(
-        r#"{{"prompt_tokens":{},"completion_tokens":{n_out},"total_tokens":{}}}"#,
-        gen.prompt_tokens,
-        gen.prompt_tokens + u64::from(n_out)
-    );
+    let usage = if ctx.args.prefix_cache {
+        format!(
+            r#"{{"prompt_tokens":{},"completion_tokens":{n_out},"total_tokens":{},"prompt_tokens_details":{{"cached_tokens":{cached_tokens}}}}}"#,
+            gen.prompt_tokens,
+            gen.prompt_tokens + u64::from(n_out)
+        )
+    } else {
+        format!(
+            r#"{{"prompt_tokens":{},"completion_tokens":{n_out},"total_tokens":{}}}"#,
+            gen.prompt_tokens,
+            gen.prompt_tokens + u64::from(n_out)
+        )
+    };
     let responses_usage = format!(
         r#"{{"input_tokens":{},"output_tokens":{n_out},"total_tokens":{}}}"#,
         gen.prompt_tokens,

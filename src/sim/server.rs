@@ -428,6 +428,11 @@ async fn handle(
             ctx.counters
                 .prefix_cache_resets
                 .fetch_add(1, Ordering::Relaxed);
+            ctx.counters
+                .prefixes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clear();
             respond(stream, out, 200, json, b"", req.close).await
         }
         ("GET", "/metrics") => {

@@ -128,6 +128,9 @@ pub struct Turn {
 pub struct Session {
     /// Its user turns, in order.
     pub turns: Vec<Turn>,
+    /// A system message before the first turn (AIPerf's shared system prompt, then the
+    /// user's own context), and its tokens.
+    pub system: Option<(String, u32)>,
 }
 
 /// Multi-turn sessions and what building their requests at run time needs.
@@ -150,8 +153,13 @@ impl Sessions {
             w,
             self.list.iter().map(|s| {
                 s.turns.iter().map(|t| {
+                    let system = s
+                        .system
+                        .as_ref()
+                        .map(|(text, _)| serde_json::json!({ "role": "system", "content": text }));
                     let user = serde_json::json!({ "role": "user", "content": t.prompt });
-                    self.body.render(&Prompt::Messages(vec![user]), t.osl)
+                    let messages = system.into_iter().chain([user]).collect();
+                    self.body.render(&Prompt::Messages(messages), t.osl)
                 })
             }),
         )
@@ -159,13 +167,18 @@ impl Sessions {
 
     /// Makes `spec.entries` sessions of about `turns` (mean, std) turns each, with pauses of
     /// about `delay` (mean, std, in ns) before every turn but the first.
+    /// `system` is (shared system prompt, per-session context) in tokens: the shared one is the
+    /// same text in every session, the context each session's own.
     pub fn synthetic(
         spec: &Gen,
         tokenizer: &Tokenizer,
         turns: (f64, f64),
         delay: (f64, f64),
+        system: (Option<u32>, Option<u32>),
     ) -> Result<Vec<Session>, WorkloadError> {
         let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x5e55);
+        // Their own streams: asking for them changes no turn's prompt.
+        let mut contexts = ChaCha8Rng::seed_from_u64(spec.seed ^ 0xc0de);
         // Pauses come from a stream of their own: asking for them changes no prompt.
         let mut pauses = ChaCha8Rng::seed_from_u64(spec.seed ^ 0xde1a);
         let mut pause = |first: bool| -> u64 {
@@ -183,8 +196,30 @@ impl Sessions {
             ns.max(0.0).round() as u64
         };
         let maker = PromptMaker::new(tokenizer)?;
+        let shared = match system.0 {
+            Some(n) if n > 0 => maker.prompt(n as usize, &mut contexts)?,
+            _ => String::new(),
+        };
         let mut out = Vec::with_capacity(spec.entries);
         for _ in 0..spec.entries.max(1) {
+            let system = match system.1 {
+                Some(n) if n > 0 => {
+                    let own = maker.prompt(n as usize, &mut contexts)?;
+                    Some(if shared.is_empty() {
+                        own
+                    } else {
+                        format!("{shared}\n\n{own}")
+                    })
+                }
+                _ => (!shared.is_empty()).then(|| shared.clone()),
+            };
+            let system = match system {
+                Some(text) => {
+                    let n = tokenizer.count(&text)? as u32;
+                    Some((text, n))
+                }
+                None => None,
+            };
             let n = if turns.1 > 0.0 {
                 use rand_distr::Distribution;
                 rand_distr::Normal::new(turns.0, turns.1)
@@ -209,7 +244,10 @@ impl Sessions {
                     delay_ns,
                 });
             }
-            out.push(Session { turns: list });
+            out.push(Session {
+                turns: list,
+                system,
+            });
         }
         Ok(out)
     }

@@ -696,9 +696,8 @@ fn aiperf_documented_lines_send_aiperfs_load() {
         "--public-dataset",
     );
     refused(
-        "aiperf profile --model your-model --url localhost:8000 --user-centric-rate 10 \
-         --num-users 4",
-        "--user-centric-rate",
+        "aiperf profile --model your-model --url localhost:8000 --request-rate-series 1,2",
+        "--request-rate-series",
     );
     // AIPerf's warm-up of its own: 30 s before the 300 s measured, at the run's concurrency.
     let p = parse(

@@ -374,3 +374,117 @@ fn warm_up_flags_that_cannot_hold_are_refused() {
         assert!(err.to_string().contains(says), "{flags}: {err}");
     }
 }
+
+/// TTFT p50 (ms) by turn index, from the run's JSON.
+fn ttft_by_turn(dir: &std::path::Path) -> Vec<f64> {
+    json(&dir.join("profile_export_ringperf.json"))["time_to_first_token_by_turn"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["p50"].as_f64().unwrap())
+        .collect()
+}
+
+#[test]
+fn user_centric_users_come_back_at_their_gap_and_a_prefix_cache_speeds_their_later_turns() {
+    let _shared = support::shared();
+    // Prefill costs 20 µs a prompt token; with the cache, only what follows the longest
+    // prefix seen before.
+    let cached = sim("--ttft 20ms --itl 2ms --prefill-per-token 20us --prefix-cache");
+    let flags = "--streaming --user-centric-rate 20 --num-users 10 --session-turns-mean 4 \
+                 --shared-system-prompt-length 500 --user-context-prompt-length 2000 \
+                 --synthetic-input-tokens-mean 30 --output-tokens-mean 10 --benchmark-duration 3";
+    let dir = artifact_dir("user-centric");
+    let res = profile(&format!("--url http://{} {flags}", cached.addr), &dir).unwrap();
+    assert_eq!(res.report.failed, 0, "{}", res.console);
+    let turns = ttft_by_turn(&dir);
+    assert!(turns.len() >= 3, "{turns:?}");
+    // Turn 0 prefills ~2,500 tokens (~50 ms more); later turns only their new message.
+    assert!(turns[0] > 60.0 && turns[1] < 30.0, "TTFT by turn {turns:?}");
+    assert!(
+        res.report.prompt_cache.is_some_and(|(c, _)| c > 0),
+        "the server's usage reports cached tokens"
+    );
+    assert!(
+        !res.console.contains("[prefix_cache_hits]"),
+        "hits are what sessions measure"
+    );
+
+    // Each user's turns are its gap apart: 10 users / 20 per second = 500 ms.
+    let reqs = requests(&dir);
+    let mut by_user: std::collections::BTreeMap<u64, Vec<u64>> = Default::default();
+    for q in &reqs {
+        let s = q["session"]["session_id"].as_u64().unwrap();
+        by_user
+            .entry(s)
+            .or_default()
+            .push(q["start_ns"].as_u64().unwrap());
+    }
+    let mut gaps = Vec::new();
+    for starts in by_user.values_mut() {
+        starts.sort();
+        gaps.extend(starts.windows(2).map(|w| (w[1] - w[0]) as f64 / 1e6));
+    }
+    assert!(gaps.len() > 20, "{gaps:?}");
+    assert!(
+        gaps.iter().all(|g| (499.0..520.0).contains(g)),
+        "every user's turns 500 ms apart: {gaps:?}"
+    );
+    // Together the users send 20 a second, from the start (they start staggered).
+    let mut starts: Vec<u64> = reqs
+        .iter()
+        .map(|q| q["start_ns"].as_u64().unwrap())
+        .collect();
+    starts.sort();
+    let span = (starts[starts.len() - 1] - starts[0]) as f64 / 1e9;
+    let rate = (starts.len() - 1) as f64 / span;
+    assert!((18.0..22.0).contains(&rate), "{rate} requests/s");
+    let first_second = starts
+        .iter()
+        .filter(|t| **t < starts[0] + 500_000_000)
+        .count();
+    assert!(
+        (9..=11).contains(&first_second),
+        "10 users in the first gap: {first_second}"
+    );
+
+    // The control: the same run without the cache; later turns carry more history, so they
+    // are no faster.
+    let plain = sim("--ttft 20ms --itl 2ms --prefill-per-token 20us");
+    let dir = artifact_dir("user-centric-no-cache");
+    profile(&format!("--url http://{} {flags}", plain.addr), &dir).unwrap();
+    let turns = ttft_by_turn(&dir);
+    assert!(turns[1] >= turns[0], "no cache, no gain: {turns:?}");
+}
+
+#[test]
+fn user_centric_flags_that_cannot_hold_are_refused() {
+    let _shared = support::shared();
+    let s = sim("");
+    let url = format!("--url http://{}", s.addr);
+    for (flags, says) in [
+        (
+            "--user-centric-rate 2 --num-users 4",
+            "give --session-turns-mean",
+        ),
+        ("--num-users 4 --session-turns-mean 2", "go together"),
+        (
+            "--user-centric-rate 2 --num-users 4 --session-turns-mean 2 --request-rate 3",
+            "drop --request-rate",
+        ),
+        (
+            "--user-centric-rate 2 --num-users 4 --session-turns-mean 2 --concurrency 2",
+            "below --num-users 4",
+        ),
+        (
+            "--shared-system-prompt-length 100",
+            "give --session-turns-mean",
+        ),
+    ] {
+        let dir = artifact_dir("refused-users");
+        let Err(err) = profile(&format!("{url} {flags}"), &dir) else {
+            panic!("{flags}: ran");
+        };
+        assert!(err.to_string().contains(says), "{flags}: {err}");
+    }
+}

@@ -95,7 +95,6 @@ pub(super) const PROFILE: &[Rare] = &[
     r(&["--prompt-corpus"], One, Note("ringperf's synthetic prompts are cut from its own corpus of plain English text")),
     r(&["--cache-bust"], One, Only(&["none"], "nothing is injected", "per-conversation cache-bust markers are not built in: use another --random-seed per run, or --reset-prefix-cache")),
     // Prefixes and lengths.
-    r(&["--shared-system-prompt-length", "--user-context-prompt-length"], One, Refuse("user-centric KV-cache prompts are not built in: use --num-prefix-prompts N --prefix-prompt-length L (shared prefixes)")),
     r(&["--prompt-input-tokens-block-size", "--synthetic-input-tokens-block-size", "--isl-block-size"], One, Only(&["512"], "a mooncake trace's hash ids are 512-token blocks", "a mooncake trace's hash ids are 512-token blocks in ringperf; other block sizes are not built in")),
     r(&["--seq-dist", "--sequence-distribution"], One, Refuse("mixed (ISL, OSL) distributions are not built in: write the requests as JSONL (one line per request with its max_tokens) and pass --input-file")),
     // Audio, images, video.
@@ -113,8 +112,6 @@ pub(super) const PROFILE: &[Rare] = &[
     r(&["--failed-request-threshold"], One, Note("ringperf finishes the run whatever fails, and counts each failure by kind; --fail-on error_rate>X fails it afterwards")),
     r(&["--scenario"], One, Refuse("named scenarios are not built in: give their flags")),
     r(&["--unsafe-override"], Flag, Note("no scenario is locked")),
-    // User-centric rate and cancellation.
-    r(&["--user-centric-rate", "--num-users"], One, Refuse("user-centric timing is not built in: multi-turn sessions run closed loop (--session-turns-mean, --session-turn-delay, --concurrency sessions)")),
     // Output.
     r(&["--profile-export-prefix", "--profile-export-file", "--export-level", "--profile-export-level"], One, Note(OUTPUT)),
     r(&["--auto-plot", "--no-auto-plot", "--plot-required", "--export-outputs-json", "--generate-plots", "--export-http-trace", "--show-trace-timing", "--no-server-metrics", "--enable-checkpointing", "--no-sweep-table"], Flag, Note(OUTPUT)),
@@ -257,8 +254,8 @@ mod tests {
         assert_eq!(s.rest, words("--isl 100 -m x"));
         assert_eq!(s.notes.len(), 3, "{:?}", s.notes);
         assert!(s.notes[0].starts_with("--log-level: "));
-        let e = screen(&words("--isl 100 --user-centric-rate 5"), PROFILE, &[]).unwrap_err();
-        assert!(e.starts_with("--user-centric-rate: "), "{e}");
+        let e = screen(&words("--isl 100 --scenario x"), PROFILE, &[]).unwrap_err();
+        assert!(e.starts_with("--scenario: "), "{e}");
         assert!(screen(&words("--log-level"), PROFILE, &[]).is_err());
     }
 
