@@ -37,6 +37,8 @@ pub(crate) struct Conn {
     stamped: bool,
     /// Kernel transmit stamps, when on (see [`Conn::enable_tx_timestamps`]).
     tx: Option<TxTrack>,
+    /// How long opening it took: the TCP connect and the TLS handshake (µs; 0 for none).
+    pub opening_us: (u32, u32),
 }
 
 /// Which transmit stamp belongs to the latest send.
@@ -65,13 +67,17 @@ impl Conn {
         addr: std::net::SocketAddr,
         tls: Option<(&Arc<rustls::ClientConfig>, &ServerName<'static>)>,
     ) -> Result<Conn, ConnectError> {
+        let t0 = crate::clock::now_ns();
         let tcp = TcpStream::connect_addr(addr)
             .await
             .map_err(|e| ConnectError {
                 outcome: Outcome::ConnectFailed,
                 message: format!("connect to {addr}: {e}"),
             })?;
+        let t1 = crate::clock::now_ns();
+        let us = |a: u64, b: u64| ((b.saturating_sub(a)) / 1000).min(u64::from(u32::MAX)) as u32;
         let mut conn = Conn::plain(tcp);
+        conn.opening_us.0 = us(t0, t1);
         if let Some((config, name)) = tls {
             let c = rustls::ClientConnection::new(config.clone(), name.clone()).map_err(|e| {
                 ConnectError {
@@ -87,6 +93,7 @@ impl Conn {
                     message: format!("TLS handshake with {addr}: {e}{hint}"),
                 }
             })?;
+            conn.opening_us.1 = us(t1, crate::clock::now_ns());
         }
         Ok(conn)
     }
@@ -100,6 +107,7 @@ impl Conn {
             used: false,
             stamped: false,
             tx: None,
+            opening_us: (0, 0),
         }
     }
 

@@ -200,6 +200,17 @@ pub struct Record {
     /// Holds a place under `--prefill-concurrency` until its first token.
     #[serde(skip)]
     pub holds_prefill: bool,
+    /// The HTTP phases (k6's and AIPerf's `http_req_*`): opening its connection, TCP connect
+    /// and TLS handshake (µs; 0 on a connection kept alive), handing the request to the
+    /// kernel (ns), and the first response byte's arrival after `start_ns` (µs; 0 before
+    /// any).
+    pub connect_us: u32,
+    /// See `connect_us`.
+    pub tls_us: u32,
+    /// See `connect_us`.
+    pub sending_ns: u32,
+    /// See `connect_us`.
+    pub first_byte_us: u32,
     /// Response text kept for re-tokenizing when the server sent no usage; emptied after.
     #[serde(skip)]
     pub text: String,
@@ -246,6 +257,10 @@ impl Record {
             prefill_wait_ns: 0,
             to_cancel: false,
             holds_prefill: false,
+            connect_us: 0,
+            tls_us: 0,
+            sending_ns: 0,
+            first_byte_us: 0,
             text: String::new(),
             keep_text: false,
         }
@@ -315,6 +330,33 @@ impl Record {
     pub fn scheduled_latency(&self) -> Option<u64> {
         let end = self.last_content_ns.unwrap_or(self.end_ns);
         Some(end.saturating_sub(self.intended_ns?))
+    }
+
+    /// The HTTP phases, k6's and AIPerf's names with their values (ns): connecting and TLS
+    /// handshaking (0 on a kept-alive connection), sending, waiting (the last request byte to
+    /// the first response byte) and receiving (the first response byte to the last), and
+    /// their duration (sending + waiting + receiving). `None` before a response byte came.
+    pub fn http_phases(&self) -> Option<[(&'static str, u64); 6]> {
+        if self.first_byte_us == 0 {
+            return None;
+        }
+        let first_byte = self.start_ns + u64::from(self.first_byte_us) * 1000;
+        let sending = u64::from(self.sending_ns);
+        // A write stamp is taken before the bytes go: the send is inside the wait.
+        let sent = match self.start_source {
+            StartSource::Write => self.start_ns + sending,
+            StartSource::KernelTx => self.start_ns,
+        };
+        let waiting = first_byte.saturating_sub(sent);
+        let receiving = self.end_ns.saturating_sub(first_byte);
+        Some([
+            ("http_req_connecting", u64::from(self.connect_us) * 1000),
+            ("http_req_tls_handshaking", u64::from(self.tls_us) * 1000),
+            ("http_req_sending", sending),
+            ("http_req_waiting", waiting),
+            ("http_req_receiving", receiving),
+            ("http_req_duration", sending + waiting + receiving),
+        ])
     }
 
     /// How late the client sent the request: start − when it meant to send it, less the

@@ -725,6 +725,11 @@ pub struct OutputArgs {
     /// layouts), and a chart in report.html.
     #[arg(long, value_parser = parse_duration_ns, value_name = "DURATION")]
     pub slice_duration: Option<u64>,
+    /// Print the HTTP phases of the requests (k6's and AIPerf's http_req_connecting,
+    /// _tls_handshaking, _sending, _waiting, _receiving, _duration) under the table; the JSON
+    /// and every request's line have them anyway.
+    #[arg(long)]
+    pub show_trace_timing: bool,
 }
 
 /// How shards are placed, shown under `ringperf profile --help`.
@@ -1127,6 +1132,7 @@ impl ProfileArgs {
                 gates: o.fail_on.clone(),
                 allow_client_limited: o.allow_client_limited,
                 slice_ns: o.slice_duration,
+                show_trace_timing: o.show_trace_timing,
             },
             engine: EngineSpec {
                 shards: e.shards,

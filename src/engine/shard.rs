@@ -667,6 +667,10 @@ async fn session(shard: Rc<Shard>, ticket: Ticket, mut due: Option<u64>, first_u
             Some(isl),
         );
         rec.requested_osl = turn.osl;
+        if k == skip {
+            // Open loop: the session's start was scheduled.
+            rec.intended_ns = ticket.intended_ns;
+        }
         rec.session = Some((ticket.id, (k - skip) as u32));
         rec.keep_text = true;
         rec.due_ns = due;
@@ -833,6 +837,7 @@ async fn drive(
             match open.await {
                 Ok(Ok(mut c)) => {
                     shard.connect_failures.set(0);
+                    (rec.connect_us, rec.tls_us) = c.opening_us;
                     rec.new_connection |= std::mem::take(&mut slot.server_closed);
                     if plan.spec.engine.kernel_timestamps {
                         c.enable_rx_timestamps();
@@ -874,7 +879,9 @@ async fn drive(
 
         let mut wbuf = shard.write_bufs.borrow_mut().pop().unwrap_or_default();
         template.write_into(&mut wbuf, rec.id);
+        let before = now_ns();
         let (res, wbuf) = conn.send(wbuf).await;
+        rec.sending_ns = (now_ns() - before).min(u64::from(u32::MAX)) as u32;
         shard.write_bufs.borrow_mut().push(wbuf);
         rec.start_ns = res.as_ref().map_or_else(|_| now_ns(), |t| *t);
         rec.start_source = crate::record::StartSource::Write;
@@ -947,6 +954,9 @@ async fn drive(
                             rec.start_ns = tx;
                             rec.start_source = crate::record::StartSource::KernelTx;
                         }
+                        // The response's first bytes (at least 1 µs: 0 means none yet).
+                        let us = t.saturating_sub(rec.start_ns) / 1000;
+                        rec.first_byte_us = us.clamp(1, u64::from(u32::MAX)) as u32;
                     }
                     let (events_before, had_first) =
                         (content_events(rec), rec.first_content_ns.is_some());

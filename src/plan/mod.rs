@@ -271,6 +271,7 @@ pub(crate) mod tests {
                 gates: Vec::new(),
                 allow_client_limited: false,
                 slice_ns: None,
+                show_trace_timing: false,
             },
             engine: EngineSpec {
                 shards: None,

@@ -18,6 +18,9 @@ pub struct OutputSpec {
     /// `--slice-duration`: figures per time slice of this length (ns).
     #[serde(default)]
     pub slice_ns: Option<u64>,
+    /// `--show-trace-timing`: print the HTTP phases under the table.
+    #[serde(default)]
+    pub show_trace_timing: bool,
 }
 
 /// The most time slices one run writes (`--slice-duration`): a slice shorter than a timed run
@@ -63,6 +66,7 @@ mod tests {
             gates: Vec::new(),
             allow_client_limited: false,
             slice_ns: None,
+            show_trace_timing: false,
         };
         let o = Output::build(&s, "Qwen/Qwen3-0.6B", "chat", "concurrency8");
         assert_eq!(
@@ -75,6 +79,7 @@ mod tests {
             gates: Vec::new(),
             allow_client_limited: false,
             slice_ns: None,
+            show_trace_timing: false,
         };
         assert_eq!(
             Output::build(&given, "m", "chat", "c").artifact_dir,

@@ -177,6 +177,24 @@ fn num(v: f64) -> String {
 /// Renders the table and the health lines.
 pub fn render(r: &Report, title: &str) -> String {
     let mut out = table(r, title);
+    if r.show_trace_timing && !r.http_trace.is_empty() {
+        let _ = writeln!(
+            out,
+            "HTTP phases (ms)      avg       p50       p99       max"
+        );
+        for (tag, d) in &r.http_trace {
+            let s = d.summary(1e6);
+            let name = tag.trim_start_matches("http_req_");
+            let _ = writeln!(
+                out,
+                "  {name:<16}{:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+                s.avg,
+                s.at("p50"),
+                s.at("p99"),
+                s.max
+            );
+        }
+    }
     if r.ttft_by_turn.len() > 1 {
         let turns: Vec<String> = r
             .ttft_by_turn

@@ -73,6 +73,20 @@ pub(crate) fn profile_json(r: &Report, input_config: &Value, times: &Times) -> V
         m.insert("count".into(), json!(s.count));
         doc.insert(tag.into(), Value::Object(m));
     }
+    for (tag, d) in &r.http_trace {
+        let s = d.summary(1e6);
+        let mut m = Map::new();
+        m.insert("unit".into(), json!("ms"));
+        m.insert("avg".into(), json!(s.avg));
+        m.insert("min".into(), json!(s.min));
+        m.insert("max".into(), json!(s.max));
+        m.insert("std".into(), json!(s.std));
+        for (i, (name, _)) in PERCENTILES.iter().enumerate() {
+            m.insert((*name).into(), json!(s.percentiles[i]));
+        }
+        m.insert("count".into(), json!(s.count));
+        doc.insert((*tag).into(), Value::Object(m));
+    }
     for (tag, _, unit, v) in value_rows(r) {
         doc.insert(tag.into(), json!({ "unit": unit, "avg": v }));
     }
@@ -381,6 +395,11 @@ fn records_into(r: &Report, mut w: &mut dyn Write) -> std::io::Result<()> {
                 "sim_first_sent_ns": rec.sim_first_sent_ns,
                 "session": rec.session.map(|(s, t)| json!({"session_id": s, "turn": t})),
                 "chosen_to_cancel": rec.to_cancel,
+                "http": rec.http_phases().map(|p| {
+                    p.iter()
+                        .map(|(k, v)| ((*k).to_string(), json!(*v as f64 / 1e6)))
+                        .collect::<Map<String, Value>>()
+                }),
                 "prefill_wait_ms": rec.prefill_wait_ns as f64 / 1e6,
             },
             "metrics": metrics,

@@ -478,6 +478,8 @@ fn build(nodes: &[NodeRun], incomplete: &[String], first_start: u64) -> Result<R
         prefill_wait: crate::stats::Dist::new(),
         slice_ns: None,
         ttft_by_turn: Vec::new(),
+        http_trace: Vec::new(),
+        show_trace_timing: false,
         warmup: sum(|f| f.warmup),
         warmup_failed: 0,
         warmup_ns: 0,

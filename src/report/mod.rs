@@ -77,6 +77,11 @@ pub struct Report {
     /// Sessions: TTFT of the completed measured requests by turn index (what a server's
     /// cache bought a conversation's later turns), turns in order.
     pub ttft_by_turn: Vec<(u32, Dist)>,
+    /// The HTTP phases of the completed measured requests ([`Record::http_phases`]), by
+    /// k6's and AIPerf's names (ns).
+    pub http_trace: Vec<(&'static str, Dist)>,
+    /// Print them under the table (`--show-trace-timing`).
+    pub show_trace_timing: bool,
     /// Warm-up requests sent.
     pub warmup: u64,
     /// Warm-up requests that failed, and the warm-up's span (first start to last end, ns).
@@ -243,6 +248,8 @@ pub struct Settings {
     pub prefill: bool,
     /// `--slice-duration` (ns).
     pub slice_ns: Option<u64>,
+    /// `--show-trace-timing`.
+    pub show_trace_timing: bool,
 }
 
 impl Settings {
@@ -275,6 +282,7 @@ impl Settings {
                 .unwrap_or(1),
             prefill: plan.load.prefill.is_some(),
             slice_ns: plan.spec.output.slice_ns,
+            show_trace_timing: plan.spec.output.show_trace_timing,
         }
     }
 }
@@ -324,14 +332,28 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         }
     }
     let mut by_turn: BTreeMap<u32, Dist> = BTreeMap::new();
+    let mut http_trace: Vec<(&'static str, Dist)> = Vec::new();
     for r in records.iter().filter(|r| r.is_measured_ok()) {
         metrics.add(r);
+        if let Some(phases) = r.http_phases() {
+            if http_trace.is_empty() {
+                http_trace = phases
+                    .map(|(tag, _)| (tag, Dist::keeping_values()))
+                    .to_vec();
+            }
+            for ((_, d), (_, v)) in http_trace.iter_mut().zip(phases) {
+                d.record(v);
+            }
+        }
         if let (Some((_, turn)), Some(ttft)) = (r.session, r.ttft()) {
             by_turn
                 .entry(turn)
                 .or_insert_with(Dist::keeping_values)
                 .record(ttft);
         }
+    }
+    for (_, d) in &mut http_trace {
+        d.seal();
     }
     let ttft_by_turn: Vec<(u32, Dist)> = by_turn
         .into_iter()
@@ -668,6 +690,8 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         request_cancelled,
         prefill_wait,
         ttft_by_turn,
+        http_trace,
+        show_trace_timing: settings.show_trace_timing,
         slice_ns: settings.slice_ns,
         warmup,
         warmup_failed,

@@ -62,6 +62,23 @@ fn streaming_over_tls_with_a_test_made_certificate() {
     assert!(rel(itl, 5e6) < 0.02, "ITL p50 {itl}");
     // Keep-alive works over TLS: far fewer connections than requests.
     assert!(r.records.iter().all(|x| !x.reconnected));
+    // The HTTP phases: 8 connections, each with its TCP connect and TLS handshake; the
+    // requests that reused one show zeros there, not missing values.
+    let opened: Vec<_> = r.records.iter().filter(|x| x.tls_us > 0).collect();
+    assert_eq!(opened.len(), 8, "one handshake per connection");
+    assert!(opened.iter().all(|x| x.connect_us > 0));
+    for x in &r.records {
+        let p = x.http_phases().expect("every request had a response");
+        assert_eq!(p.len(), 6);
+        let reused = x.tls_us == 0;
+        assert_eq!(
+            (p[0].1 == 0, p[1].1 == 0),
+            (reused && x.connect_us == 0, reused)
+        );
+        // Waiting ends at the first response byte, which comes with the first token here.
+        let waiting = p[3].1 as f64;
+        assert!(rel(waiting, x.ttft().unwrap() as f64) < 0.05, "{p:?}");
+    }
 }
 
 #[test]

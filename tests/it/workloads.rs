@@ -488,3 +488,42 @@ fn user_centric_flags_that_cannot_hold_are_refused() {
         assert!(err.to_string().contains(says), "{flags}: {err}");
     }
 }
+
+#[test]
+fn every_request_carries_its_http_phases_and_the_json_summarises_them() {
+    let _shared = support::shared();
+    let s = sim("--ttft 20ms --itl 5ms");
+    let dir = artifact_dir("http-trace");
+    let res = profile(
+        &format!(
+            "--url http://{} --streaming --concurrency 4 --request-count 40 \
+             --output-tokens-mean 10 --show-trace-timing",
+            s.addr
+        ),
+        &dir,
+    )
+    .unwrap();
+    let reqs = requests(&dir);
+    let connected = reqs
+        .iter()
+        .filter(|q| q["http"]["http_req_connecting"].as_f64().unwrap() > 0.0)
+        .count();
+    assert_eq!(
+        connected, 4,
+        "4 connections opened, reused by the other 36 (zeros)"
+    );
+    for q in &reqs {
+        let h = &q["http"];
+        let ms = |k: &str| h[k].as_f64().unwrap();
+        assert_eq!(ms("http_req_tls_handshaking"), 0.0, "plain http");
+        // The simulator sends its head with the first token: waiting is the TTFT.
+        assert!((19.5..25.0).contains(&ms("http_req_waiting")), "{h}");
+        let sum = ms("http_req_sending") + ms("http_req_waiting") + ms("http_req_receiving");
+        assert!((sum - ms("http_req_duration")).abs() < 1e-3, "{h}");
+        // 9 gaps of 5 ms after the first token.
+        assert!((44.0..50.0).contains(&ms("http_req_receiving")), "{h}");
+    }
+    let doc = json(&dir.join("profile_export_ringperf.json"));
+    assert_eq!(doc["http_req_waiting"]["count"], 40);
+    assert!(res.console.contains("HTTP phases (ms)"), "{}", res.console);
+}

@@ -114,7 +114,7 @@ pub(super) const PROFILE: &[Rare] = &[
     r(&["--unsafe-override"], Flag, Note("no scenario is locked")),
     // Output.
     r(&["--profile-export-prefix", "--profile-export-file", "--export-level", "--profile-export-level"], One, Note(OUTPUT)),
-    r(&["--auto-plot", "--no-auto-plot", "--plot-required", "--export-outputs-json", "--generate-plots", "--export-http-trace", "--show-trace-timing", "--no-server-metrics", "--enable-checkpointing", "--no-sweep-table"], Flag, Note(OUTPUT)),
+    r(&["--auto-plot", "--no-auto-plot", "--plot-required", "--export-outputs-json", "--generate-plots", "--export-http-trace", "--no-server-metrics", "--enable-checkpointing", "--no-sweep-table"], Flag, Note(OUTPUT)),
     r(&["--checkpoint-dir"], One, Note(OUTPUT)),
     r(&["--server-metrics-formats", "--stream", "--otel-resource-attributes", "--mlflow-tag", "--mlflow-artifact-glob", "--wandb-tag"], List, Note(EXPORTERS)),
     r(&["--otel-url", "--gen-ai-provider", "--mlflow-tracking-uri", "--mlflow-experiment", "--mlflow-run-name", "--mlflow-parent-run-id", "--wandb-project", "--wandb-entity", "--wandb-run-name"], One, Note(EXPORTERS)),
