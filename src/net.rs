@@ -61,19 +61,48 @@ pub(crate) struct ConnectError {
     pub message: String,
 }
 
+/// Connects to `to` from source address `from` (`--local-address`: each source address has
+/// its own ephemeral ports): a socket bound first, its connect completed by the runtime.
+async fn connect_from(
+    from: std::net::IpAddr,
+    to: std::net::SocketAddr,
+) -> std::io::Result<TcpStream> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(to), Type::STREAM.nonblocking(), None)?;
+    socket.bind(&std::net::SocketAddr::new(from, 0).into())?;
+    match socket.connect(&to.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Err(e),
+    }
+    let std: std::net::TcpStream = socket.into();
+    let tcp = TcpStream::from_std(std)?;
+    tcp.writable(false).await?;
+    match crate::sys::socket_error(std::os::fd::AsRawFd::as_raw_fd(&tcp)) {
+        Some(e) => Err(e),
+        None => Ok(tcp),
+    }
+}
+
 impl Conn {
     /// Opens a connection to `addr`, with TLS when `tls` is given.
     pub(crate) async fn open(
         addr: std::net::SocketAddr,
+        from: Option<std::net::IpAddr>,
         tls: Option<(&Arc<rustls::ClientConfig>, &ServerName<'static>)>,
     ) -> Result<Conn, ConnectError> {
         let t0 = crate::clock::now_ns();
-        let tcp = TcpStream::connect_addr(addr)
-            .await
-            .map_err(|e| ConnectError {
-                outcome: Outcome::ConnectFailed,
-                message: format!("connect to {addr}: {e}"),
-            })?;
+        let connected = match from {
+            None => TcpStream::connect_addr(addr).await,
+            Some(ip) => connect_from(ip, addr).await,
+        };
+        let tcp = connected.map_err(|e| ConnectError {
+            outcome: Outcome::ConnectFailed,
+            message: match from {
+                None => format!("connect to {addr}: {e}"),
+                Some(ip) => format!("connect to {addr} from {ip}: {e}"),
+            },
+        })?;
         let t1 = crate::clock::now_ns();
         let us = |a: u64, b: u64| ((b.saturating_sub(a)) / 1000).min(u64::from(u32::MAX)) as u32;
         let mut conn = Conn::plain(tcp);

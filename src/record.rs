@@ -211,6 +211,8 @@ pub struct Record {
     pub sending_ns: u32,
     /// See `connect_us`.
     pub first_byte_us: u32,
+    /// The server it went to (`--url` repeated: their index, in order).
+    pub server: u16,
     /// Response text kept for re-tokenizing when the server sent no usage; emptied after.
     #[serde(skip)]
     pub text: String,
@@ -261,6 +263,7 @@ impl Record {
             tls_us: 0,
             sending_ns: 0,
             first_byte_us: 0,
+            server: 0,
             text: String::new(),
             keep_text: false,
         }

@@ -544,6 +544,29 @@ impl<F: std::future::Future> std::future::Future for Prefetched<F> {
     }
 }
 
+/// The pending error of socket `fd` (`SO_ERROR`): why a non-blocking connect failed, once
+/// the socket is writable.
+pub fn socket_error(fd: RawFd) -> Option<io::Error> {
+    let mut err: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `err` and `len` are valid for writes and sized for SO_ERROR's int; an invalid
+    // `fd` makes the call fail, which is reported.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            (&mut err as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    match (rc, err) {
+        (0, 0) => None,
+        (0, e) => Some(io::Error::from_raw_os_error(e)),
+        _ => Some(io::Error::last_os_error()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

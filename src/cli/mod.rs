@@ -291,8 +291,19 @@ pub struct TargetArgs {
     #[arg(short = 'm', long = "model", visible_alias = "model-names", num_args = 1..)]
     pub model: Vec<String>,
     /// Server URL: http(s)://host:port (a path prefix is kept) [default: http://localhost:8000].
-    #[arg(short = 'u', long)]
-    pub url: Option<String>,
+    /// Repeat it for data-parallel replicas of one model without a load balancer: requests
+    /// are spread over them by --url-strategy, and the report gives figures per server.
+    #[arg(short = 'u', long, action = clap::ArgAction::Append)]
+    pub url: Vec<String>,
+    /// How requests are spread over several --url: round-robin (request i to server i mod N)
+    /// or least-in-flight (to the server with the fewest of the shard's requests in flight).
+    #[arg(long, value_enum, default_value = "round-robin")]
+    pub url_strategy: crate::plan::target::UrlStrategy,
+    /// Open connections from this source address (repeatable: connections take them in
+    /// turn), so that one host holds more connections than the ~28,000 ephemeral ports of
+    /// one address allow. The addresses must be this host's.
+    #[arg(long, value_name = "IP")]
+    pub local_address: Vec<std::net::IpAddr>,
     /// API shape: chat, completions, embeddings, responses, template; GenAI-Perf's kserve and
     /// generate speak Triton's generate extension [default: the kind --endpoint or --url
     /// names, else chat].
@@ -953,7 +964,8 @@ impl ProfileArgs {
         // AIPerf's docs give --url as the whole endpoint URL: the kind's path is the endpoint.
         let mut url = t
             .url
-            .clone()
+            .first()
+            .cloned()
             .unwrap_or_else(|| "http://localhost:8000".into());
         let mut endpoint = t.endpoint.clone();
         if endpoint.is_none() {
@@ -966,7 +978,7 @@ impl ProfileArgs {
             }
         }
         let given = port::Given {
-            url: t.url.is_some(),
+            url: !t.url.is_empty(),
             num_dataset_entries: w.num_dataset_entries.is_some(),
             session_turn_delay: w.session_turn_delay.is_some(),
             concurrency: l.concurrency.is_some(),
@@ -1016,6 +1028,15 @@ impl ProfileArgs {
                 ready_check_timeout_ns: t.ready_check_timeout,
                 preflight: !t.no_preflight,
                 reset_prefix_cache: t.reset_prefix_cache || self.port.reset_kv_cache,
+                // The others as given (the first may have named the endpoint: they share it).
+                more_urls: t
+                    .url
+                    .iter()
+                    .skip(1)
+                    .map(|u| split_endpoint_url(u).map_or_else(|| u.clone(), |(base, _)| base))
+                    .collect(),
+                url_strategy: t.url_strategy,
+                local_addresses: t.local_address.clone(),
             },
             load: LoadSpec {
                 concurrency,

@@ -65,6 +65,8 @@ pub struct Progress {
 /// A connection with its buffers, reused across requests.
 #[derive(Default)]
 struct Slot {
+    /// The server its connections go to.
+    server: u16,
     conn: Option<Conn>,
     exchange: Exchange,
     /// The server ended this place's last connection after a whole response (it said
@@ -76,11 +78,16 @@ struct Slot {
 pub(crate) struct Shard {
     pub index: u16,
     pub plan: Arc<Plan>,
-    server_name: Option<ServerName<'static>>,
+    /// Each server's TLS name (https only), by server index.
+    server_names: Vec<ServerName<'static>>,
+    /// This shard's requests in flight to each server (for least-in-flight placement).
+    server_load: RefCell<Vec<usize>>,
+    /// Connections opened so far: the next one's source address (`--local-address`).
+    opened: Cell<usize>,
     /// Boxed: a request's task holds a pointer, not the connection and its decoder state
     /// (the task stays small, and nothing is copied in and out at each request).
     #[allow(clippy::vec_box)]
-    pool: RefCell<Vec<Box<Slot>>>,
+    pool: RefCell<Vec<Vec<Box<Slot>>>>,
     in_flight: Cell<usize>,
     pub peak_in_flight: Cell<usize>,
     /// Closed loop: when each request that freed a place under the cap ended, oldest first;
@@ -143,20 +150,25 @@ impl Shard {
         stop: Arc<AtomicBool>,
         feed: Option<super::feed::Feed<Box<crate::workload::Entry>>>,
     ) -> std::io::Result<Rc<Shard>> {
-        let server_name = match plan.target.tls {
-            Some(_) => Some(
-                crate::tls::server_name(&plan.target.endpoint.host)
-                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?,
-            ),
-            None => None,
+        let n = plan.target.servers();
+        let server_names = match plan.target.tls {
+            Some(_) => (0..n)
+                .map(|i| {
+                    crate::tls::server_name(&plan.target.server(i).host)
+                        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+                })
+                .collect::<Result<_, _>>()?,
+            None => Vec::new(),
         };
         let pointers = plan.target.pointers.clone();
         let expects_text = plan.target.kind != crate::api::Kind::Embeddings;
         let shard = Rc::new(Shard {
             index,
             plan,
-            server_name,
-            pool: RefCell::new(Vec::new()),
+            server_names,
+            server_load: RefCell::new(vec![0; n]),
+            opened: Cell::new(index as usize),
+            pool: RefCell::new((0..n).map(|_| Vec::new()).collect()),
             in_flight: Cell::new(0),
             peak_in_flight: Cell::new(0),
             freed: RefCell::new(VecDeque::new()),
@@ -263,6 +275,35 @@ impl Shard {
             return None;
         }
         Some(now_ns() - t)
+    }
+
+    /// The source address of the next connection, in turn (none: the kernel's choice).
+    fn local_address(&self) -> Option<std::net::IpAddr> {
+        let all = &self.plan.target.local_addresses;
+        if all.is_empty() {
+            return None;
+        }
+        let k = self.opened.get();
+        self.opened.set(k + 1);
+        Some(all[k % all.len()])
+    }
+
+    /// The server `rec` goes to: one of several `--url`s by the plan's strategy (a session's
+    /// turns stay on one server with round-robin, as its cache holds their history).
+    fn pick_server(&self, rec: &Record) -> usize {
+        let n = self.plan.target.servers();
+        if n == 1 {
+            return 0;
+        }
+        match self.plan.target.strategy {
+            crate::plan::target::UrlStrategy::RoundRobin => {
+                (rec.session.map_or(rec.id, |(s, _)| s) % n as u64) as usize
+            }
+            crate::plan::target::UrlStrategy::LeastInFlight => {
+                let load = self.server_load.borrow();
+                (0..n).min_by_key(|i| load[*i]).unwrap_or(0)
+            }
+        }
     }
 
     /// Gives back `rec`'s place under the prefill cap (its first token came, or it ended).
@@ -725,7 +766,15 @@ async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record)
         shard.prefill_done(rec);
         return true;
     }
-    let mut slot = shard.pool.borrow_mut().pop().unwrap_or_default();
+    let server = shard.pick_server(rec);
+    rec.server = server as u16;
+    shard.server_load.borrow_mut()[server] += 1;
+    let mut slot = shard.pool.borrow_mut()[server].pop().unwrap_or_else(|| {
+        Box::new(Slot {
+            server: server as u16,
+            ..Slot::default()
+        })
+    });
     // A finished request's array, grown if need be to the tokens asked for, instead of an
     // allocation per request and repeated growth while tokens stream in.
     rec.chunk_gaps_ns = shard.gap_arrays.borrow_mut().pop().unwrap_or_default();
@@ -765,7 +814,8 @@ async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record)
         slot.server_closed = !expired && rec.outcome == Outcome::Ok;
         slot.conn = None;
     }
-    shard.pool.borrow_mut().push(slot);
+    shard.server_load.borrow_mut()[server] -= 1;
+    shard.pool.borrow_mut()[server].push(slot);
     if matches!(
         rec.outcome,
         Outcome::ConnectFailed | Outcome::ConnectTimeout | Outcome::TlsFailed
@@ -823,7 +873,8 @@ async fn drive(
             return;
         }
         if slot.conn.is_none() {
-            let tls = plan.target.tls.as_ref().zip(shard.server_name.as_ref());
+            let server = usize::from(slot.server);
+            let tls = plan.target.tls.as_ref().zip(shard.server_names.get(server));
             // Within the request's deadline too: the watcher cannot cut a socket before it
             // is known.
             let left = deadline.saturating_sub(now_ns());
@@ -832,7 +883,7 @@ async fn drive(
             // connections, and inline its state would widen every request's task.
             let open = Box::pin(monoio::time::timeout(
                 limit,
-                Conn::open(plan.target.endpoint.addr, tls),
+                Conn::open(plan.target.server(server).addr, shard.local_address(), tls),
             ));
             match open.await {
                 Ok(Ok(mut c)) => {
@@ -855,7 +906,7 @@ async fn drive(
                     rec.outcome = Outcome::ConnectTimeout;
                     rec.error = Some(format!(
                         "connect to {} timed out",
-                        plan.target.endpoint.addr
+                        plan.target.server(server).addr
                     ));
                     rec.end_ns = now_ns();
                     return;

@@ -53,6 +53,33 @@ pub struct TargetSpec {
     /// Empty the server's prefix cache before the run.
     #[serde(default)]
     pub reset_prefix_cache: bool,
+    /// More servers of the same model (`--url` repeated: data-parallel replicas without a
+    /// load balancer), written without their user information.
+    #[serde(default, serialize_with = "urls_shown")]
+    pub more_urls: Vec<String>,
+    /// How requests are spread over the servers.
+    #[serde(default)]
+    pub url_strategy: UrlStrategy,
+    /// Source addresses to open connections from, in turn (none: the kernel's choice).
+    #[serde(default)]
+    pub local_addresses: Vec<std::net::IpAddr>,
+}
+
+/// How requests are spread over several `--url`s (AIPerf's `--url-strategy`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum UrlStrategy {
+    /// Request i goes to server i mod N.
+    #[default]
+    #[value(alias = "round_robin")]
+    RoundRobin,
+    /// Each request goes to the server with the fewest of this shard's requests in flight.
+    #[value(alias = "least_in_flight")]
+    LeastInFlight,
+}
+
+fn urls_shown<S: serde::Serializer>(urls: &[String], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(urls.iter().map(|u| crate::endpoint::shown(u)))
 }
 
 fn yes() -> bool {
@@ -91,8 +118,14 @@ pub fn secrets_of<'a>(
 /// The target, ready: resolved, TLS set up, the parts of every request's head fixed.
 #[derive(Debug, Clone)]
 pub struct Target {
-    /// Where requests go.
+    /// Where requests go (the first server, with several).
     pub endpoint: Endpoint,
+    /// The other servers (`--url` repeated); every request's head names the first's host.
+    pub others: Vec<Endpoint>,
+    /// How requests are spread over the servers.
+    pub strategy: UrlStrategy,
+    /// Source addresses connections are opened from, in turn (none: the kernel's choice).
+    pub local_addresses: Vec<std::net::IpAddr>,
     /// Model name.
     pub model: String,
     /// The endpoint kind.
@@ -136,8 +169,56 @@ fn header(h: &str) -> Result<(String, String), PlanError> {
 }
 
 impl Target {
+    /// Server `i`: 0 is the first `--url`.
+    pub fn server(&self, i: usize) -> &Endpoint {
+        match i {
+            0 => &self.endpoint,
+            _ => &self.others[i - 1],
+        }
+    }
+
+    /// How many servers.
+    pub fn servers(&self) -> usize {
+        1 + self.others.len()
+    }
+
     /// Validates the spec, resolves the address, reads the template and sets up TLS.
     pub fn build(s: &TargetSpec) -> Result<Target, PlanError> {
+        let mut others = Vec::with_capacity(s.more_urls.len());
+        for u in &s.more_urls {
+            let e = Endpoint::parse(u).map_err(PlanError::Url)?;
+            let first = Endpoint::parse(&s.url).map_err(PlanError::Url)?;
+            if (e.tls, &e.prefix, &e.user_info) != (first.tls, &first.prefix, &first.user_info) {
+                return Err(PlanError::Flag(format!(
+                    "--url {}: every --url of a run takes the same scheme, path prefix and \
+                     credentials as the first ({}); only the host and port may differ",
+                    crate::endpoint::shown(u),
+                    crate::endpoint::shown(&s.url)
+                )));
+            }
+            if e.tls {
+                crate::tls::server_name(&e.host)?;
+            }
+            others.push(e);
+        }
+        if others.len() >= usize::from(u16::MAX) {
+            return Err(PlanError::Flag("too many --url".into()));
+        }
+        let first = Endpoint::parse(&s.url).map_err(PlanError::Url)?;
+        for e in std::iter::once(&first).chain(&others) {
+            if let Some(a) = s
+                .local_addresses
+                .iter()
+                .find(|a| a.is_ipv4() != e.addr.is_ipv4())
+            {
+                return Err(PlanError::Flag(format!(
+                    "--local-address {a}: {} is reached over IPv{}; give source addresses of \
+                     that family",
+                    e.addr,
+                    if e.addr.is_ipv4() { 4 } else { 6 }
+                )));
+            }
+        }
         if s.connect_timeout_ns == 0 || s.request_timeout_ns == 0 {
             return Err(PlanError::Flag("timeouts must be longer than 0".into()));
         }
@@ -268,6 +349,9 @@ impl Target {
                 streaming,
             },
             endpoint,
+            others,
+            strategy: s.url_strategy,
+            local_addresses: s.local_addresses.clone(),
             model: s.model.clone(),
             kind: s.kind,
             streaming,
@@ -297,6 +381,9 @@ pub(crate) mod tests {
             api_key: None,
             headers: Vec::new(),
             ca_cert: None,
+            more_urls: Vec::new(),
+            url_strategy: UrlStrategy::RoundRobin,
+            local_addresses: Vec::new(),
             insecure: false,
             connect_timeout_ns: 1,
             request_timeout_ns: 1,

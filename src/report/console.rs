@@ -177,6 +177,18 @@ fn num(v: f64) -> String {
 /// Renders the table and the health lines.
 pub fn render(r: &Report, title: &str) -> String {
     let mut out = table(r, title);
+    for (i, s) in r.servers.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "server {i} {}: {} ok, {} failed, {:.1} tokens/s, TTFT p50 {:.2} ms p99 {:.2} ms",
+            s.url,
+            s.request_count,
+            s.error_request_count,
+            s.output_token_throughput,
+            s.time_to_first_token_p50_ms,
+            s.time_to_first_token_p99_ms
+        );
+    }
     if r.show_trace_timing && !r.http_trace.is_empty() {
         let _ = writeln!(
             out,

@@ -192,6 +192,9 @@ pub(crate) fn profile_json(r: &Report, input_config: &Value, times: &Times) -> V
             .collect();
         doc.insert("server_metrics".into(), json!(server));
     }
+    if !r.servers.is_empty() {
+        doc.insert("servers".into(), json!(r.servers));
+    }
     if !r.ttft_by_turn.is_empty() {
         let turns: Vec<Value> = r
             .ttft_by_turn
@@ -395,6 +398,7 @@ fn records_into(r: &Report, mut w: &mut dyn Write) -> std::io::Result<()> {
                 "sim_first_sent_ns": rec.sim_first_sent_ns,
                 "session": rec.session.map(|(s, t)| json!({"session_id": s, "turn": t})),
                 "chosen_to_cancel": rec.to_cancel,
+                "server": rec.server,
                 "http": rec.http_phases().map(|p| {
                     p.iter()
                         .map(|(k, v)| ((*k).to_string(), json!(*v as f64 / 1e6)))

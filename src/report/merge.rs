@@ -480,6 +480,7 @@ fn build(nodes: &[NodeRun], incomplete: &[String], first_start: u64) -> Result<R
         ttft_by_turn: Vec::new(),
         http_trace: Vec::new(),
         show_trace_timing: false,
+        servers: Vec::new(),
         warmup: sum(|f| f.warmup),
         warmup_failed: 0,
         warmup_ns: 0,

@@ -82,6 +82,8 @@ pub struct Report {
     pub http_trace: Vec<(&'static str, Dist)>,
     /// Print them under the table (`--show-trace-timing`).
     pub show_trace_timing: bool,
+    /// With several `--url`s: each server's figures, in their order.
+    pub servers: Vec<ServerFigures>,
     /// Warm-up requests sent.
     pub warmup: u64,
     /// Warm-up requests that failed, and the warm-up's span (first start to last end, ns).
@@ -132,6 +134,74 @@ pub struct Report {
     /// Over completed measured requests whose usage said so: Σ prompt tokens the server's
     /// prompt cache served, and Σ prompt tokens the server counted.
     pub prompt_cache: Option<(u64, u64)>,
+}
+
+/// One server's share of a run with several `--url`s.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ServerFigures {
+    /// Its URL (without credentials).
+    pub url: String,
+    /// Its measured requests that succeeded.
+    pub request_count: u64,
+    /// Its measured requests that failed.
+    pub error_request_count: u64,
+    /// Its output tokens per second, over the run's measured window.
+    pub output_token_throughput: f64,
+    /// TTFT percentiles (ms).
+    pub time_to_first_token_p50_ms: f64,
+    /// See `time_to_first_token_p50_ms`.
+    pub time_to_first_token_p99_ms: f64,
+    /// Request latency percentiles (ms).
+    pub request_latency_p50_ms: f64,
+    /// See `request_latency_p50_ms`.
+    pub request_latency_p99_ms: f64,
+}
+
+/// Each of `urls`' figures from the measured records (none with one server).
+fn server_figures(urls: &[String], records: &[Record], window_ns: u64) -> Vec<ServerFigures> {
+    if urls.len() < 2 {
+        return Vec::new();
+    }
+    urls.iter()
+        .enumerate()
+        .map(|(i, url)| {
+            let mine = || {
+                records.iter().filter(move |r| {
+                    r.phase == crate::record::Phase::Profiling && usize::from(r.server) == i
+                })
+            };
+            let (mut ttft, mut e2e) = (Dist::keeping_values(), Dist::keeping_values());
+            let mut tokens = 0;
+            for r in mine().filter(|r| r.outcome == Outcome::Ok) {
+                if let Some(t) = r.ttft() {
+                    ttft.record(t);
+                }
+                e2e.record(r.latency());
+                tokens += r.osl.unwrap_or(0);
+            }
+            ttft.seal();
+            e2e.seal();
+            let ms = |d: &Dist, p: f64| {
+                if d.count() == 0 {
+                    0.0
+                } else {
+                    d.percentile(p) as f64 / 1e6
+                }
+            };
+            ServerFigures {
+                url: url.clone(),
+                request_count: e2e.count(),
+                error_request_count: mine()
+                    .filter(|r| !matches!(r.outcome, Outcome::Ok | Outcome::RequestCancelled))
+                    .count() as u64,
+                output_token_throughput: per_sec(tokens, window_ns),
+                time_to_first_token_p50_ms: ms(&ttft, 50.0),
+                time_to_first_token_p99_ms: ms(&ttft, 99.0),
+                request_latency_p50_ms: ms(&e2e, 50.0),
+                request_latency_p99_ms: ms(&e2e, 99.0),
+            }
+        })
+        .collect()
 }
 
 /// Content events that shared a read's stamp with a later event.
@@ -250,6 +320,8 @@ pub struct Settings {
     pub slice_ns: Option<u64>,
     /// `--show-trace-timing`.
     pub show_trace_timing: bool,
+    /// The servers' URLs, in order (several with `--url` repeated).
+    pub servers: Vec<String>,
 }
 
 impl Settings {
@@ -283,6 +355,9 @@ impl Settings {
             prefill: plan.load.prefill.is_some(),
             slice_ns: plan.spec.output.slice_ns,
             show_trace_timing: plan.spec.output.show_trace_timing,
+            servers: (0..plan.target.servers())
+                .map(|i| plan.target.server(i).url())
+                .collect(),
         }
     }
 }
@@ -692,6 +767,7 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         ttft_by_turn,
         http_trace,
         show_trace_timing: settings.show_trace_timing,
+        servers: server_figures(&settings.servers, &records, window_ns),
         slice_ns: settings.slice_ns,
         warmup,
         warmup_failed,

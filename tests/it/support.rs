@@ -71,6 +71,8 @@ pub fn profile(
 pub struct FakeServer {
     pub addr: SocketAddr,
     pub requests: Arc<AtomicUsize>,
+    /// Where each connection it accepted came from.
+    pub peers: Arc<std::sync::Mutex<Vec<SocketAddr>>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -90,13 +92,17 @@ where
     let requests = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let respond = Arc::new(respond);
-    let (r, s) = (requests.clone(), stop.clone());
+    let peers: Arc<std::sync::Mutex<Vec<SocketAddr>>> = Arc::default();
+    let (r, s, p) = (requests.clone(), stop.clone(), peers.clone());
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             if s.load(Ordering::Relaxed) {
                 return;
             }
             let Ok(mut conn) = conn else { continue };
+            if let Ok(a) = conn.peer_addr() {
+                p.lock().unwrap().push(a);
+            }
             let (r, respond) = (r.clone(), respond.clone());
             std::thread::spawn(move || {
                 let mut buf = Vec::new();
@@ -113,6 +119,7 @@ where
     FakeServer {
         addr,
         requests,
+        peers,
         stop,
     }
 }

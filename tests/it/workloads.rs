@@ -527,3 +527,101 @@ fn every_request_carries_its_http_phases_and_the_json_summarises_them() {
     assert_eq!(doc["http_req_waiting"]["count"], 40);
     assert!(res.console.contains("HTTP phases (ms)"), "{}", res.console);
 }
+
+#[test]
+fn several_urls_share_the_load_by_their_strategy_and_each_gets_its_figures() {
+    let _shared = support::shared();
+    let fast = sim("--ttft 10ms --itl 2ms");
+    let slow = sim("--ttft 60ms --itl 2ms");
+    let urls = format!("--url http://{} --url http://{}", fast.addr, slow.addr);
+    let run = |strategy: &str, name: &str| {
+        let dir = artifact_dir(name);
+        let res = profile(
+            &format!(
+                "{urls} --url-strategy {strategy} --streaming --concurrency 8 \
+                 --request-count 200 --output-tokens-mean 10"
+            ),
+            &dir,
+        )
+        .unwrap();
+        assert_eq!(res.report.failed, 0, "{}", res.console);
+        let doc = json(&dir.join("profile_export_ringperf.json"));
+        let servers = doc["servers"].as_array().unwrap().clone();
+        assert_eq!(servers.len(), 2);
+        // Each server's figures are its own: the simulators' TTFTs.
+        let ttft = |i: usize| servers[i]["time_to_first_token_p50_ms"].as_f64().unwrap();
+        assert!((9.5..12.0).contains(&ttft(0)) && (59.5..63.0).contains(&ttft(1)));
+        // Every request says where it went.
+        let reqs = requests(&dir);
+        let to_slow = reqs.iter().filter(|q| q["server"] == 1).count();
+        assert_eq!(
+            to_slow as u64,
+            servers[1]["request_count"].as_u64().unwrap()
+        );
+        (
+            servers[0]["request_count"].as_u64().unwrap(),
+            servers[1]["request_count"].as_u64().unwrap(),
+        )
+    };
+    // AIPerf's spelling of the default.
+    assert_eq!(
+        run("round_robin", "urls-rr"),
+        (100, 100),
+        "request i to server i mod 2"
+    );
+    let (f, s) = run("least-in-flight", "urls-lif");
+    assert_eq!(f + s, 200);
+    assert!(
+        f > 2 * s,
+        "the faster server frees its places sooner: {f} against {s}"
+    );
+
+    let dir = artifact_dir("urls-refused");
+    let Err(e) = profile(
+        &format!("--url http://{} --url https://{}", fast.addr, slow.addr),
+        &dir,
+    ) else {
+        panic!("ran");
+    };
+    assert!(e.to_string().contains("same scheme, path prefix"), "{e}");
+}
+
+#[test]
+fn connections_are_opened_from_each_local_address_in_turn() {
+    let _shared = support::shared();
+    let answer = support::capture("vllm/chat-stream.http");
+    let server = support::fake_server(move |_, _| (answer.clone(), false));
+    let dir = artifact_dir("local-address");
+    let res = profile(
+        &format!(
+            "--url http://{} --no-preflight -m tiny-qwen3 --streaming --concurrency 4 \
+             --request-count 8 --local-address 127.0.0.2 --local-address 127.0.0.3",
+            server.addr
+        ),
+        &dir,
+    )
+    .unwrap();
+    assert_eq!(
+        (res.report.completed, res.report.failed),
+        (8, 0),
+        "{}",
+        res.console
+    );
+    let mut from: Vec<String> = server
+        .peers
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|a| a.ip().to_string())
+        .collect();
+    from.sort();
+    assert_eq!(from, ["127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"]);
+
+    let Err(e) = profile(
+        &format!("--url http://{} --local-address ::1", server.addr),
+        &artifact_dir("local-address-v6"),
+    ) else {
+        panic!("ran");
+    };
+    assert!(e.to_string().contains("reached over IPv4"), "{e}");
+}

@@ -66,7 +66,6 @@ const EXPORTERS: &str = "no effect: ringperf exports to files only (JSON, CSV, J
 /// CLI reference, and GenAI-Perf's flags that AIPerf dropped).
 pub(super) const PROFILE: &[Rare] = &[
     // Endpoint.
-    r(&["--url-strategy"], One, Only(&["round_robin"], "one --url: nothing to choose between", "ringperf targets one --url per run")),
     r(&["--wait-for-model-mode"], One, Note("ringperf's readiness check asks GET /v1/models, then sends one probe request (--ready-check-timeout)")),
     r(&["--wait-for-model-interval"], One, Note("ringperf checks once a second")),
     r(&["--reset-kv-cache-timeout-seconds"], One, Note("the reset waits --connect-timeout")),
