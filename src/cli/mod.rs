@@ -689,6 +689,11 @@ pub struct WorkloadArgs {
     /// real answers). --request-count and --concurrency then count sessions.
     #[arg(long, visible_alias = "conversation-turn-mean")]
     pub session_turns_mean: Option<f64>,
+    /// Tokens per hash id of a mooncake trace (AIPerf's --isl-block-size; traces recorded
+    /// with another KV block size say so) [default: 512].
+    #[arg(long, visible_aliases = ["prompt-input-tokens-block-size", "synthetic-input-tokens-block-size"],
+          value_name = "TOKENS")]
+    pub isl_block_size: Option<u32>,
     /// Sessions: a system prompt of this many tokens, the same text in every session (a
     /// prefix a server's cache can share across users).
     #[arg(long, value_name = "TOKENS")]
@@ -846,6 +851,10 @@ pub struct SimArgs {
     /// How much ITL grows at a full batch: ITL × (1 + growth × active / max-batch).
     #[arg(long, default_value_t = 1.0)]
     pub itl_growth: f64,
+    /// Requests prefilling at once (from admission to their first token); more wait for a
+    /// place, and their TTFT grows (0 = unlimited).
+    #[arg(long, default_value_t = 0)]
+    pub max_prefill: u32,
     /// Prefill time per prompt token (about 4 characters), added to TTFT: long prompts
     /// answer later.
     #[arg(long, value_parser = parse_duration_ns, default_value = "0", value_name = "DURATION")]
@@ -1136,6 +1145,7 @@ impl ProfileArgs {
                 fixed_schedule: w.fixed_schedule,
                 schedule_start_ms: None,
                 schedule_end_ms: None,
+                isl_block_size: w.isl_block_size,
                 stream_dataset_above: w.stream_dataset_above.saturating_mul(1 << 20),
                 num_prefix_prompts: w.num_prefix_prompts,
                 prefix_prompt_length: w.prefix_prompt_length,
@@ -1397,6 +1407,7 @@ impl SimArgs {
             max_batch: self.max_batch,
             itl_growth: self.itl_growth,
             prefill_per_token_ns: self.prefill_per_token,
+            max_prefill: self.max_prefill,
             prefix_cache: self.prefix_cache,
             default_max_tokens: self.default_max_tokens,
             eos_probability: self.eos_probability,

@@ -71,6 +71,9 @@ pub struct WorkloadSpec {
     /// With `fixed_schedule`: replay only the lines up to this timestamp (ms).
     #[serde(default)]
     pub schedule_end_ms: Option<u64>,
+    /// Tokens per hash id of a mooncake trace (default 512).
+    #[serde(default)]
+    pub isl_block_size: Option<u32>,
     /// A JSONL file or trace whose prompts come to more bytes than this is not held: its
     /// requests are built from its lines while the run goes on.
     #[serde(default = "default_stream_above")]
@@ -285,6 +288,9 @@ impl Workload {
                  add --fixed-schedule",
             ));
         }
+        if s.isl_block_size == Some(0) {
+            return Err(flag("--isl-block-size must be at least 1"));
+        }
         if let (Some(a), Some(b)) = (s.schedule_start_ms, s.schedule_end_ms) {
             if a > b {
                 return Err(flag(format!(
@@ -417,6 +423,7 @@ impl Workload {
                             &files::Select {
                                 filter: s.dataset_filter.as_ref(),
                                 window_ms: window,
+                                block_tokens: s.isl_block_size.map(|b| b as usize),
                             },
                         )?;
                         let (n, of) = (index.len() - index.timestamps.len(), index.len());
@@ -512,6 +519,7 @@ pub(in crate::plan) mod tests {
             fixed_schedule: false,
             schedule_start_ms: None,
             schedule_end_ms: None,
+            isl_block_size: None,
             stream_dataset_above: STREAM_DATASET_ABOVE,
             num_prefix_prompts: None,
             prefix_prompt_length: 100,

@@ -46,6 +46,9 @@ pub struct Config {
     pub max_batch: u32,
     /// How much ITL grows at a full batch: ITL × (1 + growth × active / max batch).
     pub itl_growth: f64,
+    /// Requests prefilling at once (between admission and their first token); more wait for
+    /// a place (0: unlimited).
+    pub max_prefill: u32,
     /// Prefill time per prompt token not served from the prefix cache, added to TTFT.
     pub prefill_per_token_ns: u64,
     /// Keep a prefix cache: a prompt whose leading messages (or whole prompt) were seen before

@@ -291,10 +291,13 @@ pub(super) async fn generate(
     }
     let waiting = Gauge::up(&ctx.counters.waiting);
     let permit: Permit = ctx.batch.admit().await;
+    // Then a place among the requests prefilling, until the first token.
+    let mut prefilling = Some(ctx.prefill.admit().await);
     drop(waiting);
     let _running = Gauge::up(&ctx.counters.running);
-    // A request that got its place at once starts at its arrival; a queued one when admitted.
-    let start = if permit.queued { now_ns() } else { arrived };
+    // A request that got its places at once starts at its arrival; a queued one when admitted.
+    let queued = permit.queued || prefilling.as_ref().is_some_and(|p| p.queued);
+    let start = if queued { now_ns() } else { arrived };
     let mut deadline = start + ttft;
     let tpc = ctx.args.tokens_per_chunk;
     let mut sent = 0u32;
@@ -335,6 +338,8 @@ pub(super) async fn generate(
     while sent < n_out {
         let n = tpc.min(n_out - sent);
         ctx.timer.sleep_until(deadline).await;
+        // The first token ends the prefill.
+        drop(prefilling.take());
         ctx.counters.written(deadline);
         ev.clear();
         ev.extend_from_slice(prefix.as_bytes());

@@ -88,6 +88,8 @@ pub(super) struct Ctx {
     pub(super) conns: std::cell::RefCell<FdSet>,
     pub(super) model_json: String,
     pub(super) batch: Rc<Batch>,
+    /// Places for requests prefilling (`--max-prefill`).
+    pub(super) prefill: Rc<Batch>,
     pub(super) timer: FineTimer,
     pub(super) rng: std::cell::RefCell<ChaCha8Rng>,
     pub(super) counters: Arc<Counters>,
@@ -214,16 +216,20 @@ fn shard_main(
         let local = listener.local_addr().unwrap_or(addr);
         // Batch places split across shards, differing by at most one.
         let (b, n) = (args.max_batch as usize, args.shards);
-        let per_shard_batch = if b == 0 {
-            0
-        } else {
-            (b / n + usize::from(shard < b % n)).max(1)
+        let split = |b: usize| {
+            if b == 0 {
+                0
+            } else {
+                (b / n + usize::from(shard < b % n)).max(1)
+            }
         };
+        let per_shard_batch = split(b);
         let ctx = Rc::new(Ctx {
             tls,
             conns: std::cell::RefCell::new(FdSet::default()),
             model_json: serde_json::to_string(&args.model).expect("string"),
             batch: Batch::new(per_shard_batch),
+            prefill: Batch::new(split(args.max_prefill as usize)),
             timer,
             rng: std::cell::RefCell::new(ChaCha8Rng::seed_from_u64(
                 args.seed.wrapping_add(shard as u64),

@@ -181,13 +181,15 @@ impl Kept {
     }
 }
 
-/// Which of a file's lines a run takes.
+/// Which of a file's lines a run takes, and how a trace's lines become prompts.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Select<'a> {
     /// Only the lines whose key holds this value (`--dataset-filter`).
     pub filter: Option<&'a (String, String)>,
     /// Only the lines whose timestamp (ms) is in this closed range.
     pub window_ms: Option<(f64, f64)>,
+    /// Tokens per hash id of a mooncake trace (`--isl-block-size`; default [`BLOCK_TOKENS`]).
+    pub block_tokens: Option<usize>,
 }
 
 /// Refuses timestamps that go backwards.
@@ -239,6 +241,8 @@ pub struct Index {
     pub prompt_bytes: u64,
     /// Seed of a trace's block texts.
     seed: u64,
+    /// Tokens per hash id of a trace.
+    block: usize,
 }
 
 /// A mooncake trace line.
@@ -355,6 +359,7 @@ impl Index {
             timestamps: Vec::new(),
             prompt_bytes: 0,
             seed,
+            block: select.block_tokens.unwrap_or(BLOCK_TOKENS).max(1),
         };
         let mut clock = Clock(f64::NEG_INFINITY);
         let mut buf = Vec::new();
@@ -472,7 +477,7 @@ impl Index {
             DatasetType::Mooncake => {
                 let t = trace_line(&v).map_err(changed)?;
                 Ok(Item {
-                    prompt: Prompt::Text(trace_prompt(&t, n, self.seed, maker)?),
+                    prompt: Prompt::Text(trace_prompt(&t, n, (self.seed, self.block), maker)?),
                     max_tokens: self.max_tokens[i],
                     timestamp_ms: Some(t.timestamp),
                     tokens: None,
@@ -483,13 +488,13 @@ impl Index {
     }
 }
 
-/// A trace line's prompt: a 512-token block per hash id (the same text wherever the same id
-/// appears), then a text of its own (seeded by its line number `n`) for what the ids do not
-/// cover, cut to `input_length` tokens.
+/// A trace line's prompt: a block of `block` tokens (512 unless the trace says otherwise) per
+/// hash id (the same text wherever the same id appears), then a text of its own (seeded by
+/// its line number `n`) for what the ids do not cover, cut to `input_length` tokens.
 fn trace_prompt<T: std::ops::Deref<Target = Tokenizer>>(
     t: &TraceLine,
     n: usize,
-    seed: u64,
+    (seed, block): (u64, usize),
     maker: &PromptMaker<T>,
 ) -> Result<String, WorkloadError> {
     let input = t.input as usize;
@@ -499,7 +504,7 @@ fn trace_prompt<T: std::ops::Deref<Target = Tokenizer>>(
             break;
         }
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ h.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        tokens.extend_from_slice(&maker.tokens(BLOCK_TOKENS, &mut rng));
+        tokens.extend_from_slice(&maker.tokens(block, &mut rng));
     }
     if tokens.len() < input {
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ ((n as u64) << 32) ^ 0x7a11);
@@ -762,6 +767,29 @@ mod tests {
         assert!(
             common(&ids[3], &ids[4]) < 10,
             "lines without ids have their own text"
+        );
+        // Blocks of 64 tokens (--isl-block-size 64): lines 0 and 2 share hash 1's 64 tokens
+        // only.
+        let small = Index::read(
+            &p,
+            DatasetType::Mooncake,
+            10,
+            1 << 20,
+            3,
+            &Select {
+                block_tokens: Some(64),
+                ..Select::default()
+            },
+        )
+        .unwrap();
+        let text = |i| {
+            tok.encode(&small.item(i, &maker).unwrap().prompt.text())
+                .unwrap()
+        };
+        let shared = common(&text(0), &text(2));
+        assert!(
+            (50..100).contains(&shared),
+            "one 64-token block shared: {shared}"
         );
         std::fs::remove_file(p).unwrap();
     }

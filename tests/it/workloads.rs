@@ -625,3 +625,38 @@ fn connections_are_opened_from_each_local_address_in_turn() {
     };
     assert!(e.to_string().contains("reached over IPv4"), "{e}");
 }
+
+#[test]
+fn the_simulators_prefill_limit_spaces_first_tokens_and_raises_ttft() {
+    let _shared = support::shared();
+    // 2 prefills of 20 ms at a time: first tokens come at most 2 in any 19 ms.
+    let firsts = |sim_flags: &str, name: &str| {
+        let s = sim(sim_flags);
+        let dir = artifact_dir(name);
+        profile(
+            &format!(
+                "--url http://{} --streaming --concurrency 8 --request-count 40 \
+                 --output-tokens-mean 10",
+                s.addr
+            ),
+            &dir,
+        )
+        .unwrap();
+        let mut t: Vec<u64> = requests(&dir)
+            .iter()
+            .map(|q| q["sim_first_sent_ns"].as_u64().unwrap())
+            .collect();
+        t.sort();
+        t.windows(3).map(|w| w[2] - w[0]).min().unwrap()
+    };
+    let limited = firsts(
+        "--ttft 20ms --itl 5ms --max-prefill 2 --shards 1",
+        "sim-prefill",
+    );
+    assert!(limited >= 19_000_000, "3 first tokens within {limited} ns");
+    let free = firsts("--ttft 20ms --itl 5ms --shards 1", "sim-no-prefill-limit");
+    assert!(
+        free < 1_000_000,
+        "without the limit 8 start together: {free} ns"
+    );
+}

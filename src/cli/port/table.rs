@@ -94,7 +94,6 @@ pub(super) const PROFILE: &[Rare] = &[
     r(&["--prompt-corpus"], One, Note("ringperf's synthetic prompts are cut from its own corpus of plain English text")),
     r(&["--cache-bust"], One, Only(&["none"], "nothing is injected", "per-conversation cache-bust markers are not built in: use another --random-seed per run, or --reset-prefix-cache")),
     // Prefixes and lengths.
-    r(&["--prompt-input-tokens-block-size", "--synthetic-input-tokens-block-size", "--isl-block-size"], One, Only(&["512"], "a mooncake trace's hash ids are 512-token blocks", "a mooncake trace's hash ids are 512-token blocks in ringperf; other block sizes are not built in")),
     r(&["--seq-dist", "--sequence-distribution"], One, Refuse("mixed (ISL, OSL) distributions are not built in: write the requests as JSONL (one line per request with its max_tokens) and pass --input-file")),
     // Audio, images, video.
     r(&["--audio-batch-size", "--batch-size-audio", "--image-batch-size", "--batch-size-image", "--video-batch-size", "--batch-size-video"], One, Note("no effect: ringperf sends no images, audio or video")),
