@@ -833,6 +833,11 @@ pub struct SimArgs {
     /// Address to listen on (loopback by default). Port 0 picks a free port and prints it.
     #[arg(long, default_value = "127.0.0.1:8000")]
     pub bind: String,
+    /// Serve this many independent replicas (each its own batch, prefix cache and counters,
+    /// as data-parallel servers of one model), on the --bind port and the ones after it (port
+    /// 0: free ports); each port is printed. Benchmark them with --url repeated.
+    #[arg(long, default_value_t = 1)]
+    pub replicas: u16,
     /// Model name served; requests for another model get vLLM's 404 error.
     #[arg(short = 'm', long = "model", default_value = "ringperf-sim")]
     pub model: String,

@@ -713,3 +713,62 @@ fn a_warning_code_is_a_gate() {
         "{line}"
     );
 }
+
+#[test]
+fn sim_replicas_serve_on_ports_of_their_own_for_several_urls() {
+    let _shared = support::shared();
+    let sim = ringperf()
+        .args([
+            "sim",
+            "--bind",
+            "127.0.0.1:0",
+            "--replicas",
+            "2",
+            "--ttft",
+            "1ms",
+        ])
+        .args(["--itl", "1ms"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut sim = Reap(sim);
+    let mut out = BufReader::new(sim.0.stdout.take().unwrap());
+    let mut ports = Vec::new();
+    for _ in 0..2 {
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        ports.push(line.trim().parse::<u16>().expect("a port a line"));
+    }
+    assert_ne!(ports[0], ports[1]);
+    let dir = support::artifact_dir("cli-sim-replicas");
+    let run = ringperf()
+        .args(["profile", "--url", &format!("127.0.0.1:{}", ports[0])])
+        .args(["--url", &format!("127.0.0.1:{}", ports[1])])
+        .args([
+            "--streaming",
+            "--request-count",
+            "10",
+            "--output-tokens-mean",
+            "4",
+        ])
+        .args(["--artifact-dir", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("profile_export_ringperf.json")).unwrap())
+            .unwrap();
+    let counts: Vec<u64> = doc["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["request_count"].as_u64().unwrap())
+        .collect();
+    assert_eq!(counts, [5, 5], "each replica served its half");
+}
