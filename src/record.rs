@@ -117,6 +117,16 @@ pub enum StartSource {
     Write,
 }
 
+/// The HTTP phases' names (k6's and AIPerf's), in [`Record::http_phases`]' order.
+pub const HTTP_PHASES: [&str; 6] = [
+    "http_req_connecting",
+    "http_req_tls_handshaking",
+    "http_req_sending",
+    "http_req_waiting",
+    "http_req_receiving",
+    "http_req_duration",
+];
+
 /// One request, as measured. Times are `CLOCK_MONOTONIC` nanoseconds.
 #[derive(Debug, Clone, Serialize)]
 pub struct Record {
@@ -339,7 +349,7 @@ impl Record {
     /// handshaking (0 on a kept-alive connection), sending, waiting (the last request byte to
     /// the first response byte) and receiving (the first response byte to the last), and
     /// their duration (sending + waiting + receiving). `None` before a response byte came.
-    pub fn http_phases(&self) -> Option<[(&'static str, u64); 6]> {
+    pub fn http_phases(&self) -> Option<[(&'static str, u64); HTTP_PHASES.len()]> {
         if self.first_byte_us == 0 {
             return None;
         }
@@ -352,14 +362,15 @@ impl Record {
         };
         let waiting = first_byte.saturating_sub(sent);
         let receiving = self.end_ns.saturating_sub(first_byte);
-        Some([
-            ("http_req_connecting", u64::from(self.connect_us) * 1000),
-            ("http_req_tls_handshaking", u64::from(self.tls_us) * 1000),
-            ("http_req_sending", sending),
-            ("http_req_waiting", waiting),
-            ("http_req_receiving", receiving),
-            ("http_req_duration", sending + waiting + receiving),
-        ])
+        let values = [
+            u64::from(self.connect_us) * 1000,
+            u64::from(self.tls_us) * 1000,
+            sending,
+            waiting,
+            receiving,
+            sending + waiting + receiving,
+        ];
+        Some(std::array::from_fn(|i| (HTTP_PHASES[i], values[i])))
     }
 
     /// How late the client sent the request: start − when it meant to send it, less the

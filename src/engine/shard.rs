@@ -492,7 +492,10 @@ impl Shard {
             self.measured_events.set(n);
         }
         let gaps = self.records.borrow_mut().push(rec);
-        self.gap_arrays.borrow_mut().push(gaps);
+        if gaps.capacity() > 0 {
+            // (A request closed before it was sent took none: nothing to give back.)
+            self.gap_arrays.borrow_mut().push(gaps);
+        }
     }
 }
 

@@ -339,12 +339,19 @@ fn build(nodes: &[NodeRun], incomplete: &[String], first_start: u64) -> Result<R
         nodes.iter().flat_map(|n| n.hists.keys()).collect();
     let (mut client_delay, mut record_lag) = (Dist::new(), Dist::new());
     let mut shared = super::SharedReads::default();
+    let (mut prefill_wait, mut http_trace) = (Dist::new(), Vec::new());
     for tag in tags {
         let d = merged_dist(nodes, tag)?;
         match tag.as_str() {
             "client_added_delay" => client_delay = d,
             "arrival_to_record_delay" => record_lag = d,
             "shared_read_wait" => shared.wait = d,
+            "prefill_wait" => prefill_wait = d,
+            t if t.starts_with("http_req_") => {
+                if let Some(name) = crate::record::HTTP_PHASES.iter().find(|n| **n == t) {
+                    http_trace.push((*name, d));
+                }
+            }
             t => {
                 if let Some(slot) = metrics.by_tag(t) {
                     *slot = d;
@@ -474,11 +481,14 @@ fn build(nodes: &[NodeRun], incomplete: &[String], first_start: u64) -> Result<R
         completed: sum(|f| f.completed),
         failed,
         request_cancelled: sum(|f| f.request_cancelled),
-        // Each request's wait is in the nodes' exports; the merged report does not show it.
-        prefill_wait: crate::stats::Dist::new(),
+        prefill_wait,
         slice_ns: None,
         ttft_by_turn: Vec::new(),
-        http_trace: Vec::new(),
+        http_trace: {
+            // In the phases' own order.
+            http_trace.sort_by_key(|(n, _)| crate::record::HTTP_PHASES.iter().position(|p| p == n));
+            http_trace
+        },
         show_trace_timing: false,
         servers: Vec::new(),
         warmup: sum(|f| f.warmup),

@@ -152,6 +152,7 @@ fn tagged(r: &Report) -> Vec<(&'static str, &crate::stats::Dist)> {
         .into_iter()
         .map(|(t, _, d, _)| (t, d))
         .collect();
+    all.extend(r.http_trace.iter().map(|(t, d)| (*t, d)));
     all.push(("client_added_delay", &r.client_delay));
     all.push(("arrival_to_record_delay", &r.record_lag));
     all.push(("shared_read_wait", &r.shared.wait));
