@@ -83,3 +83,43 @@ fn sessions_against_the_simulator() {
     let jsonl = std::fs::read_to_string(dir.join("profile_export.jsonl")).unwrap();
     assert!(jsonl.contains("\"session\":{\"session_id\""));
 }
+
+#[test]
+fn sessions_start_on_an_open_loop_schedule_and_keep_their_turns() {
+    let _shared = support::shared();
+    let s = sim("--ttft 5ms --itl 2ms");
+    let dir = artifact_dir("sessions-open-loop");
+    let res = profile(
+        &format!(
+            "--url http://{} --streaming --request-rate 20 --arrival constant \
+             --session-turns-mean 3 --request-count 8 --output-tokens-mean 4",
+            s.addr
+        ),
+        &dir,
+    )
+    .unwrap();
+    assert_eq!(
+        (res.report.completed, res.report.failed),
+        (24, 0),
+        "{}",
+        res.console
+    );
+    let jsonl = std::fs::read_to_string(dir.join("profile_export.jsonl")).unwrap();
+    let mut firsts: Vec<u64> = jsonl
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["metadata"].clone())
+        .filter(|m| m["session"]["turn"] == 0)
+        .map(|m| {
+            m["intended_ns"]
+                .as_u64()
+                .expect("a session's start is scheduled")
+        })
+        .collect();
+    firsts.sort();
+    assert_eq!(firsts.len(), 8);
+    // 20 sessions a second, evenly: one every 50 ms, whatever their turns take.
+    assert!(
+        firsts.windows(2).all(|w| w[1] - w[0] == 50_000_000),
+        "{firsts:?}"
+    );
+}
