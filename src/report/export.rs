@@ -49,6 +49,23 @@ pub(crate) fn iso8601(unix: f64) -> String {
 }
 
 /// The `profile_export_ringperf.json` document.
+/// A distribution in AIPerf's layout: `unit`, `avg`, `min`, `max`, `std`, the percentiles and
+/// `count`, in `unit` (values divided by `scale`).
+pub(crate) fn dist_json(d: &crate::stats::Dist, scale: f64, unit: &str) -> Value {
+    let s = d.summary(scale);
+    let mut m = Map::new();
+    m.insert("unit".into(), json!(unit));
+    m.insert("avg".into(), json!(s.avg));
+    m.insert("min".into(), json!(s.min));
+    m.insert("max".into(), json!(s.max));
+    m.insert("std".into(), json!(s.std));
+    for (i, (name, _)) in PERCENTILES.iter().enumerate() {
+        m.insert((*name).into(), json!(s.percentiles[i]));
+    }
+    m.insert("count".into(), json!(s.count));
+    Value::Object(m)
+}
+
 pub(crate) fn profile_json(r: &Report, input_config: &Value, times: &Times) -> Value {
     let mut doc = Map::new();
     doc.insert("schema_version".into(), json!(SCHEMA_VERSION));
@@ -56,36 +73,14 @@ pub(crate) fn profile_json(r: &Report, input_config: &Value, times: &Times) -> V
         if d.count() == 0 {
             continue;
         }
-        let s = d.summary(scale);
         let unit = label
             .rsplit_once('(')
             .map(|(_, u)| u.trim_end_matches(')'))
             .unwrap_or("");
-        let mut m = Map::new();
-        m.insert("unit".into(), json!(unit));
-        m.insert("avg".into(), json!(s.avg));
-        m.insert("min".into(), json!(s.min));
-        m.insert("max".into(), json!(s.max));
-        m.insert("std".into(), json!(s.std));
-        for (i, (name, _)) in PERCENTILES.iter().enumerate() {
-            m.insert((*name).into(), json!(s.percentiles[i]));
-        }
-        m.insert("count".into(), json!(s.count));
-        doc.insert(tag.into(), Value::Object(m));
+        doc.insert(tag.into(), dist_json(d, scale, unit));
     }
     for (tag, d) in &r.http_trace {
-        let s = d.summary(1e6);
-        let mut m = Map::new();
-        m.insert("unit".into(), json!("ms"));
-        m.insert("avg".into(), json!(s.avg));
-        m.insert("min".into(), json!(s.min));
-        m.insert("max".into(), json!(s.max));
-        m.insert("std".into(), json!(s.std));
-        for (i, (name, _)) in PERCENTILES.iter().enumerate() {
-            m.insert((*name).into(), json!(s.percentiles[i]));
-        }
-        m.insert("count".into(), json!(s.count));
-        doc.insert((*tag).into(), Value::Object(m));
+        doc.insert((*tag).into(), dist_json(d, 1e6, "ms"));
     }
     for (tag, _, unit, v) in value_rows(r) {
         doc.insert(tag.into(), json!({ "unit": unit, "avg": v }));

@@ -173,21 +173,9 @@ pub fn json(slices: &[Slice], slice_ns: u64, input_config: &Value) -> Value {
             m.insert("start_s".into(), json!(s.start_s));
             m.insert("end_s".into(), json!(s.end_s));
             for (tag, _, unit, d, scale) in s.dists() {
-                if d.count() == 0 {
-                    continue;
+                if d.count() > 0 {
+                    m.insert(tag.into(), super::export::dist_json(d, scale, unit));
                 }
-                let sum = d.summary(scale);
-                let mut x = Map::new();
-                x.insert("unit".into(), json!(unit));
-                x.insert("avg".into(), json!(sum.avg));
-                x.insert("min".into(), json!(sum.min));
-                x.insert("max".into(), json!(sum.max));
-                x.insert("std".into(), json!(sum.std));
-                for (i, (name, _)) in PERCENTILES.iter().enumerate() {
-                    x.insert((*name).into(), json!(sum.percentiles[i]));
-                }
-                x.insert("count".into(), json!(sum.count));
-                m.insert(tag.into(), Value::Object(x));
             }
             for (tag, _, unit, v) in s.values() {
                 m.insert(tag.into(), json!({"unit": unit, "avg": v}));

@@ -379,10 +379,10 @@ impl Drop for Reap {
     }
 }
 
-#[test]
-fn sim_prints_its_port_and_serves_a_profile_run() {
-    let _shared = support::shared();
-    let sim = ringperf()
+/// `ringperf sim` on free ports with 1 ms timings and `extra` flags, and the ports it printed
+/// (one a line, one per replica).
+fn sim_process(extra: &[&str]) -> (Reap, Vec<u16>) {
+    let child = ringperf()
         .args([
             "sim",
             "--bind",
@@ -392,16 +392,32 @@ fn sim_prints_its_port_and_serves_a_profile_run() {
             "--itl",
             "1ms",
         ])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut sim = Reap(sim);
-    let mut line = String::new();
-    BufReader::new(sim.0.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port: u16 = line.trim().parse().expect("port on stdout");
+    let mut sim = Reap(child);
+    let replicas = extra
+        .iter()
+        .position(|a| *a == "--replicas")
+        .map_or(1, |i| extra[i + 1].parse().unwrap());
+    let mut out = BufReader::new(sim.0.stdout.take().unwrap());
+    let ports = (0..replicas)
+        .map(|_| {
+            let mut line = String::new();
+            out.read_line(&mut line).unwrap();
+            line.trim().parse::<u16>().expect("a port a line on stdout")
+        })
+        .collect();
+    (sim, ports)
+}
+
+#[test]
+fn sim_prints_its_port_and_serves_a_profile_run() {
+    let _shared = support::shared();
+    let (mut sim, ports) = sim_process(&[]);
+    let port = ports[0];
     let dir = support::artifact_dir("cli-sim");
     let out = ringperf()
         .args([
@@ -717,29 +733,8 @@ fn a_warning_code_is_a_gate() {
 #[test]
 fn sim_replicas_serve_on_ports_of_their_own_for_several_urls() {
     let _shared = support::shared();
-    let sim = ringperf()
-        .args([
-            "sim",
-            "--bind",
-            "127.0.0.1:0",
-            "--replicas",
-            "2",
-            "--ttft",
-            "1ms",
-        ])
-        .args(["--itl", "1ms"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut sim = Reap(sim);
-    let mut out = BufReader::new(sim.0.stdout.take().unwrap());
-    let mut ports = Vec::new();
-    for _ in 0..2 {
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        ports.push(line.trim().parse::<u16>().expect("a port a line"));
-    }
+    let (_sim, ports) = sim_process(&["--replicas", "2"]);
+    assert_eq!(ports.len(), 2);
     assert_ne!(ports[0], ports[1]);
     let dir = support::artifact_dir("cli-sim-replicas");
     let run = ringperf()
