@@ -141,10 +141,15 @@ pub fn place(plan: &Plan, reserved: &[usize]) -> Result<Placement, placement::Er
         no_pin: e.no_pin,
         streams: plan.load.streams,
         reserved: reserved.to_vec(),
-        most: plan
-            .load
-            .prefill
-            .map(|p| p.cap.min(usize::MAX as u64) as usize),
+        // Each shard needs a place under every prefill cap (the warm-up's too).
+        most: [
+            plan.load.prefill,
+            plan.load.warm.as_ref().and_then(|w| w.prefill),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|p| p.cap.min(usize::MAX as u64) as usize)
+        .min(),
     };
     let mut host = HostView {
         allowed: crate::cpus::usable_cpus(),

@@ -147,20 +147,29 @@ impl Plan {
                     .into(),
             ));
         }
-        if let Some(p) = &spec.load.prefill {
+        let warm_prefill = spec.load.warmup_phase.and_then(|w| w.prefill);
+        if let Some(p) = spec
+            .load
+            .prefill
+            .map(|p| p.cap)
+            .into_iter()
+            .chain(warm_prefill)
+            .min()
+        {
+            if let Some(n) = spec.engine.shards.filter(|n| *n as u64 > p) {
+                return Err(PlanError::Flag(format!(
+                    "--shards {n} is more than the prefill cap {p}: each shard needs at least \
+                     one prefill place"
+                )));
+            }
+        }
+        if spec.load.prefill.is_some() {
             if !target.streaming {
                 return Err(PlanError::Flag(
                     "--prefill-concurrency needs --streaming: a place is given back at the \
                      first token, which only a stream shows"
                         .into(),
                 ));
-            }
-            if let Some(n) = spec.engine.shards.filter(|n| *n as u64 > p.cap) {
-                return Err(PlanError::Flag(format!(
-                    "--shards {n} is more than --prefill-concurrency {}: each shard needs at \
-                     least one prefill place",
-                    p.cap
-                )));
             }
         }
         if let Some(slice) = spec.output.slice_ns {

@@ -660,3 +660,29 @@ fn the_simulators_prefill_limit_spaces_first_tokens_and_raises_ttft() {
         "without the limit 8 start together: {free} ns"
     );
 }
+
+#[test]
+fn a_warm_up_prefill_cap_below_the_shards_still_warms_every_shard() {
+    let _shared = support::shared();
+    let s = sim("--ttft 5ms --itl 1ms");
+    let dir = artifact_dir("warmup-prefill");
+    // 2,000 in flight would take two shards; a warm-up cap of 1 place allows one.
+    let res = profile(
+        &format!(
+            "--url http://{} --streaming --concurrency 2000 --request-count 2000 \
+             --output-tokens-mean 2 --warmup-request-count 20 --warmup-concurrency 4 \
+             --warmup-prefill-concurrency 1 --cpus 0,1",
+            s.addr
+        ),
+        &dir,
+    )
+    .unwrap();
+    assert_eq!(
+        (res.report.completed, res.report.warmup),
+        (2000, 20),
+        "{}",
+        res.console
+    );
+    let doc = json(&dir.join("profile_export_ringperf.json"));
+    assert_eq!(doc["client_health"]["shards"].as_array().unwrap().len(), 1);
+}
