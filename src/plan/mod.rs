@@ -163,14 +163,12 @@ impl Plan {
                 )));
             }
         }
-        if spec.load.prefill.is_some() {
-            if !target.streaming {
-                return Err(PlanError::Flag(
-                    "--prefill-concurrency needs --streaming: a place is given back at the \
-                     first token, which only a stream shows"
-                        .into(),
-                ));
-            }
+        if spec.load.prefill.is_some() && !target.streaming {
+            return Err(PlanError::Flag(
+                "--prefill-concurrency needs --streaming: a place is given back at the first \
+                 token, which only a stream shows"
+                    .into(),
+            ));
         }
         if let Some(slice) = spec.output.slice_ns {
             let run = spec.load.benchmark_duration_ns.unwrap_or(0);
