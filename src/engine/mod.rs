@@ -375,15 +375,27 @@ pub fn run(
 /// The live line: what runs, how far it is, and TTFT and ITL so far (from per-shard
 /// counters that the shards bump once per finished request; read here, off the hot path).
 fn print_progress(progress: &[Arc<Progress>], plan: &Plan, started: u64) {
-    let line = progress_line(progress, plan, now_ns().saturating_sub(started));
     // A line longer than the terminal wraps, and the next redraw would clear only its end.
-    let width = crate::sys::terminal_columns(libc::STDERR_FILENO).unwrap_or(200);
-    let line: String = line.chars().take(width.saturating_sub(1)).collect();
+    let width = crate::sys::terminal_columns(libc::STDERR_FILENO).unwrap_or(80);
+    let line = progress_line(
+        progress,
+        plan,
+        now_ns().saturating_sub(started),
+        width.saturating_sub(1),
+    );
     eprint!("\r\x1b[2K{line}");
 }
 
-/// The text of the live line after `elapsed_ns`, from the shards' counters.
-pub fn progress_line(progress: &[Arc<Progress>], plan: &Plan, elapsed_ns: u64) -> String {
+/// The text of the live line after `elapsed_ns`, from the shards' counters, in at most
+/// `width` characters: what does not fit is left out, least telling first (the title, ITL,
+/// errors while there are none, the rate, requests in flight, TTFT, the ETA), never the count
+/// done.
+pub fn progress_line(
+    progress: &[Arc<Progress>],
+    plan: &Plan,
+    elapsed_ns: u64,
+    width: usize,
+) -> String {
     let sum = |f: fn(&Progress) -> u64| progress.iter().map(|p| f(p)).sum::<u64>();
     let done = sum(|p| p.done.load(Ordering::Relaxed));
     let errors = sum(|p| p.errors.load(Ordering::Relaxed));
@@ -426,17 +438,46 @@ pub fn progress_line(progress: &[Arc<Progress>], plan: &Plan, elapsed_ns: u64) -
         None if plan.load.concurrency != u64::MAX => format!("{} asked", plan.load.concurrency),
         None => String::new(),
     };
-    format!(
-        "[ringperf] {}done {done}{of}  in flight {in_flight} ({asked})  errors {errors}  \
-         {rate:.1} req/s  TTFT {}  ITL {}  ETA {eta}",
-        if plan.output.title.is_empty() {
-            String::new()
-        } else {
-            format!("{} | ", plan.output.title)
-        },
-        merged(|p| &p.ttft_us),
-        merged(|p| &p.itl_us),
-    )
+    // In the order shown, each with how readily it is left out (higher first).
+    let parts = [
+        (format!("done {done}{of}"), 0),
+        (format!("in flight {in_flight} ({asked})"), 3),
+        (format!("errors {errors}"), if errors > 0 { 1 } else { 5 }),
+        (format!("{rate:.1} req/s"), 4),
+        (format!("TTFT {}", merged(|p| &p.ttft_us)), 2),
+        (format!("ITL {}", merged(|p| &p.itl_us)), 6),
+        (format!("ETA {eta}"), 1),
+    ];
+    let mut title = (!plan.output.title.is_empty()).then(|| format!("{} | ", plan.output.title));
+    let mut keep = [true; 7];
+    let line = |title: &Option<String>, keep: &[bool; 7]| {
+        let shown: Vec<&str> = parts
+            .iter()
+            .zip(keep)
+            .filter(|(_, k)| **k)
+            .map(|((t, _), _)| t.as_str())
+            .collect();
+        format!(
+            "[ringperf] {}{}",
+            title.as_deref().unwrap_or(""),
+            shown.join("  ")
+        )
+    };
+    let fits = |l: &str| l.chars().count() <= width;
+    if !fits(&line(&title, &keep)) {
+        title = None;
+    }
+    for level in (1..=6).rev() {
+        if fits(&line(&title, &keep)) {
+            break;
+        }
+        for (k, (_, p)) in keep.iter_mut().zip(&parts) {
+            if *p == level {
+                *k = false;
+            }
+        }
+    }
+    line(&title, &keep).chars().take(width).collect()
 }
 
 /// The shard's own scheduler times (its waiting for a CPU), where the kernel keeps them.

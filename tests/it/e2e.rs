@@ -233,7 +233,7 @@ fn the_live_line_says_the_load_progress_and_ttft_and_itl_so_far() {
             p.itl_us.record(5_000);
         }
     }
-    let line = ringperf::engine::progress_line(&shards, &plan, 10_000_000_000);
+    let line = ringperf::engine::progress_line(&shards, &plan, 10_000_000_000, 200);
     for want in [
         "concurrency 8 (point 2 of 3) | ",
         "done 50/100",
@@ -247,4 +247,21 @@ fn the_live_line_says_the_load_progress_and_ttft_and_itl_so_far() {
     ] {
         assert!(line.contains(want), "{want:?} not in {line:?}");
     }
+    // An 80-column terminal: the count, the errors, TTFT and the ETA stay; the rest goes
+    // before anything is cut.
+    let line = ringperf::engine::progress_line(&shards, &plan, 10_000_000_000, 79);
+    assert!(line.chars().count() <= 79, "{line:?}");
+    for want in [
+        "done 50/100",
+        "errors 1",
+        "TTFT p50 20.",
+        "p99 40.",
+        "ETA 10s",
+    ] {
+        assert!(line.contains(want), "{want:?} not in {line:?}");
+    }
+    assert!(
+        !line.contains("point 2 of 3") && !line.contains("ITL"),
+        "{line:?}"
+    );
 }
