@@ -91,17 +91,31 @@ impl Limits {
     /// The measured phase of a closed loop started at `t0`: with a duration, sending stops
     /// after the ramp and the duration, and what is in flight is cut a grace period later.
     pub(super) fn closed_loop(load: &Load, cap: usize, t0: u64) -> Limits {
-        let dispatch = load.duration_ns.map(|d| t0 + load.ramp_ns + d);
+        let ramp = (load.ramp_ns, !load.include_ramp);
+        Limits::timed(cap, t0, ramp, load.duration_ns, Some(load.grace_ns))
+    }
+
+    /// A closed phase started at `t0` with a ramp (its length, and whether requests sent
+    /// meanwhile are tagged): with a duration, sending stops after the ramp and the duration,
+    /// and what is in flight is cut `grace` later (never, without one).
+    fn timed(
+        cap: usize,
+        t0: u64,
+        (ramp_ns, tag): (u64, bool),
+        duration_ns: Option<u64>,
+        grace_ns: Option<u64>,
+    ) -> Limits {
+        let dispatch = duration_ns.map(|d| t0 + ramp_ns + d);
         Limits {
             cap,
-            ramp: (load.ramp_ns > 0).then_some(Ramp {
+            ramp: (ramp_ns > 0).then_some(Ramp {
                 start_ns: t0,
-                len_ns: load.ramp_ns,
-                tag: !load.include_ramp,
+                len_ns: ramp_ns,
+                tag,
             }),
             stairs: None,
             dispatch_deadline: dispatch,
-            hard_deadline: dispatch.map(|d| d + load.grace_ns),
+            hard_deadline: dispatch.zip(grace_ns).map(|(d, g)| d + g),
             prefill: None,
             users_from: None,
         }
@@ -126,20 +140,7 @@ impl Limits {
     /// A warm-up phase of its own started at `t0`: sending stops after its ramp and duration,
     /// and what is in flight is cut a grace period later when one is given.
     pub(super) fn warm_up(w: &crate::plan::load::WarmPhase, cap: usize, t0: u64) -> Limits {
-        let dispatch = w.duration_ns.map(|d| t0 + w.ramp_ns + d);
-        Limits {
-            cap,
-            ramp: (w.ramp_ns > 0).then_some(Ramp {
-                start_ns: t0,
-                len_ns: w.ramp_ns,
-                tag: false,
-            }),
-            stairs: None,
-            dispatch_deadline: dispatch,
-            hard_deadline: dispatch.zip(w.grace_ns).map(|(d, g)| d + g),
-            prefill: None,
-            users_from: None,
-        }
+        Limits::timed(cap, t0, (w.ramp_ns, false), w.duration_ns, w.grace_ns)
     }
 
     /// A closed loop's staircase, for shard `index` of `n` (each step's cap split as

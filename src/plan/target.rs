@@ -184,11 +184,17 @@ impl Target {
 
     /// Validates the spec, resolves the address, reads the template and sets up TLS.
     pub fn build(s: &TargetSpec) -> Result<Target, PlanError> {
+        if s.connect_timeout_ns == 0 || s.request_timeout_ns == 0 {
+            return Err(PlanError::Flag("timeouts must be longer than 0".into()));
+        }
+        crate::redact::install(secrets(s));
+        let endpoint = Endpoint::parse(&s.url).map_err(PlanError::Url)?;
         let mut others = Vec::with_capacity(s.more_urls.len());
         for u in &s.more_urls {
             let e = Endpoint::parse(u).map_err(PlanError::Url)?;
-            let first = Endpoint::parse(&s.url).map_err(PlanError::Url)?;
-            if (e.tls, &e.prefix, &e.user_info) != (first.tls, &first.prefix, &first.user_info) {
+            if (e.tls, &e.prefix, &e.user_info)
+                != (endpoint.tls, &endpoint.prefix, &endpoint.user_info)
+            {
                 return Err(PlanError::Flag(format!(
                     "--url {}: every --url of a run takes the same scheme, path prefix and \
                      credentials as the first ({}); only the host and port may differ",
@@ -204,8 +210,7 @@ impl Target {
         if others.len() >= usize::from(u16::MAX) {
             return Err(PlanError::Flag("too many --url".into()));
         }
-        let first = Endpoint::parse(&s.url).map_err(PlanError::Url)?;
-        for e in std::iter::once(&first).chain(&others) {
+        for e in std::iter::once(&endpoint).chain(&others) {
             if let Some(a) = s
                 .local_addresses
                 .iter()
@@ -219,11 +224,6 @@ impl Target {
                 )));
             }
         }
-        if s.connect_timeout_ns == 0 || s.request_timeout_ns == 0 {
-            return Err(PlanError::Flag("timeouts must be longer than 0".into()));
-        }
-        crate::redact::install(secrets(s));
-        let endpoint = Endpoint::parse(&s.url).map_err(PlanError::Url)?;
         let mut headers = Vec::new();
         if let Some(key) = s.api_key.as_ref().filter(|k| !k.0.is_empty()) {
             headers.push(("Authorization".to_string(), format!("Bearer {}", key.0)));
