@@ -220,6 +220,8 @@ struct Step {
     from: Point,
     to: Point,
     gain: StepGain,
+    /// A point between `from` and `to` was left out (the simulator stalled there).
+    over_stall: bool,
 }
 
 /// The axis most rows share (concurrency on a tie).
@@ -239,11 +241,17 @@ pub fn main_axis(rows: &[Row]) -> Option<Axis> {
 /// judged: its throughput gain against
 /// [`KNEE_MIN_SHARE`] of the proportional gain, with the gain's 95% interval from the two
 /// points' intervals (their relative half-widths in quadrature). Without intervals the
-/// point estimates decide.
+/// point estimates decide. A step over a left-out point cannot place the knee (it may lie
+/// at the point left out), so a stop there is undecided.
 fn steps(rows: &[Row]) -> Vec<Step> {
     let Some(along) = main_axis(rows) else {
         return Vec::new();
     };
+    let stalled: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.point.axis == along && r.simulator_stalled)
+        .map(|r| r.point.value)
+        .collect();
     let mut sorted: Vec<&Row> = rows
         .iter()
         .filter(|r| r.point.axis == along && r.throughput().is_some() && !r.simulator_stalled)
@@ -256,17 +264,24 @@ fn steps(rows: &[Row]) -> Vec<Step> {
         .filter_map(|w| {
             let (a, b) = (w[0], w[1]);
             let ((ta, ia), (tb, ib)) = (a.throughput()?, b.throughput()?);
-            let gain = judge_step(
+            let mut gain = judge_step(
                 ta,
                 half(ta, ia),
                 tb,
                 half(tb, ib),
                 b.point.value / a.point.value,
             )?;
+            let over_stall = stalled
+                .iter()
+                .any(|&v| a.point.value < v && v < b.point.value);
+            if over_stall && gain.verdict == StepVerdict::Stopped {
+                gain.verdict = StepVerdict::Undecided;
+            }
             Some(Step {
                 from: a.point,
                 to: b.point,
                 gain,
+                over_stall,
             })
         })
         .collect()
@@ -310,10 +325,15 @@ pub fn undecided(rows: &[Row]) -> Option<String> {
         .filter(|s| s.gain.verdict == StepVerdict::Undecided)
         .map(|s| {
             format!(
-                "{} → {} ({})",
+                "{} → {} ({}{})",
                 s.from.value,
                 s.to.value,
-                gain_text(s.gain.gain, s.gain.interval)
+                gain_text(s.gain.gain, s.gain.interval),
+                if s.over_stall {
+                    "; over a point where the simulator stalled, so the knee may lie there"
+                } else {
+                    ""
+                }
             )
         })
         .collect();
@@ -909,6 +929,28 @@ mod tests {
             .next()
             .unwrap()
             .contains(",output_token_throughput_ci95_lo,output_token_throughput_ci95_hi,"));
+    }
+
+    #[test]
+    fn a_stop_over_a_stalled_point_does_not_place_the_knee() {
+        // The knee is at 16; the simulator stalled there, so 8 → 32 (+29% for four times the
+        // load, short of the 30% needed) would put it at 8, a step early.
+        let mut rows: Vec<Row> = [(4.0, 1091.0), (8.0, 1578.0), (16.0, 2018.0), (32.0, 2035.0)]
+            .into_iter()
+            .map(|(c, t)| Row::of(point(c), &[doc_ci(t, 0.005)]))
+            .collect();
+        assert_eq!(knee(&rows).unwrap().at.value, 16.0);
+        rows[2].simulator_stalled = true;
+        assert_eq!(knee(&rows), None);
+        let u = undecided(&rows).unwrap();
+        assert!(
+            u.contains("8 → 32") && u.contains("simulator stalled"),
+            "{u}"
+        );
+        // A step over a stalled point that scaled still scales; the stop after it decides.
+        rows.push(Row::of(point(64.0), &[doc_ci(2040.0, 0.005)]));
+        rows[3] = Row::of(point(32.0), &[doc_ci(2500.0, 0.005)]);
+        assert_eq!(knee(&rows).unwrap().at.value, 32.0);
     }
 
     #[test]

@@ -25,7 +25,10 @@ fn responses_api_streamed_and_whole() {
     );
     assert_eq!(r.metrics.icl.count(), 12 * 9);
     let ttft = r.metrics.ttft.percentile(50.0) as f64;
-    assert!(support::rel(ttft, 20e6) < 0.05, "{ttft}");
+    // The counts above pin which event is the first token (a later one would leave 8 gaps);
+    // the time is never early, and late by less than a token (the second is due at 24 ms)
+    // unless the host held the simulator's timer (a loaded CI host showed 22 ms).
+    assert!((19e6..24e6).contains(&ttft), "{ttft}");
     let inputs: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("inputs.json")).unwrap()).unwrap();
     let body = &inputs["data"][0]["payload"][0];

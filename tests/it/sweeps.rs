@@ -126,29 +126,44 @@ fn the_knee_is_the_simulators_batch_limit_in_a_sweep_and_in_a_staircase() {
     // A batch limit B with ITL growing with the batch: throughput still rises to B (by 28% to
     // 48% for the last doubling), then stays flat while requests queue. The old rule (half
     // the proportional gain) put the knee one step early at B = 32 with growth 1.
+    // A host busy enough to stall the simulator makes it serve slower than told; the sweep
+    // marks such points and leaves them out of the knee. Then the knee is asked again (at
+    // most three sweeps); if every sweep met a stall, the knee must still not be early.
     for (b, growth) in [(32u32, 1.0), (16, 3.0)] {
         let sim = format!("--ttft 5ms --itl 2ms --max-batch {b} --itl-growth {growth}");
-        let dir = support::artifact_dir(&format!("knee-{b}"));
         let list = [b / 4, b / 2, b, 2 * b, 4 * b]
             .map(|c| c.to_string())
             .join(",");
-        let r = run_sweep(
-            &sim,
-            &format!(
-                "--streaming --output-tokens-mean 16 --request-count 256 --concurrency {list}"
-            ),
-            &dir,
-            Arc::new(AtomicBool::new(false)),
-        );
-        let summary: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(dir.join("sweep_summary.json")).unwrap())
-                .unwrap();
-        assert_eq!(
-            summary["knee"]["at"],
-            f64::from(b),
-            "B={b}: {}",
-            summary["knee"]
-        );
+        let mut clean = None;
+        for attempt in 1..=3 {
+            let dir = support::artifact_dir(&format!("knee-{b}-{attempt}"));
+            let r = run_sweep(
+                &sim,
+                &format!(
+                    "--streaming --output-tokens-mean 16 --request-count 256 --concurrency {list}"
+                ),
+                &dir,
+                Arc::new(AtomicBool::new(false)),
+            );
+            let summary: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(dir.join("sweep_summary.json")).unwrap())
+                    .unwrap();
+            let at = summary["knee"]["at"].as_f64();
+            assert!(
+                at.is_none_or(|at| at >= f64::from(b)),
+                "B={b}: an early knee: {summary}"
+            );
+            if r.rows.iter().all(|row| !row.simulator_stalled) {
+                clean = Some((r, summary));
+                break;
+            }
+            eprintln!("B={b}, sweep {attempt}: the simulator stalled: {summary}");
+        }
+        let Some((r, summary)) = clean else {
+            eprintln!("B={b}: the simulator stalled in three sweeps: too busy a host to test more");
+            continue;
+        };
+        assert_eq!(summary["knee"]["at"], f64::from(b), "B={b}: {summary}");
         // Every point has its throughput interval, inside the figure's domain.
         for row in &r.rows {
             let i = row
