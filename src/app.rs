@@ -253,7 +253,12 @@ fn quietest_cpus(n: usize) -> Vec<usize> {
 
 /// Starts `profile --sim`'s simulator and points `spec` at it. Unless told otherwise, the
 /// simulator gets the quietest CPUs to itself; those are returned, for the shards to avoid.
-fn start_sim(flags: &str, spec: &mut Spec) -> Result<(crate::sim::SimHandle, Vec<usize>), Fatal> {
+/// With `--server-traces`, its spans go to `traces` unless its flags say where.
+fn start_sim(
+    flags: &str,
+    spec: &mut Spec,
+    traces: Option<&crate::otlp::Receiver>,
+) -> Result<(crate::sim::SimHandle, Vec<usize>), Fatal> {
     let args = SimArgs::parse_inline(flags).map_err(|e| {
         Fatal(format!(
             "--sim: {}",
@@ -263,6 +268,9 @@ fn start_sim(flags: &str, spec: &mut Spec) -> Result<(crate::sim::SimHandle, Vec
     let mut cfg = args.config().map_err(Fatal::from)?;
     cfg.bind = "127.0.0.1:0".into();
     cfg.model = spec.target.model.clone();
+    if let (None, Some(r)) = (&cfg.otlp_traces, traces) {
+        cfg.otlp_traces = Some((r.endpoint(), crate::otlp::Encoding::Protobuf));
+    }
     let e = &spec.engine;
     if cfg.cpus.is_empty() && e.cpus.is_none() && !e.no_pin {
         cfg.cpus = quietest_cpus(cfg.shards);
@@ -518,6 +526,8 @@ struct Prepared {
     /// The load flags as given, before a sweep's first point was set in `plan`.
     load: crate::plan::LoadSpec,
     sim: Option<crate::sim::SimHandle>,
+    /// `--server-traces`' receiver.
+    traces: Option<crate::otlp::Receiver>,
     reserved: Vec<usize>,
     warnings: Vec<crate::warning::Warning>,
     /// When start-up began, and from what.
@@ -564,9 +574,24 @@ fn prepare(args: &ProfileArgs) -> Result<Prepared, Fatal> {
     if args.sim.is_some() && spec.target.model.is_empty() {
         spec.target.model = "ringperf-sim".into();
     }
+    // The span receiver listens before anything is sent (the simulator's spans included).
+    let traces = match &args.telemetry.server_traces {
+        Some(addr) => {
+            let r = crate::otlp::Receiver::start(addr).map_err(Fatal)?;
+            crate::redact::say!(
+                "ringperf: server traces: receiving OTLP/HTTP spans on {}/v1/traces (start vLLM \
+                 with --otlp-traces-endpoint {} and OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=\
+                 http/protobuf)",
+                r.endpoint(),
+                r.endpoint()
+            );
+            Some(r)
+        }
+        None => None,
+    };
     let (sim, reserved) = match &args.sim {
         Some(flags) => {
-            let (h, cpus) = start_sim(flags, &mut spec)?;
+            let (h, cpus) = start_sim(flags, &mut spec, traces.as_ref())?;
             (Some(h), cpus)
         }
         None => (None, Vec::new()),
@@ -612,6 +637,7 @@ fn prepare(args: &ProfileArgs) -> Result<Prepared, Fatal> {
         plan,
         sweep,
         sim,
+        traces,
         reserved,
         started,
         _made: made,
@@ -741,6 +767,44 @@ impl Prepared {
     }
 }
 
+/// Waits (at most `wait_ns`, less on Ctrl-C) for the spans of the run's completed measured
+/// requests, then joins what came.
+fn server_traces(
+    r: &crate::otlp::Receiver,
+    records: &[crate::record::Record],
+    wait_ns: u64,
+    stop: &AtomicBool,
+    stale: u64,
+) -> report::phases::Traces {
+    let want: Vec<u64> = records
+        .iter()
+        .filter(|r| {
+            r.phase == crate::record::Phase::Profiling && r.outcome == crate::record::Outcome::Ok
+        })
+        .map(|r| r.id)
+        .collect();
+    let t0 = std::time::Instant::now();
+    let quick =
+        t0 + std::time::Duration::from_millis(500).min(std::time::Duration::from_nanos(wait_ns));
+    let have = r.wait_for(&want, quick, stop);
+    if have < want.len() && !stop.load(Ordering::Relaxed) {
+        crate::redact::say!(
+            "ringperf: waiting up to {:.0} s for the server's spans ({have} of {} in)",
+            wait_ns as f64 / 1e9,
+            want.len()
+        );
+        r.wait_for(&want, t0 + std::time::Duration::from_nanos(wait_ns), stop);
+    }
+    let mut t = report::phases::join(
+        r.endpoint(),
+        r.take(),
+        records,
+        t0.elapsed().as_nanos() as u64,
+    );
+    t.unmatched += stale;
+    t
+}
+
 /// One measured run, reported and written.
 struct Measured {
     report: Report,
@@ -782,9 +846,21 @@ fn measure(
     let clock = crate::clock::Anchor::now();
     let start = unix_time_secs();
     let probe = p.sim.as_ref().map(|h| h.in_flight_probe());
-    let out = crate::engine::run(plan.clone(), placement, stop, probe).map_err(Fatal::from)?;
+    // Spans that came before this run (an earlier point's late ones) are not this run's.
+    let stale = p.traces.as_ref().map_or(0, |r| r.take().spans.len() as u64);
+    let out =
+        crate::engine::run(plan.clone(), placement, stop.clone(), probe).map_err(Fatal::from)?;
     let end = unix_time_secs();
     let mut report = report::build(out, &report::Settings::of(&plan));
+    if let Some(r) = &p.traces {
+        report.server_traces = Some(server_traces(
+            r,
+            &report.records,
+            args.telemetry.server_traces_wait,
+            &stop,
+            stale,
+        ));
+    }
     if plan.load.nodes.is_split() {
         report.node = Some(report::NodeMark {
             index: plan.load.nodes.index,

@@ -28,6 +28,7 @@ pub mod gpu;
 mod host;
 pub mod http;
 mod net;
+pub mod otlp;
 pub mod plan;
 pub mod preflight;
 pub mod prom;

@@ -45,6 +45,128 @@ pub const COUNTERS: &[&str] = &[
     "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
 ];
 
+/// Phase histograms (s), by the phase they time: the first family a page has is used.
+pub const PHASES: &[(&str, &[&str])] = &[
+    (
+        "queue",
+        &[
+            "vllm:request_queue_time_seconds",
+            "sglang:queue_time_seconds",
+            "trtllm:request_queue_time_seconds",
+        ],
+    ),
+    ("prefill", &["vllm:request_prefill_time_seconds"]),
+    ("decode", &["vllm:request_decode_time_seconds"]),
+    ("inference", &["vllm:request_inference_time_seconds"]),
+    (
+        "time_to_first_token",
+        &[
+            "vllm:time_to_first_token_seconds",
+            "sglang:time_to_first_token_seconds",
+            "trtllm:time_to_first_token_seconds",
+        ],
+    ),
+    (
+        "request_latency",
+        &[
+            "vllm:e2e_request_latency_seconds",
+            "sglang:e2e_request_latency_seconds",
+            "trtllm:e2e_request_latency_seconds",
+        ],
+    ),
+    (
+        "inter_token_latency",
+        &[
+            "vllm:inter_token_latency_seconds",
+            "vllm:time_per_output_token_seconds",
+            "sglang:inter_token_latency_seconds",
+        ],
+    ),
+];
+
+/// A histogram's rise over the window: what the requests of the window added to it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HistDelta {
+    /// The family.
+    pub family: String,
+    /// Observations added.
+    pub count: f64,
+    /// Their sum (s).
+    pub sum_s: f64,
+    /// Cumulative counts added, by upper bound (s), ascending, `+Inf` last.
+    pub buckets: Vec<(f64, f64)>,
+}
+
+impl HistDelta {
+    /// The family's rise from page `a` to page `b`, summed over label sets (models,
+    /// engines); `None` when `b` lacks it or nothing was observed.
+    pub fn between(family: &str, a: &Exposition, b: &Exposition) -> Option<HistDelta> {
+        let buckets = |p: &Exposition| {
+            let mut by: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
+            for s in p.series(&format!("{family}_bucket")) {
+                let Some(le) = s.label("le").and_then(|v| match v {
+                    "+Inf" => Some(f64::INFINITY),
+                    v => v.parse::<f64>().ok(),
+                }) else {
+                    continue;
+                };
+                by.entry(le.to_bits()).or_insert((le, 0.0)).1 += s.value;
+            }
+            let mut v: Vec<(f64, f64)> = by.into_values().collect();
+            v.sort_by(|x, y| x.0.total_cmp(&y.0));
+            v
+        };
+        let after = buckets(b);
+        if after.is_empty() {
+            return None;
+        }
+        let before = buckets(a);
+        let was = |le: f64| {
+            before
+                .iter()
+                .find(|(l, _)| *l == le)
+                .map_or(0.0, |(_, c)| *c)
+        };
+        let count =
+            b.sum(&format!("{family}_count"))? - a.sum(&format!("{family}_count")).unwrap_or(0.0);
+        let sum_s =
+            b.sum(&format!("{family}_sum"))? - a.sum(&format!("{family}_sum")).unwrap_or(0.0);
+        (count > 0.0).then(|| HistDelta {
+            family: family.to_string(),
+            count,
+            sum_s,
+            buckets: after.iter().map(|(le, c)| (*le, c - was(*le))).collect(),
+        })
+    }
+
+    /// The mean (s).
+    pub fn mean(&self) -> f64 {
+        self.sum_s / self.count
+    }
+
+    /// The `q` quantile (0–1) as Prometheus's `histogram_quantile` estimates it: linear
+    /// within the bucket it falls in (from 0 for the first), the last finite bound when it
+    /// falls in `+Inf`.
+    pub fn quantile(&self, q: f64) -> f64 {
+        let total = self.buckets.last().map_or(0.0, |b| b.1);
+        let rank = q * total;
+        let mut lower = (0.0, 0.0);
+        for &(le, c) in &self.buckets {
+            if c >= rank {
+                if le.is_infinite() {
+                    return lower.0;
+                }
+                if c == lower.1 {
+                    return le;
+                }
+                return lower.0 + (le - lower.0) * (rank - lower.1) / (c - lower.1);
+            }
+            lower = (le, c);
+        }
+        lower.0
+    }
+}
+
 /// One scrape.
 #[derive(Debug, Clone)]
 pub struct Scrape {
@@ -231,6 +353,8 @@ pub struct Summary {
     pub counter_deltas: BTreeMap<String, f64>,
     /// vLLM prefix-cache hit rate over the window, when both counters are there.
     pub prefix_cache_hit_rate: Option<f64>,
+    /// The phase histograms' rises over the window, by phase ([`PHASES`]).
+    pub phases: BTreeMap<String, HistDelta>,
     /// The first page, raw.
     pub first_page: String,
     /// The last page, raw.
@@ -290,7 +414,13 @@ pub fn summarize(target: &Target, scrapes: &[Scrape], tx: u64, ty: u64) -> Summa
     let before = ok.iter().rev().find(|(t, _)| *t <= tx).or(ok.first());
     let after = ok.iter().find(|(t, _)| *t >= ty).or(ok.last());
     let mut counter_deltas = BTreeMap::new();
+    let mut phases = BTreeMap::new();
     if let (Some((_, a)), Some((_, b))) = (before, after) {
+        for (phase, families) in PHASES {
+            if let Some(d) = families.iter().find_map(|f| HistDelta::between(f, a, b)) {
+                phases.insert(phase.to_string(), d);
+            }
+        }
         let others: std::collections::BTreeSet<&str> = b
             .samples
             .iter()
@@ -319,7 +449,65 @@ pub fn summarize(target: &Target, scrapes: &[Scrape], tx: u64, ty: u64) -> Summa
         gauges,
         counter_deltas,
         prefix_cache_hit_rate,
+        phases,
         first_page: scrapes.first().map(|s| s.raw.clone()).unwrap_or_default(),
         last_page: scrapes.last().map(|s| s.raw.clone()).unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(buckets: &[(&str, f64)], count: f64, sum: f64) -> Exposition {
+        let mut t = String::from("# TYPE vllm:request_queue_time_seconds histogram\n");
+        for engine in ["0", "1"] {
+            for (le, c) in buckets {
+                t.push_str(&format!(
+                    "vllm:request_queue_time_seconds_bucket{{engine=\"{engine}\",le=\"{le}\"}} {}\n",
+                    c / 2.0
+                ));
+            }
+            t.push_str(&format!(
+                "vllm:request_queue_time_seconds_count{{engine=\"{engine}\"}} {}\n\
+                 vllm:request_queue_time_seconds_sum{{engine=\"{engine}\"}} {}\n",
+                count / 2.0,
+                sum / 2.0
+            ));
+        }
+        prom::parse(&t).unwrap()
+    }
+
+    #[test]
+    fn a_phase_histogram_is_its_rise_over_the_window_summed_over_engines() {
+        let a = page(&[("0.01", 10.0), ("0.1", 10.0), ("+Inf", 10.0)], 10.0, 0.05);
+        // 100 more: 20 under 10 ms, 60 from 10 to 100 ms, 20 above.
+        let b = page(
+            &[("0.01", 30.0), ("0.1", 90.0), ("+Inf", 110.0)],
+            110.0,
+            5.05,
+        );
+        let d = HistDelta::between("vllm:request_queue_time_seconds", &a, &b).unwrap();
+        assert_eq!((d.count, d.sum_s), (100.0, 5.0));
+        assert_eq!(
+            d.buckets,
+            vec![(0.01, 20.0), (0.1, 80.0), (f64::INFINITY, 100.0)]
+        );
+        assert!((d.mean() - 0.05).abs() < 1e-12);
+        // The median: rank 50, in the second bucket, 30 of its 60 in.
+        assert!(
+            (d.quantile(0.5) - 0.055).abs() < 1e-12,
+            "{}",
+            d.quantile(0.5)
+        );
+        assert!((d.quantile(0.1) - 0.005).abs() < 1e-12);
+        // In +Inf: the last finite bound.
+        assert_eq!(d.quantile(0.99), 0.1);
+        // Nothing added, or no such family: none.
+        assert_eq!(
+            HistDelta::between("vllm:request_queue_time_seconds", &b, &b),
+            None
+        );
+        assert_eq!(HistDelta::between("vllm:nothing", &a, &b), None);
     }
 }

@@ -813,6 +813,16 @@ pub struct TelemetryArgs {
     /// Scrape interval for --server-metrics-url.
     #[arg(long, value_parser = parse_duration_ns, default_value = "1s", value_name = "DURATION")]
     pub server_metrics_interval: u64,
+    /// Receive the server's per-request spans over OTLP/HTTP on ADDR (default
+    /// 127.0.0.1:4318) and join each to its request by the X-Request-ID sent: start vLLM
+    /// with `--otlp-traces-endpoint http://ADDR` and
+    /// `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf`.
+    #[arg(long, num_args = 0..=1, default_missing_value = "127.0.0.1:4318", value_name = "ADDR")]
+    pub server_traces: Option<String>,
+    /// After the last response, how long to wait for spans still to come (OpenTelemetry's
+    /// batch exporter sends every 5 s by default).
+    #[arg(long, value_parser = parse_duration_ns, default_value = "10s", value_name = "DURATION")]
+    pub server_traces_wait: u64,
 }
 
 /// What `ringperf doctor` checks the host for.
@@ -903,6 +913,15 @@ pub struct SimArgs {
     /// PEM private key for --tls-cert.
     #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Export one `llm_request` span per request, as vLLM's `--otlp-traces-endpoint` does,
+    /// to this OTLP/HTTP endpoint (`http://HOST:PORT`; the path `/v1/traces` when none):
+    /// its queue, prefill, decode and inference times, its TTFT and end-to-end time.
+    #[arg(long, value_name = "URL")]
+    pub otlp_traces_endpoint: Option<String>,
+    /// How the spans are written: `http/protobuf` or `http/json` (OpenTelemetry's
+    /// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL values).
+    #[arg(long, default_value = "http/protobuf", value_parser = ["http/protobuf", "http/json"])]
+    pub otlp_traces_protocol: String,
 }
 
 impl TelemetryArgs {
@@ -1423,6 +1442,14 @@ impl SimArgs {
             driver: self.driver,
             seed: self.seed,
             tls: self.tls_cert.clone().zip(self.tls_key.clone()),
+            otlp_traces: self.otlp_traces_endpoint.clone().map(|url| {
+                let enc = if self.otlp_traces_protocol == "http/json" {
+                    crate::otlp::Encoding::Json
+                } else {
+                    crate::otlp::Encoding::Protobuf
+                };
+                (url, enc)
+            }),
         })
     }
 

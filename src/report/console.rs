@@ -448,6 +448,15 @@ pub fn health(r: &Report) -> String {
     }
     if let Some(t) = &r.telemetry {
         out.push_str(&telemetry(t));
+        let (ttft, latency) = r.client_means();
+        for s in &t.server_metrics {
+            if let Some(line) = super::phases::metrics_line(s, ttft, latency) {
+                let _ = writeln!(out, "{line}");
+            }
+        }
+    }
+    if let Some(t) = &r.server_traces {
+        out.push_str(&t.console());
     }
     for e in &r.errors {
         let _ = writeln!(out, "  errors: {} × {} ({})", e.count, e.kind, e.message);

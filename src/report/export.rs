@@ -82,6 +82,14 @@ pub(crate) fn profile_json(r: &Report, input_config: &Value, times: &Times) -> V
     for (tag, d) in &r.http_trace {
         doc.insert((*tag).into(), dist_json(d, 1e6, "ms"));
     }
+    if let Some(t) = &r.server_traces {
+        for (tag, _, d) in t.dists() {
+            if d.count() > 0 {
+                doc.insert(tag.into(), dist_json(&d, 1e6, "ms"));
+            }
+        }
+        doc.insert("server_traces".into(), t.to_json());
+    }
     for (tag, _, unit, v) in value_rows(r) {
         doc.insert(tag.into(), json!({ "unit": unit, "avg": v }));
     }
@@ -182,7 +190,9 @@ pub(crate) fn profile_json(r: &Report, input_config: &Value, times: &Times) -> V
                 json!({"url": s.url, "scrapes": s.scrapes, "errors": s.errors,
                        "first_error": s.first_error, "gauges": s.gauges,
                        "counter_deltas": s.counter_deltas,
-                       "prefix_cache_hit_rate": s.prefix_cache_hit_rate})
+                       "prefix_cache_hit_rate": s.prefix_cache_hit_rate,
+                       "phases": super::phases::metrics_json(s, r.client_means().0,
+                                                             r.client_means().1)})
             })
             .collect();
         doc.insert("server_metrics".into(), json!(server));
@@ -264,7 +274,13 @@ pub(crate) fn profile_csv(r: &Report) -> Result<Vec<u8>, csv::Error> {
         "Metric", "avg", "min", "max", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99",
         "std",
     ])?;
-    for (_, label, d, scale) in dist_rows(r) {
+    // The server's spans' figures (ms) after the client's.
+    let traced: Vec<_> = r.server_traces.iter().flat_map(|t| t.dists()).collect();
+    let rows = dist_rows(r)
+        .into_iter()
+        .map(|(_, label, d, scale)| (label, d, scale))
+        .chain(traced.iter().map(|(_, label, d)| (*label, d, 1e6)));
+    for (label, d, scale) in rows {
         if d.count() == 0 {
             continue;
         }
@@ -400,6 +416,15 @@ fn records_into(r: &Report, mut w: &mut dyn Write) -> std::io::Result<()> {
                         .collect::<Map<String, Value>>()
                 }),
                 "prefill_wait_ms": rec.prefill_wait_ns as f64 / 1e6,
+                "server_phases": r.server_traces.as_ref().map(|t| {
+                    t.by_id.get(&rec.id).map(|p| {
+                        let ms = |v: Option<u64>| v.map(|v| v as f64 / 1e6);
+                        json!({"queue_ms": ms(p.queue_ns), "prefill_ms": ms(p.prefill_ns),
+                               "decode_ms": ms(p.decode_ns),
+                               "inference_ms": ms(p.inference_ns),
+                               "ttft_ms": ms(p.ttft_ns), "e2e_ms": ms(p.e2e_ns)})
+                    })
+                }),
             },
             "metrics": metrics,
         });

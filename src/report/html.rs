@@ -36,6 +36,16 @@ struct Meta {
     /// A node's monotonic → wall-clock offset (a merge's requests come from many hosts).
     #[serde(default)]
     wall_offset_ns: i64,
+    /// The server's span (`--server-traces`).
+    #[serde(default)]
+    server_phases: Option<ServerPhases>,
+}
+
+#[derive(Deserialize)]
+struct ServerPhases {
+    queue_ms: Option<f64>,
+    prefill_ms: Option<f64>,
+    ttft_ms: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -61,6 +71,11 @@ struct Requests {
     itl: Vec<f64>,
     e2e: Vec<f64>,
     osl: Vec<f64>,
+    /// The server's queue and prefill times, and TTFT outside the server (NaN without a
+    /// span).
+    queue: Vec<f64>,
+    prefill: Vec<f64>,
+    outside: Vec<f64>,
 }
 
 fn read_requests(path: &Path) -> std::io::Result<Requests> {
@@ -82,10 +97,10 @@ fn read_requests(path: &Path) -> std::io::Result<Requests> {
         let wall = |t: u64| t.saturating_add_signed(l.metadata.wall_offset_ns);
         let (s, e) = (wall(s), wall(e));
         starts.push(s);
-        lines.push((s, e, l.metrics));
+        lines.push((s, e, l.metrics, l.metadata.server_phases));
     }
     let t0 = starts.iter().copied().min().unwrap_or(0);
-    for (s, e, m) in lines {
+    for (s, e, m, sp) in lines {
         r.start_s.push((s - t0) as f64 / 1e9);
         r.end_s.push(e.saturating_sub(t0) as f64 / 1e9);
         let v = |f: &Option<Figure>| f.as_ref().map_or(f64::NAN, |f| f.value);
@@ -93,6 +108,12 @@ fn read_requests(path: &Path) -> std::io::Result<Requests> {
         r.itl.push(v(&m.inter_token_latency));
         r.e2e.push(v(&m.request_latency));
         r.osl.push(v(&m.output_sequence_length));
+        let sp = sp.as_ref();
+        let f = |x: Option<f64>| x.unwrap_or(f64::NAN);
+        r.queue.push(f(sp.and_then(|p| p.queue_ms)));
+        r.prefill.push(f(sp.and_then(|p| p.prefill_ms)));
+        let server_ttft = f(sp.and_then(|p| p.ttft_ms));
+        r.outside.push(v(&m.time_to_first_token) - server_ttft);
     }
     Ok(r)
 }
@@ -181,7 +202,7 @@ fn run_charts(r: &Requests) -> Vec<(&'static str, Chart)> {
             ..Chart::default()
         }
     };
-    vec![
+    let mut charts = vec![
         (
             "ttft_cdf",
             dist("Time to first token: distribution", &r.ttft),
@@ -206,7 +227,89 @@ fn run_charts(r: &Requests) -> Vec<(&'static str, Chart)> {
                 ..Chart::default()
             },
         ),
-    ]
+    ];
+    if r.queue.iter().any(|v| v.is_finite()) {
+        let p50 = |v: &[f64]| over_time(&r.start_s, v).0;
+        charts.push((
+            "ttft_split_over_time",
+            Chart {
+                title: "Where TTFT went over time (p50 per bucket, server's spans)".into(),
+                x_label: "request start (s into the run)".into(),
+                y_label: "ms".into(),
+                series: vec![
+                    line("TTFT (client)", p50(&r.ttft)),
+                    line("queue", p50(&r.queue)),
+                    line("prefill", p50(&r.prefill)),
+                    line("outside the server", p50(&r.outside)),
+                ],
+                ..Chart::default()
+            },
+        ));
+    }
+    charts
+}
+
+/// The split of TTFT and request latency by the server's spans (`--server-traces`).
+fn traces_html(doc: &Value) -> String {
+    let Some(t) = doc.get("server_traces") else {
+        return String::new();
+    };
+    let mut out = format!(
+        "<h3>Where the time went (the server's spans: {} of {} completed requests joined by \
+         X-Request-ID)</h3>",
+        t["joined"], t["completed_requests"]
+    );
+    for (key, title, parts) in [
+        (
+            "time_to_first_token",
+            "TTFT",
+            &super::phases::TTFT_PARTS[..],
+        ),
+        (
+            "request_latency",
+            "Request latency",
+            &super::phases::LATENCY_PARTS[..],
+        ),
+    ] {
+        let Some(f) = t
+            .get(key)
+            .filter(|f| f.as_object().is_some_and(|m| !m.is_empty()))
+        else {
+            continue;
+        };
+        out.push_str(&format!("<table><tr><th>{title} (ms)</th><th>client</th>"));
+        for p in parts {
+            out.push_str(&format!("<th>{}</th>", p.replace('_', " ")));
+        }
+        out.push_str("<th>request</th></tr>");
+        for row in ["mean", "p50", "p90", "p99"] {
+            let Some(r) = f.get(row) else { continue };
+            let label = if row == "mean" {
+                "mean".to_string()
+            } else {
+                format!("{row} request")
+            };
+            out.push_str(&format!(
+                "<tr><td>{label}</td><td>{}</td>",
+                num(r["client_ms"].as_f64())
+            ));
+            for p in parts {
+                out.push_str(&format!("<td>{}</td>", num(r[format!("{p}_ms")].as_f64())));
+            }
+            out.push_str(&format!(
+                "<td><code>{}</code></td></tr>",
+                escape(r["x_request_id"].as_str().unwrap_or(""))
+            ));
+        }
+        out.push_str("</table>");
+    }
+    if t["without_span"].as_u64().unwrap_or(0) > 0 {
+        out.push_str(&format!(
+            "<p class=\"note\">{} request(s) have no span and are in no figure of this table.</p>",
+            t["without_span"]
+        ));
+    }
+    out
 }
 
 /// The charts of `--slice-duration`'s figures: each slice's value at its middle.
@@ -521,6 +624,7 @@ pub fn write_run(dir: &Path) -> std::io::Result<PathBuf> {
     let mut body = about(&doc);
     body.push_str(&health(&doc));
     body.push_str(&headline(&doc));
+    body.push_str(&traces_html(&doc));
     body.push_str(&gpus_html(&doc));
     if let Ok(st) = read_json(&dir.join(super::staircase::STAIRCASE_JSON)) {
         body.push_str(&staircase_html(&st));

@@ -518,6 +518,7 @@ fn build(nodes: &[NodeRun], incomplete: &[String], first_start: u64) -> Result<R
         node: None,
         served_model: None,
         prompt_cache: None,
+        server_traces: None,
     })
 }
 

@@ -18,6 +18,7 @@ mod metrics;
 /// What each run writes for merging.
 pub mod node;
 pub mod peer;
+pub mod phases;
 pub mod plot;
 pub mod staircase;
 pub mod sweep;
@@ -134,6 +135,16 @@ pub struct Report {
     /// Over completed measured requests whose usage said so: Σ prompt tokens the server's
     /// prompt cache served, and Σ prompt tokens the server counted.
     pub prompt_cache: Option<(u64, u64)>,
+    /// With `--server-traces`: the server's spans, joined to the requests.
+    pub server_traces: Option<phases::Traces>,
+}
+
+impl Report {
+    /// The mean TTFT and request latency of the completed measured requests (ns), when any.
+    pub fn client_means(&self) -> (Option<f64>, Option<f64>) {
+        let mean = |d: &Dist| (d.count() > 0).then(|| d.mean());
+        (mean(&self.metrics.ttft), mean(&self.metrics.latency))
+    }
 }
 
 /// One server's share of a run with several `--url`s.
@@ -800,5 +811,6 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         node: None,
         served_model,
         prompt_cache: (cache_prompt > 0).then_some((cache_hits, cache_prompt)),
+        server_traces: None,
     }
 }

@@ -26,6 +26,8 @@ pub(super) struct Counters {
     /// The most an event was late since the probe last read it (ns).
     pub(super) worst_late_ns: AtomicU64,
     pub(super) in_flight: std::sync::Mutex<InFlight>,
+    /// Each request's phases, as vLLM's histograms.
+    pub(super) phases: super::trace::PhaseHists,
 }
 
 /// Requests received and not yet answered, and their integral over time, so a run can show
@@ -122,7 +124,7 @@ pub(super) fn metrics_page(model: &str, c: &Counters) -> String {
         .replace('\n', "\\n");
     let g = |v: &AtomicU64| v.load(Ordering::Relaxed);
     let (in_flight, integral) = c.in_flight();
-    format!(
+    let mut page = format!(
         "# HELP vllm:num_requests_running Requests generating now.\n# TYPE vllm:num_requests_running gauge\n\
          vllm:num_requests_running{{model_name=\"{m}\"}} {}\n\
          # HELP vllm:num_requests_waiting Requests queued for a batch place.\n# TYPE vllm:num_requests_waiting gauge\n\
@@ -143,7 +145,9 @@ pub(super) fn metrics_page(model: &str, c: &Counters) -> String {
         g(&c.finished),
         integral.integral as f64 / 1e9,
         g(&c.accept_failures)
-    )
+    );
+    c.phases.render(&m, &mut page);
+    page
 }
 
 #[cfg(test)]

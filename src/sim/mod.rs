@@ -13,13 +13,16 @@
 //! Every event carries `x_ringperf_sent_ns`, the `CLOCK_MONOTONIC` time just before it was
 //! written, and a response's first event `x_ringperf_arrived_ns`, when the request reached the
 //! kernel; the client subtracts them from its own stamps to report the delay it added on both
-//! sides of every request. The simulator sits beside the engine: it shares the connections,
+//! sides of every request. Like vLLM it tells each request's queue, prefill and decode
+//! times: as histograms on `/metrics` and, with `--otlp-traces-endpoint`, as one span per
+//! request keyed by the `X-Request-ID` it was sent. The simulator sits beside the engine: it shares the connections,
 //! the API shapes and the fine timer with the client, and nothing else.
 
 mod batch;
 mod counters;
 mod reply;
 mod server;
+mod trace;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -73,6 +76,8 @@ pub struct Config {
     pub seed: u64,
     /// Serve https with this PEM certificate chain and key.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// Export each request's span to this OTLP/HTTP endpoint, so encoded.
+    pub otlp_traces: Option<(String, crate::otlp::Encoding)>,
 }
 
 /// Why the simulator could not start.

@@ -14,6 +14,7 @@ use super::WORDS;
 use crate::api::Kind;
 use crate::clock::now_ns;
 use crate::net::Conn;
+use crate::otlp::{Out, Phases};
 
 /// What a generation request asked for.
 pub(super) struct Gen {
@@ -29,6 +30,9 @@ pub(super) struct Gen {
     /// For the prefix cache: after each message (chat) or the whole prompt, the hash of the
     /// prompt so far and its length in characters.
     prefixes: Vec<(u64, usize)>,
+    /// The client's `X-Request-ID`: the span's request id is the response's prefix and it,
+    /// as vLLM's is.
+    pub(super) request_id: Option<String>,
 }
 
 /// FNV-1a over `bytes`, continuing from `h`.
@@ -125,6 +129,7 @@ pub(super) fn read_gen(r: &GenRequest<'_>, api: Kind, default_max: u32) -> Gen {
         // An estimate (about four characters a token); the simulator carries no tokenizer.
         prompt_tokens: prompt_chars.div_ceil(4) as u64,
         prefixes: prefixes(parts.into_iter()),
+        request_id: None,
     }
 }
 
@@ -169,6 +174,7 @@ pub(super) fn read_triton(body: &[u8], stream: bool, default_max: u32) -> Result
         ignore_eos: false,
         prompt_tokens: text.div_ceil(4) as u64,
         prefixes: Vec::new(),
+        request_id: None,
     })
 }
 
@@ -335,11 +341,15 @@ pub(super) async fn generate(
         ),
     };
     let mut ev: Vec<u8> = Vec::with_capacity(prefix.len() + 128);
+    // When the first and the last token were made (the span's phases end there).
+    let (mut first_ns, mut last_ns) = (None, start);
     while sent < n_out {
         let n = tpc.min(n_out - sent);
         ctx.timer.sleep_until(deadline).await;
         // The first token ends the prefill.
         drop(prefilling.take());
+        last_ns = now_ns();
+        first_ns.get_or_insert(last_ns);
         ctx.counters.written(deadline);
         ev.clear();
         ev.extend_from_slice(prefix.as_bytes());
@@ -390,6 +400,20 @@ pub(super) async fn generate(
         }
     }
     ctx.counters.finished.fetch_add(1, Ordering::Relaxed);
+    // The request is finished with its last token, as vLLM's engine finishes it.
+    Account {
+        arrived,
+        start,
+        first_ns: first_ns.unwrap_or(last_ns),
+        last_ns,
+        tokens: (gen.prompt_tokens, u64::from(n_out)),
+        request_id: format!(
+            "{}-{}",
+            gen.api.id_prefix(),
+            gen.request_id.as_deref().unwrap_or(&id)
+        ),
+    }
+    .close(ctx);
     let usage = if ctx.args.prefix_cache {
         format!(
             r#"{{"prompt_tokens":{},"completion_tokens":{n_out},"total_tokens":{},"prompt_tokens_details":{{"cached_tokens":{cached_tokens}}}}}"#,
@@ -450,6 +474,46 @@ pub(super) async fn generate(
             ),
         };
         respond(stream, out, 200, "application/json", b.as_bytes(), close).await
+    }
+}
+
+/// What the simulator tells of a request it generated for, as vLLM does: the times of its
+/// arrival, its scheduling and its first and last token (`CLOCK_MONOTONIC` ns).
+struct Account {
+    arrived: u64,
+    start: u64,
+    first_ns: u64,
+    last_ns: u64,
+    tokens: (u64, u64),
+    request_id: String,
+}
+
+impl Account {
+    /// The request's phases into the histograms and, with `--otlp-traces-endpoint`, a span.
+    fn close(self, ctx: &Ctx) {
+        let end = self.last_ns;
+        let phases = Phases {
+            queue_ns: Some(self.start - self.arrived),
+            prefill_ns: Some(self.first_ns.saturating_sub(self.start)),
+            decode_ns: Some(self.last_ns - self.first_ns),
+            inference_ns: Some(self.last_ns.saturating_sub(self.start)),
+            ttft_ns: Some(self.first_ns.saturating_sub(self.arrived)),
+            e2e_ns: Some(end - self.arrived),
+        };
+        ctx.counters.phases.record(&phases);
+        if let Some(to) = &ctx.spans {
+            let unix = |t: u64| (t as i64 + ctx.unix_offset_ns) as u64;
+            super::trace::queue(
+                to,
+                Out {
+                    request_id: self.request_id,
+                    start_unix_ns: unix(self.arrived),
+                    end_unix_ns: unix(end),
+                    phases,
+                    tokens: self.tokens,
+                },
+            );
+        }
     }
 }
 

@@ -16,6 +16,7 @@ use rand_chacha::ChaCha8Rng;
 use super::batch::Batch;
 use super::counters::{metrics_page, Busy, Counters};
 use super::reply::{embed, generate, read_gen, GenRequest};
+use super::trace::{Exporter, SpanQueue};
 use super::{Config, Error};
 use crate::api::Kind;
 use crate::clock::now_ns;
@@ -39,6 +40,7 @@ pub struct SimHandle {
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
     counters: Arc<Counters>,
+    exporter: Option<Exporter>,
 }
 
 impl SimHandle {
@@ -73,6 +75,20 @@ impl SimHandle {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        // Then the spans of everything served go out.
+        if let Some(mut e) = self.exporter.take() {
+            e.finish();
+            let (dropped, failed) = (
+                e.dropped.load(Ordering::Relaxed),
+                e.failed.load(Ordering::Relaxed),
+            );
+            if dropped + failed > 0 {
+                eprintln!(
+                    "ringperf sim: {dropped} span(s) dropped on a full queue, {failed} \
+                     export(s) failed"
+                );
+            }
+        }
     }
 }
 
@@ -95,6 +111,10 @@ pub(super) struct Ctx {
     pub(super) counters: Arc<Counters>,
     pub(super) next_id: std::cell::Cell<u64>,
     pub(super) shard: usize,
+    /// Where each request's span goes (`--otlp-traces-endpoint`).
+    pub(super) spans: Option<SpanQueue>,
+    /// Unix time − `CLOCK_MONOTONIC` (ns), for the spans' times.
+    pub(super) unix_offset_ns: i64,
 }
 
 /// Starts the simulator's shards and returns once all of them listen.
@@ -136,6 +156,13 @@ pub fn start(args: &Config) -> Result<SimHandle, Error> {
     crate::sys::keep_rx_timestamping_on();
     let stop = Arc::new(AtomicBool::new(false));
     let counters = Arc::new(Counters::default());
+    let exporter = match &args.otlp_traces {
+        Some((url, enc)) => {
+            crate::otlp::check_url(url).map_err(Error::Flag)?;
+            Some(Exporter::start(url.clone(), *enc)?)
+        }
+        None => None,
+    };
     let mut threads = Vec::new();
     let mut addr = bind;
     let mut driver = "";
@@ -145,6 +172,7 @@ pub fn start(args: &Config) -> Result<SimHandle, Error> {
         let tls = tls.clone();
         let shard_stop = stop.clone();
         let counters = counters.clone();
+        let spans = exporter.as_ref().map(Exporter::queue);
         let cpu = (!cpus.is_empty()).then(|| cpus[shard % cpus.len()]);
         let t = std::thread::Builder::new()
             .name(format!("ringperf-sim-{shard}"))
@@ -152,7 +180,7 @@ pub fn start(args: &Config) -> Result<SimHandle, Error> {
                 if let Some(id) = cpu {
                     core_affinity::set_for_current(core_affinity::CoreId { id });
                 }
-                shard_main(shard, args, tls, addr, shard_stop, counters, tx)
+                shard_main(shard, args, tls, addr, shard_stop, (counters, spans), tx)
             })?;
         threads.push(t);
         match rx.recv() {
@@ -173,6 +201,7 @@ pub fn start(args: &Config) -> Result<SimHandle, Error> {
         stop,
         threads,
         counters,
+        exporter,
     })
 }
 
@@ -184,7 +213,7 @@ fn shard_main(
     tls: Option<Arc<rustls::ServerConfig>>,
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
-    counters: Arc<Counters>,
+    (counters, spans): (Arc<Counters>, Option<SpanQueue>),
     ready: Ready,
 ) {
     let (mut rt, driver) = match crate::runtime::build(args.driver, 4096) {
@@ -237,6 +266,11 @@ fn shard_main(
             counters,
             next_id: std::cell::Cell::new(0),
             shard,
+            spans,
+            unix_offset_ns: {
+                let a = crate::clock::Anchor::now();
+                a.realtime_ns as i64 - a.monotonic_ns as i64
+            },
             args,
         });
         let _ = ready.send(Ok((local, driver)));
@@ -286,6 +320,8 @@ struct Request {
     close: bool,
     body_at: usize,
     len: usize,
+    /// The client's `X-Request-ID` (at most 128 bytes kept).
+    request_id: Option<String>,
 }
 
 fn parse_request(buf: &[u8]) -> Result<Option<Request>, String> {
@@ -298,8 +334,12 @@ fn parse_request(buf: &[u8]) -> Result<Option<Request>, String> {
     };
     let mut length = 0usize;
     let mut close = req.version == Some(0);
+    let mut request_id = None;
     for h in req.headers.iter() {
-        if h.name.eq_ignore_ascii_case("content-length") {
+        if h.name.eq_ignore_ascii_case("x-request-id") {
+            let v = String::from_utf8_lossy(&h.value[..h.value.len().min(128)]);
+            request_id = Some(v.trim().to_string());
+        } else if h.name.eq_ignore_ascii_case("content-length") {
             length = std::str::from_utf8(h.value)
                 .ok()
                 .and_then(|v| v.trim().parse().ok())
@@ -323,6 +363,7 @@ fn parse_request(buf: &[u8]) -> Result<Option<Request>, String> {
         close,
         body_at: head,
         len: head + length,
+        request_id,
     }))
 }
 
@@ -483,7 +524,8 @@ async fn handle(
             if api == Kind::Embeddings {
                 return embed(ctx, stream, out, &r, req.close, arrived).await;
             }
-            let gen = read_gen(&r, api, ctx.args.default_max_tokens);
+            let mut gen = read_gen(&r, api, ctx.args.default_max_tokens);
+            gen.request_id = req.request_id.clone();
             generate(ctx, stream, out, gen, req.close, arrived).await
         }
         ("POST", p) if p.starts_with("/v2/models/") => {
@@ -508,15 +550,17 @@ async fn handle(
                 );
                 return respond(stream, out, 400, json, b.as_bytes(), req.close).await;
             }
-            let gen = match super::reply::read_triton(body, streamed, ctx.args.default_max_tokens) {
-                Ok(g) => g,
-                Err(e) => {
-                    let b = serde_json::json!({ "error": e }).to_string();
-                    return respond(stream, out, 400, json, b.as_bytes(), req.close).await;
-                }
-            };
+            let mut gen =
+                match super::reply::read_triton(body, streamed, ctx.args.default_max_tokens) {
+                    Ok(g) => g,
+                    Err(e) => {
+                        let b = serde_json::json!({ "error": e }).to_string();
+                        return respond(stream, out, 400, json, b.as_bytes(), req.close).await;
+                    }
+                };
             ctx.counters.requests.fetch_add(1, Ordering::Relaxed);
             let _busy = Busy::enter(&ctx.counters.in_flight, arrived);
+            gen.request_id = req.request_id.clone();
             generate(ctx, stream, out, gen, req.close, arrived).await
         }
         (_, p) if Kind::at(p).is_some() || matches!(p, "/v1/models" | "/health" | "/metrics") => {

@@ -20,7 +20,7 @@ const LAYERS: &[(&str, &[&str], bool)] = &[
     (
         "what is sent and measured",
         &[
-            "api", "record", "endpoint", "net", "blocking", "exchange", "workload", "gpu",
+            "api", "record", "endpoint", "net", "blocking", "exchange", "workload", "gpu", "otlp",
         ],
         true,
     ),

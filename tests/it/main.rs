@@ -30,6 +30,7 @@ mod support;
 mod sweeps;
 mod telemetry;
 mod tls;
+mod traces;
 mod verdicts;
 mod workloads;
 

@@ -1,0 +1,820 @@
+//! The server's own account of each request, as OpenTelemetry spans over OTLP/HTTP.
+//!
+//! vLLM (`--otlp-traces-endpoint`) ends each request with an `llm_request` span whose
+//! `gen_ai.latency.*` attributes give, in seconds, its time in the queue, in prefill, in
+//! decode, in inference (prefill and decode), its own TTFT and its end-to-end time, and whose
+//! `gen_ai.request.id` carries the `X-Request-ID` the client sent (behind the API's prefix,
+//! `chatcmpl-…`). [`Receiver`] takes such exports (`POST /v1/traces`, protobuf or JSON,
+//! plain or gzip) on a thread of its own, off the shards, and keeps one [`Span`] per request
+//! id; [`encode`] writes them, for ringperf's simulator.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans};
+use prost::Message;
+
+/// vLLM's span attribute names (seconds, as doubles), in [`Phases`]' order.
+pub const ATTRIBUTES: [&str; 6] = [
+    "gen_ai.latency.time_in_queue",
+    "gen_ai.latency.time_in_model_prefill",
+    "gen_ai.latency.time_in_model_decode",
+    "gen_ai.latency.time_in_model_inference",
+    "gen_ai.latency.time_to_first_token",
+    "gen_ai.latency.e2e",
+];
+
+/// The attribute that names the request.
+pub const REQUEST_ID: &str = "gen_ai.request.id";
+
+/// The span vLLM writes per request.
+pub const SPAN_NAME: &str = "llm_request";
+
+/// What a server said of one request (ns); `None` where its span did not say.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Phases {
+    /// Waiting for the scheduler (vLLM: scheduled − queued).
+    pub queue_ns: Option<u64>,
+    /// From scheduled to the first token.
+    pub prefill_ns: Option<u64>,
+    /// From the first token to the last.
+    pub decode_ns: Option<u64>,
+    /// From scheduled to the last token (prefill and decode).
+    pub inference_ns: Option<u64>,
+    /// The server's own TTFT, from its arrival.
+    pub ttft_ns: Option<u64>,
+    /// The server's own end-to-end time, from its arrival.
+    pub e2e_ns: Option<u64>,
+}
+
+impl Phases {
+    /// The values in [`ATTRIBUTES`]' order.
+    pub fn values(&self) -> [Option<u64>; 6] {
+        [
+            self.queue_ns,
+            self.prefill_ns,
+            self.decode_ns,
+            self.inference_ns,
+            self.ttft_ns,
+            self.e2e_ns,
+        ]
+    }
+
+    fn set(&mut self, i: usize, v: u64) {
+        *[
+            &mut self.queue_ns,
+            &mut self.prefill_ns,
+            &mut self.decode_ns,
+            &mut self.inference_ns,
+            &mut self.ttft_ns,
+            &mut self.e2e_ns,
+        ][i] = Some(v);
+    }
+}
+
+/// One request's span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    /// The request's number (its `X-Request-ID`).
+    pub id: u64,
+    /// When the span started (Unix ns).
+    pub start_unix_ns: u64,
+    /// What it says.
+    pub phases: Phases,
+}
+
+/// The request number in a server's request id: the token of exactly 16 hexadecimal digits
+/// (ringperf's `X-Request-ID`) between the API's prefix and any suffix the server adds
+/// (`chatcmpl-00000000000000a3`, `cmpl-00000000000000a3-0`).
+pub fn request_number(server_id: &str) -> Option<u64> {
+    server_id
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .find(|t| t.len() == 16 && t.bytes().all(|b| b.is_ascii_hexdigit()))
+        .and_then(|t| u64::from_str_radix(t, 16).ok())
+}
+
+fn seconds_ns(v: &AnyValue) -> Option<u64> {
+    let s = match v.value.as_ref()? {
+        any_value::Value::DoubleValue(d) => *d,
+        any_value::Value::IntValue(i) => *i as f64,
+        any_value::Value::StringValue(s) => s.parse().ok()?,
+        _ => return None,
+    };
+    (s.is_finite() && s >= 0.0).then(|| (s * 1e9).round() as u64)
+}
+
+/// What one export held.
+#[derive(Debug, Default, PartialEq)]
+pub struct Export {
+    /// Spans that name a request ringperf sent.
+    pub spans: Vec<Span>,
+    /// Other spans (another name, or no ringperf request id).
+    pub other: u64,
+}
+
+/// The request spans of an export.
+pub fn spans_of(req: &ExportTraceServiceRequest) -> Export {
+    let mut out = Export::default();
+    for s in req
+        .resource_spans
+        .iter()
+        .flat_map(|r| &r.scope_spans)
+        .flat_map(|s| &s.spans)
+    {
+        let id = s
+            .attributes
+            .iter()
+            .find(|kv| kv.key == REQUEST_ID)
+            .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
+                any_value::Value::StringValue(v) => request_number(v),
+                _ => None,
+            });
+        let Some(id) = id.filter(|_| s.name == SPAN_NAME) else {
+            out.other += 1;
+            continue;
+        };
+        let mut phases = Phases::default();
+        for kv in &s.attributes {
+            if let Some(i) = ATTRIBUTES.iter().position(|a| *a == kv.key) {
+                if let Some(v) = kv.value.as_ref().and_then(seconds_ns) {
+                    phases.set(i, v);
+                }
+            }
+        }
+        out.spans.push(Span {
+            id,
+            start_unix_ns: s.start_time_unix_nano,
+            phases,
+        });
+    }
+    out
+}
+
+/// How an export's body is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// `application/x-protobuf`.
+    Protobuf,
+    /// `application/json` (OTLP's JSON mapping).
+    Json,
+}
+
+impl Encoding {
+    /// The content type.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Encoding::Protobuf => "application/x-protobuf",
+            Encoding::Json => "application/json",
+        }
+    }
+}
+
+/// A span to write: the server's request id, when it ran (Unix ns), and its phases.
+#[derive(Debug, Clone)]
+pub struct Out {
+    /// The server's id for the request (vLLM's `chatcmpl-…`).
+    pub request_id: String,
+    /// Start (the request's arrival) and end (Unix ns).
+    pub start_unix_ns: u64,
+    /// See `start_unix_ns`.
+    pub end_unix_ns: u64,
+    /// What it says.
+    pub phases: Phases,
+    /// Prompt and output tokens.
+    pub tokens: (u64, u64),
+}
+
+/// An export of `spans` as vLLM writes them, from service `service`.
+pub fn encode(service: &str, spans: &[Out], enc: Encoding) -> Vec<u8> {
+    let kv = |key: &str, v: any_value::Value| KeyValue {
+        key: key.to_string(),
+        value: Some(AnyValue { value: Some(v) }),
+        ..Default::default()
+    };
+    let spans = spans
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let mut attributes = vec![
+                kv(
+                    REQUEST_ID,
+                    any_value::Value::StringValue(s.request_id.clone()),
+                ),
+                kv(
+                    "gen_ai.usage.prompt_tokens",
+                    any_value::Value::IntValue(s.tokens.0 as i64),
+                ),
+                kv(
+                    "gen_ai.usage.completion_tokens",
+                    any_value::Value::IntValue(s.tokens.1 as i64),
+                ),
+            ];
+            for (name, v) in ATTRIBUTES.iter().zip(s.phases.values()) {
+                if let Some(v) = v {
+                    attributes.push(kv(name, any_value::Value::DoubleValue(v as f64 / 1e9)));
+                }
+            }
+            // Ids: unique within the export, which is all a receiver here needs.
+            let n = (s.start_unix_ns ^ i as u64).to_be_bytes();
+            opentelemetry_proto::tonic::trace::v1::Span {
+                trace_id: [n, n].concat(),
+                span_id: n.to_vec(),
+                name: SPAN_NAME.to_string(),
+                kind: 2, // SERVER
+                start_time_unix_nano: s.start_unix_ns,
+                end_time_unix_nano: s.end_unix_ns,
+                attributes,
+                ..Default::default()
+            }
+        })
+        .collect();
+    let req = ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![kv(
+                    "service.name",
+                    any_value::Value::StringValue(service.to_string()),
+                )],
+                ..Default::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                scope: Some(InstrumentationScope {
+                    name: "vllm.llm_engine".into(),
+                    ..Default::default()
+                }),
+                spans,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    };
+    match enc {
+        Encoding::Protobuf => req.encode_to_vec(),
+        Encoding::Json => serde_json::to_vec(&req).expect("an export serialises"),
+    }
+}
+
+/// Why an export was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// Neither protobuf nor JSON.
+    #[error("unsupported content type {0:?} (OTLP/HTTP sends application/x-protobuf or application/json)")]
+    ContentType(String),
+    /// A compression other than gzip.
+    #[error("unsupported content encoding {0:?} (gzip or none)")]
+    ContentEncoding(String),
+    /// The body does not decode.
+    #[error("{0}")]
+    Body(String),
+}
+
+/// Decodes an export's body by its content type and encoding.
+pub fn decode(
+    body: &[u8],
+    content_type: &str,
+    content_encoding: Option<&str>,
+) -> Result<ExportTraceServiceRequest, DecodeError> {
+    let unzipped;
+    let body = match content_encoding.map(|e| e.trim().to_ascii_lowercase()) {
+        None => body,
+        Some(e) if e.is_empty() || e == "identity" => body,
+        Some(e) if e == "gzip" => {
+            let mut out = Vec::new();
+            flate2::read::GzDecoder::new(body)
+                .take(MAX_BODY as u64 + 1)
+                .read_to_end(&mut out)
+                .map_err(|e| DecodeError::Body(format!("gzip: {e}")))?;
+            if out.len() > MAX_BODY {
+                return Err(DecodeError::Body(format!(
+                    "the export unpacks to more than {} MiB",
+                    MAX_BODY >> 20
+                )));
+            }
+            unzipped = out;
+            &unzipped
+        }
+        Some(e) => return Err(DecodeError::ContentEncoding(e)),
+    };
+    let ty = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    match ty.as_str() {
+        "application/x-protobuf" | "application/protobuf" => {
+            ExportTraceServiceRequest::decode(body).map_err(|e| DecodeError::Body(e.to_string()))
+        }
+        "application/json" => {
+            serde_json::from_slice(body).map_err(|e| DecodeError::Body(format!("JSON: {e}")))
+        }
+        _ => Err(DecodeError::ContentType(ty)),
+    }
+}
+
+/// The largest export body taken (OTLP collectors' usual limit is a few MiB).
+pub const MAX_BODY: usize = 64 << 20;
+
+/// The most request spans kept (a run's requests beyond that go without).
+pub const MAX_SPANS: usize = 4_000_000;
+
+/// The most connections served at once (a server's exporters keep one or a few).
+const MAX_CONNECTIONS: usize = 64;
+
+/// What the receiver took in.
+#[derive(Debug, Default)]
+pub struct Received {
+    /// Request spans by request number (the first of each kept).
+    pub spans: HashMap<u64, Span>,
+    /// Exports decoded.
+    pub exports: u64,
+    /// Exports refused, and the first reason.
+    pub refused: u64,
+    /// See `refused`.
+    pub first_refusal: Option<String>,
+    /// Spans of other kinds (or of requests ringperf did not send).
+    pub other_spans: u64,
+    /// A second span for a request already spanned.
+    pub duplicates: u64,
+    /// Request spans left out past [`MAX_SPANS`].
+    pub over_cap: u64,
+}
+
+impl Received {
+    fn take(&mut self, e: Export) {
+        self.exports += 1;
+        self.other_spans += e.other;
+        for s in e.spans {
+            if self.spans.len() >= MAX_SPANS {
+                self.over_cap += 1;
+            } else if self.spans.insert(s.id, s).is_some() {
+                self.duplicates += 1;
+            }
+        }
+    }
+
+    fn refuse(&mut self, why: String) {
+        self.refused += 1;
+        self.first_refusal.get_or_insert(why);
+    }
+}
+
+/// An OTLP/HTTP trace receiver on its own thread.
+pub struct Receiver {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    got: Arc<Mutex<Received>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Receiver {
+    /// Listens on `addr` (`IP:PORT`).
+    pub fn start(addr: &str) -> Result<Receiver, String> {
+        let listener = TcpListener::bind(addr)
+            .map_err(|e| format!("--server-traces: cannot listen on {addr}: {e}"))?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| format!("--server-traces: {e}"))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let got = Arc::new(Mutex::new(Received::default()));
+        let (flag, into) = (stop.clone(), got.clone());
+        let thread = std::thread::Builder::new()
+            .name("ringperf-traces".into())
+            .spawn(move || accept(listener, flag, into))
+            .map_err(|e| format!("--server-traces: {e}"))?;
+        Ok(Receiver {
+            addr,
+            stop,
+            got,
+            thread: Some(thread),
+        })
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The endpoint to give the server (`--otlp-traces-endpoint`).
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Waits until every request in `want` has its span, `until` passes, or `stop` is set;
+    /// returns how many of them have one.
+    pub fn wait_for(&self, want: &[u64], until: Instant, stop: &AtomicBool) -> usize {
+        loop {
+            let have = {
+                let g = self.got.lock().unwrap_or_else(|e| e.into_inner());
+                want.iter().filter(|id| g.spans.contains_key(id)).count()
+            };
+            if have == want.len() || Instant::now() >= until || stop.load(Ordering::Relaxed) {
+                return have;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Takes what came in so far (the receiver goes on listening).
+    pub fn take(&self) -> Received {
+        std::mem::take(&mut *self.got.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn accept(listener: TcpListener, stop: Arc<AtomicBool>, got: Arc<Mutex<Received>>) {
+    let open = Arc::new(AtomicUsize::new(0));
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((conn, _)) => {
+                if open.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
+                    continue; // dropped: closed at once
+                }
+                open.fetch_add(1, Ordering::Relaxed);
+                let (stop, got, open) = (stop.clone(), got.clone(), open.clone());
+                let spawned = std::thread::Builder::new()
+                    .name("ringperf-traces-conn".into())
+                    .spawn(move || {
+                        serve(conn, &stop, &got);
+                        open.fetch_sub(1, Ordering::Relaxed);
+                    });
+                if spawned.is_err() {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(5)),
+        }
+    }
+}
+
+/// The largest request head taken.
+const MAX_HEAD: usize = 64 << 10;
+
+/// One request's head, read.
+struct Head {
+    method: String,
+    path: String,
+    len: usize,
+    chunked: bool,
+    content_type: String,
+    content_encoding: Option<String>,
+    close: bool,
+}
+
+fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, String> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut req = httparse::Request::new(&mut headers);
+    let n = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
+            return Err("request head too large".into())
+        }
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let mut head = Head {
+        method: req.method.unwrap_or("").to_string(),
+        path: req.path.unwrap_or("").to_string(),
+        len: 0,
+        chunked: false,
+        content_type: String::new(),
+        content_encoding: None,
+        close: req.version == Some(0),
+    };
+    for h in req.headers.iter() {
+        let v = String::from_utf8_lossy(h.value).trim().to_string();
+        match h.name.to_ascii_lowercase().as_str() {
+            "content-length" => head.len = v.parse().map_err(|_| "bad Content-Length")?,
+            "transfer-encoding" => head.chunked = v.to_ascii_lowercase().contains("chunked"),
+            "content-type" => head.content_type = v,
+            "content-encoding" => head.content_encoding = Some(v),
+            "connection" => head.close = v.to_ascii_lowercase().contains("close"),
+            _ => {}
+        }
+    }
+    Ok(Some((head, n)))
+}
+
+fn respond(conn: &mut TcpStream, status: &str, ty: &str, body: &[u8], close: bool) -> bool {
+    let head = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: {ty}\r\ncontent-length: {}\r\n{}\r\n",
+        body.len(),
+        if close { "connection: close\r\n" } else { "" }
+    );
+    conn.write_all(head.as_bytes()).is_ok() && conn.write_all(body).is_ok() && !close
+}
+
+/// Serves one connection's exports until it closes, breaks the protocol, or `stop`.
+fn serve(mut conn: TcpStream, stop: &AtomicBool, got: &Mutex<Received>) {
+    let _ = conn.set_read_timeout(Some(Duration::from_millis(100)));
+    let mut buf: Vec<u8> = Vec::with_capacity(64 << 10);
+    let mut chunk = vec![0u8; 64 << 10];
+    // Reads more into `buf`; false when the peer closed, the read failed or `stop`.
+    let mut more = |conn: &mut TcpStream, buf: &mut Vec<u8>| loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        match conn.read(&mut chunk) {
+            Ok(0) => return false,
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                return true;
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return false,
+        }
+    };
+    loop {
+        let (head, at) = loop {
+            match parse_head(&buf) {
+                Ok(Some(h)) => break h,
+                Ok(None) => {
+                    if !more(&mut conn, &mut buf) {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    respond(
+                        &mut conn,
+                        "400 Bad Request",
+                        "text/plain",
+                        e.as_bytes(),
+                        true,
+                    );
+                    return;
+                }
+            }
+        };
+        buf.drain(..at);
+        let body = if head.chunked {
+            let mut body = Vec::new();
+            let mut dec = crate::http::chunked::Decoder::new();
+            loop {
+                let used = match dec.decode(&buf, &mut |b: &[u8]| body.extend_from_slice(b)) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        let e = e.to_string();
+                        respond(
+                            &mut conn,
+                            "400 Bad Request",
+                            "text/plain",
+                            e.as_bytes(),
+                            true,
+                        );
+                        return;
+                    }
+                };
+                buf.drain(..used);
+                if dec.is_done() {
+                    break body;
+                }
+                if body.len() > MAX_BODY || !more(&mut conn, &mut buf) {
+                    respond(&mut conn, "413 Payload Too Large", "text/plain", b"", true);
+                    return;
+                }
+            }
+        } else {
+            if head.len > MAX_BODY {
+                respond(&mut conn, "413 Payload Too Large", "text/plain", b"", true);
+                return;
+            }
+            while buf.len() < head.len {
+                if !more(&mut conn, &mut buf) {
+                    return;
+                }
+            }
+            buf.drain(..head.len).collect()
+        };
+        let keep = if head.method != "POST" || head.path.split('?').next() != Some("/v1/traces") {
+            respond(
+                &mut conn,
+                "404 Not Found",
+                "text/plain",
+                b"ringperf receives OTLP traces at POST /v1/traces",
+                head.close,
+            )
+        } else {
+            match decode(&body, &head.content_type, head.content_encoding.as_deref()) {
+                Ok(req) => {
+                    let e = spans_of(&req);
+                    got.lock().unwrap_or_else(|e| e.into_inner()).take(e);
+                    // An empty ExportTraceServiceResponse: all taken.
+                    let json = head.content_type.contains("json");
+                    let (ty, body): (&str, &[u8]) = if json {
+                        ("application/json", b"{}")
+                    } else {
+                        ("application/x-protobuf", b"")
+                    };
+                    respond(&mut conn, "200 OK", ty, body, head.close)
+                }
+                Err(e) => {
+                    let why = e.to_string();
+                    let status = match e {
+                        DecodeError::ContentType(_) => "415 Unsupported Media Type",
+                        _ => "400 Bad Request",
+                    };
+                    got.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .refuse(why.clone());
+                    respond(&mut conn, status, "text/plain", why.as_bytes(), head.close)
+                }
+            }
+        };
+        if !keep {
+            return;
+        }
+    }
+}
+
+/// Checks an OTLP/HTTP endpoint URL (`http://HOST:PORT[/PATH]`).
+pub fn check_url(url: &str) -> Result<(), String> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| {
+        format!("--otlp-traces-endpoint {url:?}: expected http://HOST:PORT (OTLP over HTTP)")
+    })?;
+    let authority = rest.split('/').next().unwrap_or("");
+    match authority.rsplit_once(':') {
+        Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok() => Ok(()),
+        _ => Err(format!(
+            "--otlp-traces-endpoint {url:?}: expected http://HOST:PORT (OTLP over HTTP)"
+        )),
+    }
+}
+
+/// Posts one export to `url` (`http://HOST:PORT[/PATH]`, the path `/v1/traces` when none),
+/// blocking, with `timeout`: the simulator's exporter.
+pub fn post(url: &str, body: &[u8], enc: Encoding, timeout: Duration) -> Result<(), String> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("{url}: only http:// OTLP endpoints are supported"))?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) if &rest[i..] != "/" => (&rest[..i], rest[i..].to_string()),
+        Some(i) => (&rest[..i], "/v1/traces".to_string()),
+        None => (rest, "/v1/traces".to_string()),
+    };
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(authority)
+        .map_err(|e| format!("{authority}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{authority}: no address"))?;
+    let mut conn = TcpStream::connect_timeout(&addr, timeout).map_err(|e| e.to_string())?;
+    conn.set_read_timeout(Some(timeout))
+        .and_then(|_| conn.set_write_timeout(Some(timeout)))
+        .map_err(|e| e.to_string())?;
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        enc.content_type(),
+        body.len()
+    );
+    conn.write_all(head.as_bytes())
+        .and_then(|_| conn.write_all(body))
+        .map_err(|e| e.to_string())?;
+    let mut answer = Vec::new();
+    let _ = conn.take(64 << 10).read_to_end(&mut answer);
+    let line = String::from_utf8_lossy(&answer);
+    let status = line.split_whitespace().nth(1).unwrap_or("");
+    if status == "200" {
+        Ok(())
+    } else {
+        Err(format!(
+            "HTTP {}",
+            line.lines().next().unwrap_or("(no answer)")
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(id: u64, queue: Option<u64>) -> Out {
+        Out {
+            request_id: format!("chatcmpl-{id:016x}"),
+            start_unix_ns: 1_700_000_000_000_000_000 + id,
+            end_unix_ns: 1_700_000_000_100_000_000,
+            phases: Phases {
+                queue_ns: queue,
+                prefill_ns: Some(20_000_000),
+                decode_ns: Some(36_000_000),
+                inference_ns: Some(56_000_000),
+                ttft_ns: Some(20_500_000),
+                e2e_ns: Some(57_000_000),
+            },
+            tokens: (100, 10),
+        }
+    }
+
+    #[test]
+    fn the_request_number_is_the_sixteen_digit_token() {
+        assert_eq!(request_number("chatcmpl-00000000000000a3"), Some(0xa3));
+        assert_eq!(request_number("cmpl-00000000000000a3-0"), Some(0xa3));
+        assert_eq!(request_number("00000000000000a3"), Some(0xa3));
+        // A UUID's groups are 8, 4, 4, 4 and 12 digits: none of them is an id.
+        assert_eq!(
+            request_number("chatcmpl-3f2a9c1e-0b7d-4e21-9a5c-1d2e3f4a5b6c"),
+            None
+        );
+        assert_eq!(request_number("chatcmpl-00000000000000a"), None);
+        assert_eq!(request_number("chatcmpl-00000000000000a3f"), None);
+    }
+
+    #[test]
+    fn an_export_round_trips_in_protobuf_json_and_gzip() {
+        let spans = [out(7, Some(3_000_000)), out(8, None)];
+        for enc in [Encoding::Protobuf, Encoding::Json] {
+            let body = encode("sim", &spans, enc);
+            let req = decode(&body, enc.content_type(), None).unwrap();
+            let e = spans_of(&req);
+            assert_eq!(e.other, 0);
+            assert_eq!(e.spans.len(), 2);
+            assert_eq!(e.spans[0].id, 7);
+            assert_eq!(e.spans[0].start_unix_ns, spans[0].start_unix_ns);
+            assert_eq!(e.spans[0].phases, spans[0].phases);
+            assert_eq!(e.spans[1].phases.queue_ns, None);
+            // The same, gzipped.
+            let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            z.write_all(&body).unwrap();
+            let zipped = z.finish().unwrap();
+            let again = decode(&zipped, enc.content_type(), Some("gzip")).unwrap();
+            assert_eq!(spans_of(&again), e);
+        }
+        let json = String::from_utf8(encode("sim", &spans, Encoding::Json)).unwrap();
+        // OTLP's JSON mapping: camelCase names, 64-bit integers as strings, hex ids.
+        assert!(json.contains("\"resourceSpans\""), "{json}");
+        assert!(
+            json.contains("\"startTimeUnixNano\":\"1700000000000000007\""),
+            "{json}"
+        );
+    }
+
+    #[test]
+    fn other_spans_and_bad_bodies_are_told_apart() {
+        let mut body = encode("sim", &[out(1, None)], Encoding::Protobuf);
+        let mut req = decode(&body, "application/x-protobuf", None).unwrap();
+        let span = &mut req.resource_spans[0].scope_spans[0].spans[0];
+        span.name = "http_request".into();
+        assert_eq!(spans_of(&req).other, 1);
+        assert!(matches!(
+            decode(&body, "text/plain", None),
+            Err(DecodeError::ContentType(_))
+        ));
+        assert!(matches!(
+            decode(&body, "application/x-protobuf", Some("br")),
+            Err(DecodeError::ContentEncoding(_))
+        ));
+        body.truncate(body.len() / 2);
+        assert!(matches!(
+            decode(&body, "application/x-protobuf", None),
+            Err(DecodeError::Body(_))
+        ));
+        assert!(matches!(
+            decode(b"{\"resourceSpans\": 3}", "application/json", None),
+            Err(DecodeError::Body(_))
+        ));
+    }
+
+    #[test]
+    fn the_receiver_takes_exports_over_http_and_refuses_what_it_cannot_read() {
+        let r = Receiver::start("127.0.0.1:0").unwrap();
+        let url = format!("{}/v1/traces", r.endpoint());
+        let t = Duration::from_secs(5);
+        let body = encode("sim", &[out(1, None), out(2, Some(5))], Encoding::Protobuf);
+        post(&url, &body, Encoding::Protobuf, t).unwrap();
+        let json = encode("sim", &[out(3, None)], Encoding::Json);
+        post(&r.endpoint(), &json, Encoding::Json, t).unwrap();
+        // A body that is not an export: refused with 400, counted.
+        let err = post(&url, b"\xff\xff\xff", Encoding::Protobuf, t).unwrap_err();
+        assert!(err.contains("400"), "{err}");
+        let stop = AtomicBool::new(false);
+        let until = Instant::now() + t;
+        assert_eq!(r.wait_for(&[1, 2, 3], until, &stop), 3);
+        let got = r.take();
+        assert_eq!((got.exports, got.refused, got.duplicates), (2, 1, 0));
+        assert_eq!(got.spans[&2].phases.queue_ns, Some(5));
+        assert!(got.first_refusal.is_some());
+        // A wait for a span that never comes ends at its deadline.
+        let until = Instant::now() + Duration::from_millis(50);
+        assert_eq!(r.wait_for(&[9], until, &stop), 0);
+    }
+}

@@ -1,0 +1,189 @@
+//! Where the time goes: the server's own account of each request, from its phase histograms
+//! on `/metrics` and its OTLP spans joined by `X-Request-ID`, against the simulator, whose
+//! timings are known.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use crate::support;
+
+fn run(argv: &[&str]) -> ringperf::app::ProfileResult {
+    ringperf::app::profile(
+        &support::profile_args(argv),
+        Arc::new(AtomicBool::new(false)),
+        false,
+    )
+    .expect("the run")
+}
+
+fn lines(dir: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("profile_export.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn every_requests_server_phases_are_the_simulators_timings() {
+    let _alone = support::alone();
+    // 8 streams over 4 batch places: half of the requests wait in the queue for a place
+    // (about one request's time, 20 + 9 × 4 ms), then prefill 20 ms and decode 9 tokens
+    // 4 ms apart, as told.
+    let dir = support::artifact_dir("traces-sim");
+    let r = run(&[
+        "--sim=--ttft 20ms --itl 4ms --max-batch 4 --itl-growth 0",
+        "--server-traces",
+        "127.0.0.1:0",
+        "--server-metrics-url",
+        "auto",
+        "--streaming",
+        "--concurrency",
+        "8",
+        "--request-count",
+        "32",
+        "--output-tokens-mean",
+        "10",
+        "--artifact-dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(r.report.completed, 32, "{}", r.console);
+    let t = r.report.server_traces.as_ref().expect("traces");
+    assert_eq!(
+        (t.completed, t.joined, t.refused),
+        (32, 32, 0),
+        "{}",
+        r.console
+    );
+    let ms = 1_000_000i64;
+    let mut queued = 0;
+    for s in &t.ttft {
+        let [queue, prefill, other, outside] = s.parts[..] else {
+            panic!("{s:?}")
+        };
+        // Prefill is the TTFT told (the timer may wake up to 0.1 ms early, a loaded host
+        // later); the server's TTFT is its queue and prefill, nothing else; the client saw
+        // the first token after the server wrote it.
+        assert!((20 * ms - ms / 5..22 * ms).contains(&prefill), "{s:?}");
+        assert_eq!(other, 0, "{s:?}");
+        assert!((0..5 * ms).contains(&outside), "{s:?}");
+        if queue > 10 * ms {
+            queued += 1;
+        }
+    }
+    assert!(queued >= 8, "{queued} of 32 queued");
+    for s in &t.latency {
+        let decode = s.parts[2];
+        assert!((36 * ms - ms / 5..40 * ms).contains(&decode), "{s:?}");
+        assert!(s.parts[4] >= 0, "{s:?}");
+    }
+    // The console, the JSON, the CSV and each request's line say it.
+    assert!(r.console.contains("Where the time went"), "{}", r.console);
+    assert!(r.console.contains("p99 request"), "{}", r.console);
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("profile_export_ringperf.json")).unwrap())
+            .unwrap();
+    let tr = &doc["server_traces"];
+    assert_eq!(tr["joined"], 32);
+    let p99 = &tr["time_to_first_token"]["p99"];
+    assert!(p99["queue_ms"].as_f64().unwrap() > 10.0, "{p99}");
+    assert!((doc["server_prefill_time"]["p50"].as_f64().unwrap() - 20.0).abs() < 2.0);
+    let csv = std::fs::read_to_string(dir.join("profile_export_ringperf.csv")).unwrap();
+    assert!(csv.contains("Server Queue Time (ms),"), "{csv}");
+    for l in lines(&dir) {
+        let p = &l["metadata"]["server_phases"];
+        let prefill = p["prefill_ms"].as_f64().expect("a span per request");
+        assert!((19.8..22.0).contains(&prefill), "{l}");
+    }
+    // The phase histograms on /metrics: what the 32 requests added, beside the client's.
+    let phases = &doc["server_metrics"][0]["phases"];
+    assert_eq!(phases["prefill"]["count"], 32.0, "{phases}");
+    assert!((phases["prefill"]["mean_ms"].as_f64().unwrap() - 20.0).abs() < 2.0);
+    let ttft = &phases["time_to_first_token"];
+    let outside = ttft["outside_server_mean_ms"].as_f64().unwrap();
+    assert!((0.0..5.0).contains(&outside), "{ttft}");
+    assert!(r.console.contains("server phases from"), "{}", r.console);
+    // The report shows the split.
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("Where the time went"));
+    assert!(html.contains("Where TTFT went over time"));
+}
+
+#[test]
+fn spans_in_otlp_json_from_a_server_apart_are_joined_and_missing_ones_counted() {
+    let _shared = support::shared();
+    // A simulator of its own exports JSON to the port the run will listen on.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let s = support::sim(&format!(
+        "--ttft 5ms --itl 1ms --otlp-traces-endpoint http://127.0.0.1:{port} \
+         --otlp-traces-protocol http/json"
+    ));
+    let url = format!("http://{}", s.addr);
+    let addr = format!("127.0.0.1:{port}");
+    let dir = support::artifact_dir("traces-json");
+    let r = run(&[
+        "--url",
+        &url,
+        "--model",
+        "ringperf-sim",
+        "--server-traces",
+        &addr,
+        "--streaming",
+        "--concurrency",
+        "4",
+        "--request-count",
+        "12",
+        "--output-tokens-mean",
+        "4",
+        "--artifact-dir",
+        dir.to_str().unwrap(),
+    ]);
+    let t = r.report.server_traces.as_ref().unwrap();
+    assert_eq!((t.completed, t.joined), (12, 12), "{}", r.console);
+    assert!(t.exports > 0);
+
+    // A server that sends no spans: the run waits its bounded time and counts every request
+    // without one; none is a zero.
+    let quiet = support::sim("--ttft 5ms --itl 1ms");
+    let url = format!("http://{}", quiet.addr);
+    let dir = support::artifact_dir("traces-none");
+    let started = std::time::Instant::now();
+    let r = run(&[
+        "--url",
+        &url,
+        "--model",
+        "ringperf-sim",
+        "--server-traces",
+        "127.0.0.1:0",
+        "--server-traces-wait",
+        "300ms",
+        "--streaming",
+        "--concurrency",
+        "2",
+        "--request-count",
+        "4",
+        "--artifact-dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    let t = r.report.server_traces.as_ref().unwrap();
+    assert_eq!((t.completed, t.joined, t.exports), (4, 0, 0));
+    assert!(t.waited_ns >= 300_000_000, "{}", t.waited_ns);
+    assert!(
+        r.console.contains("4 request(s) have no span"),
+        "{}",
+        r.console
+    );
+    assert!(r.console.contains("no export reached"), "{}", r.console);
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("profile_export_ringperf.json")).unwrap())
+            .unwrap();
+    assert_eq!(doc["server_traces"]["without_span"], 4);
+    assert!(doc.get("server_queue_time").is_none(), "no zeros: {doc}");
+    for l in lines(&dir) {
+        assert!(l["metadata"]["server_phases"].is_null(), "{l}");
+    }
+}
