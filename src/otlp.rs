@@ -514,6 +514,11 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, String> {
     Ok(Some((head, n)))
 }
 
+/// Answers a request that cannot be read and closes the connection.
+fn bad_request(conn: &mut TcpStream, why: &str) {
+    respond(conn, "400 Bad Request", "text/plain", why.as_bytes(), true);
+}
+
 fn respond(conn: &mut TcpStream, status: &str, ty: &str, body: &[u8], close: bool) -> bool {
     let head = format!(
         "HTTP/1.1 {status}\r\ncontent-type: {ty}\r\ncontent-length: {}\r\n{}\r\n",
@@ -556,16 +561,7 @@ fn serve(mut conn: TcpStream, stop: &AtomicBool, got: &Mutex<Received>) {
                         return;
                     }
                 }
-                Err(e) => {
-                    respond(
-                        &mut conn,
-                        "400 Bad Request",
-                        "text/plain",
-                        e.as_bytes(),
-                        true,
-                    );
-                    return;
-                }
+                Err(e) => return bad_request(&mut conn, &e),
             }
         };
         buf.drain(..at);
@@ -575,17 +571,7 @@ fn serve(mut conn: TcpStream, stop: &AtomicBool, got: &Mutex<Received>) {
             loop {
                 let used = match dec.decode(&buf, &mut |b: &[u8]| body.extend_from_slice(b)) {
                     Ok(n) => n,
-                    Err(e) => {
-                        let e = e.to_string();
-                        respond(
-                            &mut conn,
-                            "400 Bad Request",
-                            "text/plain",
-                            e.as_bytes(),
-                            true,
-                        );
-                        return;
-                    }
+                    Err(e) => return bad_request(&mut conn, &e.to_string()),
                 };
                 buf.drain(..used);
                 if dec.is_done() {
