@@ -104,6 +104,33 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
                 MERGE_INCOMPLETE
             });
         }
+        Command::Compare {
+            dirs,
+            labels,
+            artifact_dir,
+        } => {
+            if !labels.is_empty() && labels.len() != dirs.len() {
+                return Err(Fatal(format!(
+                    "--label was given {} times for {} folders: give one per folder, in their order",
+                    labels.len(),
+                    dirs.len()
+                )));
+            }
+            let sources = dirs
+                .iter()
+                .enumerate()
+                .map(|(i, d)| report::compare::read(d, labels.get(i).map(String::as_str)))
+                .collect::<std::io::Result<Vec<_>>>()
+                .map_err(Fatal::from)?;
+            let c = report::compare::compare(sources);
+            print!("{}", c.render());
+            c.write(&artifact_dir).map_err(Fatal::from)?;
+            crate::redact::say!(
+                "ringperf: wrote {}",
+                artifact_dir.join(report::compare::HTML).display()
+            );
+            Ok(())
+        }
         Command::Report { dir } => {
             let page = report::html::write(&dir).map_err(Fatal::from)?;
             crate::redact::say!("ringperf: wrote {}", page.display());

@@ -112,6 +112,24 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         artifact_dir: PathBuf,
     },
+    /// Compare runs, repeated runs and sweeps side by side: the Pareto fronts of throughput
+    /// against TTFT, ITL, latency and tokens per user over every folder's points, and each
+    /// point the folders share figure by figure against the first (the baseline), with the
+    /// change and whether it is significant. Writes compare.html, compare.csv and
+    /// compare.json.
+    Compare {
+        /// The artifact folders (a run's, repeated runs' or a sweep's); the first is the
+        /// baseline.
+        #[arg(required = true, num_args = 2..)]
+        dirs: Vec<PathBuf>,
+        /// A folder's name in the comparison, once per folder in their order (default: the
+        /// folder's own name).
+        #[arg(long = "label", value_name = "LABEL")]
+        labels: Vec<String>,
+        /// Where the comparison's files go.
+        #[arg(long, value_name = "DIR", default_value = "compare")]
+        artifact_dir: PathBuf,
+    },
     /// `vllm bench serve`, with vLLM's flags and defaults (see docs/porting.md).
     Bench(Box<port::vllm::Bench>),
     /// GuideLLM's `benchmark [run]` (0.3 to 0.6), with its flags and defaults.

@@ -180,6 +180,7 @@ fn line(name: &str, points: Vec<(f64, f64)>) -> Series {
         name: name.into(),
         points,
         line: true,
+        under: false,
     }
 }
 
@@ -368,7 +369,7 @@ text-align:right}th{background:#f3f3f3}td:first-child,th:first-child{text-align:
 .charts svg{width:calc(50% - 8px);min-width:480px;height:auto}\
 .note{color:#555}.warn{color:#9a3412}code{background:#f3f3f3;padding:0 3px}";
 
-fn page(title: &str, body: &str) -> String {
+pub(super) fn page(title: &str, body: &str) -> String {
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title>\
          <style>{STYLE}</style></head><body><h1>{t}</h1>\n{body}\n</body></html>\n",

@@ -5,6 +5,7 @@
 //! content event (or end of response) of a measured request. Failed requests are left out of
 //! every distribution and counted by kind.
 
+pub mod compare;
 pub mod console;
 pub(crate) mod export;
 pub mod gates;

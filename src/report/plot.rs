@@ -13,6 +13,9 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
     /// Join the points with a line (else points only).
     pub line: bool,
+    /// Draw it as a wide pale band under the other series, without points (a front that
+    /// runs through other series' points).
+    pub under: bool,
 }
 
 /// A chart.
@@ -203,7 +206,9 @@ impl Chart {
             }
         }
         let mut legend_x = LEFT;
-        for (i, s) in self.series.iter().enumerate() {
+        let (under, over): (Vec<_>, Vec<_>) =
+            self.series.iter().enumerate().partition(|(_, s)| s.under);
+        for (i, s) in under.into_iter().chain(over) {
             let colour = COLOURS[i % COLOURS.len()];
             let ok: Vec<(f64, f64)> = s
                 .points
@@ -216,13 +221,18 @@ impl Chart {
                     .iter()
                     .map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y)))
                     .collect();
+                let style = if s.under {
+                    r#"stroke-width="10" stroke-opacity="0.3" stroke-linejoin="round" stroke-linecap="round""#
+                } else {
+                    r#"stroke-width="2""#
+                };
                 let _ = write!(
                     out,
-                    r##"<polyline fill="none" stroke="{colour}" stroke-width="2" points="{}"/>"##,
+                    r##"<polyline fill="none" stroke="{colour}" {style} points="{}"/>"##,
                     path.join(" ")
                 );
             }
-            if !s.line || ok.len() <= 40 {
+            if !s.under && (!s.line || ok.len() <= 40) {
                 for (x, y) in &ok {
                     let _ = write!(
                         out,
@@ -263,16 +273,38 @@ mod tests {
                     name: "p50".into(),
                     points: vec![(1.0, 10.0), (4.0, 12.0), (16.0, 30.0), (64.0, f64::NAN)],
                     line: true,
+                    under: false,
                 },
                 Series {
                     name: "p99".into(),
                     points: vec![(1.0, 11.0), (4.0, 15.0), (16.0, 80.0)],
                     line: false,
+                    under: false,
                 },
             ],
             log_x,
             mark: Some((4.0, "knee".into())),
         }
+    }
+
+    #[test]
+    fn a_band_is_drawn_first_wide_and_without_points() {
+        let mut c = chart(false);
+        c.series.push(Series {
+            name: "front".into(),
+            points: vec![(1.0, 10.0), (16.0, 30.0)],
+            line: true,
+            under: true,
+        });
+        let svg = c.svg();
+        // Still 6 circles (the band adds none); its line comes before the p50 line.
+        assert_eq!(svg.matches("<circle").count(), 6);
+        let lines: Vec<_> = svg.match_indices("<polyline").map(|(i, _)| i).collect();
+        assert_eq!(lines.len(), 2);
+        assert!(svg[lines[0]..].starts_with(&format!(
+            "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"10\"",
+            COLOURS[2]
+        )));
     }
 
     #[test]

@@ -532,3 +532,114 @@ fn an_automatic_sweep_runs_serial_saturated_and_rates_between() {
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("automatic sweep: serial"));
 }
+
+#[test]
+fn compare_puts_the_sweep_with_the_larger_batch_on_the_pareto_front() {
+    let _alone = support::alone();
+    let root = support::artifact_dir("compare");
+    let flags = "--streaming --output-tokens-mean 16 --request-count 48 --concurrency 2,16";
+    // The same server model but for its batch limit: at concurrency 16 the small batch
+    // queues three quarters of the streams.
+    let (small, large) = (root.join("batch4"), root.join("batch16"));
+    let stop = || Arc::new(AtomicBool::new(false));
+    run_sweep(
+        "--ttft 5ms --itl 2ms --max-batch 4 --itl-growth 0",
+        flags,
+        &small,
+        stop(),
+    );
+    run_sweep(
+        "--ttft 5ms --itl 2ms --max-batch 16 --itl-growth 0",
+        flags,
+        &large,
+        stop(),
+    );
+
+    let out_dir = root.join("out");
+    let out = support::ringperf()
+        .arg("compare")
+        .args([&small, &large])
+        .args(["--label", "max-batch 4", "--label", "max-batch 16"])
+        .arg("--artifact-dir")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let console = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{console}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(console.contains("baseline max-batch 4"), "{console}");
+
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("compare.json")).unwrap()).unwrap();
+    let front = doc["pareto_fronts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["y"] == "ttft_p99_ms")
+        .unwrap();
+    let on = |source: &str, point: &str| {
+        front["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["source"] == source && p["point"] == point)
+    };
+    assert!(on("max-batch 16", "concurrency_16"), "{front}");
+    assert!(!on("max-batch 4", "concurrency_16"), "{front}");
+    let top = front["points"].as_array().unwrap().last().unwrap();
+    assert_eq!(top["source"], "max-batch 16", "{front}");
+
+    // At concurrency 16 the larger batch makes about four times the tokens: a significant
+    // change, and TTFT p99 falls.
+    let line = |figure: &str| {
+        doc["comparisons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["point"] == "concurrency_16" && l["figure"] == figure)
+            .unwrap()
+            .clone()
+    };
+    let tput = line("output_token_throughput");
+    assert!(tput["change_pct"][0].as_f64().unwrap() > 100.0, "{tput}");
+    assert_eq!(tput["significant"][0], true, "{tput}");
+    let ttft = line("ttft_p99_ms");
+    assert!(ttft["change_pct"][0].as_f64().unwrap() < -30.0, "{ttft}");
+
+    let csv = csv_rows(&out_dir.join("compare.csv"));
+    assert!(csv
+        .iter()
+        .any(|r| &r[0] == "concurrency_2" && &r[1] == "ttft_p50_ms" && &r[2] == "max-batch 16"));
+    let html = std::fs::read_to_string(out_dir.join("compare.html")).unwrap();
+    assert_self_contained(&html);
+    assert!(html.contains("TTFT p99 (ms) against output tokens/s"));
+    assert!(out_dir.join("plots/pareto_ttft_p99_ms.svg").is_file());
+
+    // One clear line for what cannot be compared.
+    let bad = support::ringperf()
+        .arg("compare")
+        .args([&small, &large])
+        .args(["--label", "only one", "--artifact-dir"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("--label was given 1 times for 2 folders")
+    );
+    let empty = root.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let bad = support::ringperf()
+        .arg("compare")
+        .arg(&small)
+        .arg(&empty)
+        .arg("--artifact-dir")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no ringperf run"));
+}
