@@ -40,6 +40,8 @@ const H: f64 = 380.0;
 const LEFT: f64 = 78.0;
 const RIGHT: f64 = 24.0;
 const TOP: f64 = 52.0;
+/// The height of a row of the legend.
+const LEGEND_ROW: f64 = 16.0;
 const BOTTOM: f64 = 56.0;
 /// Colour-blind-safe (Okabe–Ito).
 const COLOURS: &[&str] = &[
@@ -96,6 +98,27 @@ fn tick_text(v: f64) -> String {
     }
 }
 
+/// The ticks' texts: each as [`tick_text`] writes it, or, where that writes two alike (ticks
+/// 100.1 and 100.2 both as "100"), all with as many decimals as the ticks' step needs.
+fn tick_texts(ticks: &[f64]) -> Vec<String> {
+    let plain: Vec<String> = ticks.iter().copied().map(tick_text).collect();
+    if plain.windows(2).all(|w| w[0] != w[1]) {
+        return plain;
+    }
+    let step = ticks
+        .windows(2)
+        .map(|w| (w[1] - w[0]).abs())
+        .filter(|d| *d > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    let digits = if step.is_finite() {
+        // (A step of 0.1 is 0.09999… in floating point: no second decimal for it.)
+        (-step.log10() - 1e-6).ceil().clamp(0.0, 9.0) as usize
+    } else {
+        0
+    };
+    ticks.iter().map(|v| format!("{v:.digits$}")).collect()
+}
+
 impl Chart {
     /// The chart as an SVG element to put inside HTML (which needs no namespace).
     pub fn inline_svg(&self) -> String {
@@ -118,7 +141,20 @@ impl Chart {
             t = escape(&self.title),
             cx = W / 2.0
         );
-        let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
+        // The legend, in rows above the plot where no data can hide it: as many rows as its
+        // entries need, the plot below them.
+        let mut legend = Vec::with_capacity(self.series.len());
+        let (mut lx, mut row) = (LEFT, 0.0);
+        for s in &self.series {
+            let width = 28.0 + 6.5 * s.name.chars().count() as f64;
+            if lx > LEFT && lx + width > W - RIGHT {
+                (lx, row) = (LEFT, row + 1.0);
+            }
+            legend.push((lx, TOP - 10.0 + row * LEGEND_ROW));
+            lx += width;
+        }
+        let top = TOP + row * LEGEND_ROW;
+        let (pw, ph) = (W - LEFT - RIGHT, H - top - BOTTOM);
         if pts.is_empty() {
             let _ = write!(
                 out,
@@ -149,10 +185,10 @@ impl Chart {
         }
         y0 = y0.min(0.0);
         let px = |x: f64| LEFT + (fx(x) - x0) / (x1 - x0) * pw;
-        let py = |y: f64| TOP + ph - (y - y0) / (y1 - y0) * ph;
+        let py = |y: f64| top + ph - (y - y0) / (y1 - y0) * ph;
         // Grid and ticks.
         let yt = nice_ticks(y0, y1);
-        for t in &yt {
+        for (t, text) in yt.iter().zip(tick_texts(&yt)) {
             let y = py(*t);
             let _ = write!(
                 out,
@@ -160,7 +196,7 @@ impl Chart {
                 LEFT + pw,
                 LEFT - 6.0,
                 y + 4.0,
-                tick_text(*t)
+                text
             );
         }
         let xt: Vec<f64> = if self.log_x {
@@ -173,23 +209,23 @@ impl Chart {
         } else {
             nice_ticks(x0, x1)
         };
-        for t in &xt {
+        for (t, text) in xt.iter().zip(tick_texts(&xt)) {
             let x = px(*t);
             let _ = write!(
                 out,
-                r##"<line x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{}" stroke="#f0f0f0"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
-                TOP + ph,
-                TOP + ph + 16.0,
-                tick_text(*t)
+                r##"<line x1="{x:.1}" x2="{x:.1}" y1="{top}" y2="{}" stroke="#f0f0f0"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
+                top + ph,
+                top + ph + 16.0,
+                text
             );
         }
         let _ = write!(
             out,
-            r##"<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" fill="none" stroke="#333"/><text x="{}" y="{}" text-anchor="middle">{}</text><text transform="translate(16 {}) rotate(-90)" text-anchor="middle">{}</text>"##,
+            r##"<rect x="{LEFT}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#333"/><text x="{}" y="{}" text-anchor="middle">{}</text><text transform="translate(16 {}) rotate(-90)" text-anchor="middle">{}</text>"##,
             LEFT + pw / 2.0,
             H - 14.0,
             escape(&self.x_label),
-            TOP + ph / 2.0,
+            top + ph / 2.0,
             escape(&self.y_label)
         );
         if let Some((x, label)) = &self.mark {
@@ -197,15 +233,14 @@ impl Chart {
                 let x = px(*x);
                 let _ = write!(
                     out,
-                    r##"<line x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{}" stroke="#B00020" stroke-dasharray="5 4" stroke-width="1.5"/><text x="{:.1}" y="{}" fill="#B00020">{}</text>"##,
-                    TOP + ph,
+                    r##"<line x1="{x:.1}" x2="{x:.1}" y1="{top}" y2="{}" stroke="#B00020" stroke-dasharray="5 4" stroke-width="1.5"/><text x="{:.1}" y="{}" fill="#B00020">{}</text>"##,
+                    top + ph,
                     x + 4.0,
-                    TOP + ph - 8.0,
+                    top + ph - 8.0,
                     escape(label)
                 );
             }
         }
-        let mut legend_x = LEFT;
         let (under, over): (Vec<_>, Vec<_>) =
             self.series.iter().enumerate().partition(|(_, s)| s.under);
         for (i, s) in under.into_iter().chain(over) {
@@ -242,10 +277,7 @@ impl Chart {
                     );
                 }
             }
-            // Legend, in a row above the plot, where no data can hide it.
-            let ly = TOP - 10.0;
-            let lx = legend_x;
-            legend_x += 28.0 + 6.5 * s.name.chars().count() as f64;
+            let (lx, ly) = legend[i];
             let _ = write!(
                 out,
                 r##"<rect x="{lx}" y="{:.1}" width="12" height="4" fill="{colour}"/><text x="{}" y="{ly:.1}">{}</text>"##,
@@ -362,5 +394,44 @@ mod tests {
         assert_eq!(tick_text(25_000.0), "25k");
         assert_eq!(tick_text(2.5), "2.5");
         assert_eq!(tick_text(0.05), "0.05");
+        // Ticks that the plain text would write alike get the decimals their step needs.
+        let t = tick_texts(&nice_ticks(100.1, 100.5));
+        assert_eq!(t, ["100.1", "100.2", "100.3", "100.4", "100.5"]);
+        assert_eq!(tick_texts(&[25_000.0, 25_100.0]), ["25000", "25100"]);
+        assert_eq!(tick_texts(&[1.0, 2.0]), ["1", "2"]);
+    }
+
+    #[test]
+    fn a_long_legend_wraps_into_rows_and_the_plot_moves_down() {
+        let mut c = chart(false);
+        let one_row = c.svg();
+        c.series = (0..9)
+            .map(|i| Series {
+                name: format!("a rather long series name {i}"),
+                points: vec![(1.0, f64::from(i))],
+                line: false,
+                under: false,
+            })
+            .collect();
+        let svg = c.svg();
+        let frame = |svg: &str| -> f64 {
+            let end = svg.find("fill=\"none\" stroke=\"#333\"").unwrap();
+            let rect = &svg[svg[..end].rfind("<rect").unwrap()..end];
+            let at = rect.find(" y=\"").unwrap() + 4;
+            rect[at..at + rect[at..].find('"').unwrap()]
+                .parse()
+                .unwrap()
+        };
+        assert_eq!(frame(&one_row), TOP);
+        assert!(frame(&svg) >= TOP + 2.0 * LEGEND_ROW, "{svg}");
+        for i in 0..9 {
+            assert!(svg.contains(&format!(">a rather long series name {i}</text>")));
+        }
+        // No legend entry starts beyond the right edge.
+        for (at, _) in svg.match_indices("<rect x=\"") {
+            let rest = &svg[at + 9..];
+            let x: f64 = rest[..rest.find('"').unwrap()].parse().unwrap();
+            assert!(x < W - RIGHT, "{x}");
+        }
     }
 }
