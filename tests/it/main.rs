@@ -4,9 +4,11 @@
 //! By theme: `protocol` (real vLLM and llama.cpp captures at every byte split), `e2e` (the
 //! simulator over loopback), `faults`, `cli` (the binary as a user runs it), `tls`,
 //! `open_loop`, `datasets`, `endpoints`, `sessions`, `telemetry`, `placement` (placement and
-//! starvation), `sweeps` (sweeps, repeats, the knee), `nodes` (one load on many nodes, merged), `layers` (the import rule). Each test first takes [`support::alone`] or
+//! starvation), `sweeps` (sweeps, repeats, the knee), `nodes` (one load on many nodes, merged), `browser` (the reports in headless Chromium),
+//! `layers` (the import rule). Each test first takes [`support::alone`] or
 //! [`support::shared`], so that nothing runs beside a test that asserts timings.
 
+mod browser;
 mod cli;
 mod datasets;
 mod e2e;
