@@ -515,6 +515,14 @@ impl Comparison {
                                 )
                             })
                             .collect(),
+                        bars: s
+                            .rows
+                            .iter()
+                            .filter_map(|r| {
+                                let i = r.interval(f.figure)?;
+                                Some((r.get(COMPARED[0].0)?, i.lo, i.hi))
+                            })
+                            .collect(),
                         line: s.rows.len() > 1,
                         under: false,
                     })
@@ -534,6 +542,7 @@ impl Comparison {
                         .collect(),
                     line: true,
                     under: true,
+                    bars: Vec::new(),
                 });
                 (
                     format!("pareto_{}", f.figure),

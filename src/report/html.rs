@@ -181,6 +181,7 @@ fn line(name: &str, points: Vec<(f64, f64)>) -> Series {
         points,
         line: true,
         under: false,
+        bars: Vec::new(),
     }
 }
 
@@ -715,6 +716,7 @@ fn sweep_charts(
     axis: Axis,
     rows: &[Row],
     knee: Option<&sweep::Knee>,
+    found: Option<&Row>,
 ) -> Vec<(&'static str, Chart)> {
     // A sweep of one flag is drawn against it; an automatic sweep's mixed points against the
     // request rate they achieved.
@@ -743,21 +745,40 @@ fn sweep_charts(
         Axis::RequestRate => ("request rate asked (requests/s)", false),
         other => (other.flag().trim_start_matches("--"), false),
     };
-    let mark_load = knee.and_then(|k| {
-        let r = rows.iter().find(|r| r.point == k.at)?;
-        Some((load(r), "knee".to_string()))
-    });
-    let mark_tput = knee.and_then(|k| {
-        let r = rows.iter().find(|r| r.point == k.at)?;
-        Some((r.get("output_token_throughput")?, "knee".to_string()))
-    });
+    // The knee and a search's result, at their points' x.
+    let marked = |x: &dyn Fn(&Row) -> Option<f64>| -> Vec<(f64, String)> {
+        let knee = knee.and_then(|k| rows.iter().find(|r| r.point == k.at));
+        [(knee, "knee"), (found, "highest within the SLO")]
+            .into_iter()
+            .filter_map(|(r, label)| Some((x(r?)?, label.to_string())))
+            .collect()
+    };
+    let mark_load = marked(&|r| Some(load(r)));
+    let mark_tput = marked(&|r| r.get("output_token_throughput"));
+    // A figure's 95% intervals as error bars, against the load or the throughput.
+    let bars = |x: &dyn Fn(&Row) -> Option<f64>, y: &str| -> Vec<(f64, f64, f64)> {
+        rows.iter()
+            .filter_map(|r| {
+                let i = r.interval(y)?;
+                Some((x(r)?, i.lo, i.hi))
+            })
+            .collect()
+    };
+    let with_bars = |mut s: Series, y: &str| {
+        s.bars = bars(&|r| Some(load(r)), y);
+        s
+    };
+    let with_bars_by_tput = |mut s: Series, y: &str| {
+        s.bars = bars(&|r| r.get("output_token_throughput"), y);
+        s
+    };
     let vs_load = |title: &str, y_label: &str, series: Vec<Series>| Chart {
         title: title.into(),
         x_label: x_label.into(),
         y_label: y_label.into(),
         series,
         log_x,
-        mark: mark_load.clone(),
+        marks: mark_load.clone(),
     };
     let mut charts = vec![
         (
@@ -769,13 +790,19 @@ fn sweep_charts(
                 vs_load(
                     "Output token throughput",
                     "output tokens/s",
-                    vec![line("output tokens/s", by_load("output_token_throughput"))],
+                    vec![with_bars(
+                        line("output tokens/s", by_load("output_token_throughput")),
+                        "output_token_throughput",
+                    )],
                 )
             } else {
                 vs_load(
                     "Request throughput",
                     "requests/s",
-                    vec![line("requests/s", by_load("request_throughput"))],
+                    vec![with_bars(
+                        line("requests/s", by_load("request_throughput")),
+                        "request_throughput",
+                    )],
                 )
             },
         ),
@@ -786,11 +813,11 @@ fn sweep_charts(
                 x_label: "output tokens/s".into(),
                 y_label: "ms".into(),
                 series: vec![
-                    line("TTFT p50", by_tput("ttft_p50_ms")),
-                    line("TTFT p99", by_tput("ttft_p99_ms")),
+                    with_bars_by_tput(line("TTFT p50", by_tput("ttft_p50_ms")), "ttft_p50_ms"),
+                    with_bars_by_tput(line("TTFT p99", by_tput("ttft_p99_ms")), "ttft_p99_ms"),
                 ],
                 log_x: false,
-                mark: mark_tput,
+                marks: mark_tput,
             },
         ),
         (
@@ -799,8 +826,8 @@ fn sweep_charts(
                 "Inter-token latency",
                 "ms",
                 vec![
-                    line("ITL p50", by_load("itl_p50_ms")),
-                    line("ITL p99", by_load("itl_p99_ms")),
+                    with_bars(line("ITL p50", by_load("itl_p50_ms")), "itl_p50_ms"),
+                    with_bars(line("ITL p99", by_load("itl_p99_ms")), "itl_p99_ms"),
                 ],
             ),
         ),
@@ -810,8 +837,14 @@ fn sweep_charts(
                 "Request latency",
                 "ms",
                 vec![
-                    line("p50", by_load("request_latency_p50_ms")),
-                    line("p99", by_load("request_latency_p99_ms")),
+                    with_bars(
+                        line("p50", by_load("request_latency_p50_ms")),
+                        "request_latency_p50_ms",
+                    ),
+                    with_bars(
+                        line("p99", by_load("request_latency_p99_ms")),
+                        "request_latency_p99_ms",
+                    ),
                 ],
             ),
         ),
@@ -956,7 +989,17 @@ pub fn write_sweep(root: &Path) -> std::io::Result<PathBuf> {
         );
     }
     body.push_str("</p><h2>Charts</h2>");
-    let mut charts = sweep_charts(axis, &rows, knee.as_ref());
+    // A search's result: the highest load that met the SLO.
+    let found = summary.as_ref().and_then(|s| {
+        let (axis, at) = (
+            s.pointer("/search/axis")?,
+            s.pointer("/search/highest_passed")?,
+        );
+        let (axis, at) = (axis.as_str()?, at.as_f64()?);
+        rows.iter()
+            .find(|r| r.point.axis.name() == axis && r.point.value == at)
+    });
+    let mut charts = sweep_charts(axis, &rows, knee.as_ref(), found);
     charts.push((
         "ttft_cdf_by_point",
         Chart {

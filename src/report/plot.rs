@@ -1,5 +1,5 @@
 //! Charts as SVG text: lines and points on linear or base-2 logarithmic axes, a legend, and a
-//! marked x (the knee). Small and self-contained, so that a report inlines them with no script,
+//! intervals as error bars, and marked x (the knee, a search's result). Small and self-contained, so that a report inlines them with no script,
 //! font or network resource; every figure a chart draws is in the artifacts beside it.
 
 use std::fmt::Write;
@@ -13,6 +13,8 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
     /// Join the points with a line (else points only).
     pub line: bool,
+    /// Intervals drawn as error bars: (x, low, high).
+    pub bars: Vec<(f64, f64, f64)>,
     /// Draw it as a wide pale band under the other series, without points (a front that
     /// runs through other series' points).
     pub under: bool,
@@ -31,8 +33,8 @@ pub struct Chart {
     pub series: Vec<Series>,
     /// A base-2 logarithmic x axis (for concurrency sweeps).
     pub log_x: bool,
-    /// A vertical mark at this x, with its label.
-    pub mark: Option<(f64, String)>,
+    /// Vertical marks (the knee, a search's result), each at an x with its label.
+    pub marks: Vec<(f64, String)>,
 }
 
 const W: f64 = 720.0;
@@ -128,10 +130,14 @@ impl Chart {
 
     /// The chart as a standalone SVG document's element.
     pub fn svg(&self) -> String {
+        // The axes hold every point and every error bar's ends.
         let pts: Vec<(f64, f64)> = self
             .series
             .iter()
-            .flat_map(|s| s.points.iter().copied())
+            .flat_map(|s| {
+                let bars = s.bars.iter().flat_map(|&(x, lo, hi)| [(x, lo), (x, hi)]);
+                s.points.iter().copied().chain(bars)
+            })
             .filter(|(x, y)| x.is_finite() && y.is_finite() && (!self.log_x || *x > 0.0))
             .collect();
         let mut out = String::new();
@@ -228,15 +234,16 @@ impl Chart {
             top + ph / 2.0,
             escape(&self.y_label)
         );
-        if let Some((x, label)) = &self.mark {
+        for (k, (x, label)) in self.marks.iter().enumerate() {
             if x.is_finite() && (!self.log_x || *x > 0.0) {
                 let x = px(*x);
+                // Labels stack upwards, so that two marks at one x stay readable.
                 let _ = write!(
                     out,
                     r##"<line x1="{x:.1}" x2="{x:.1}" y1="{top}" y2="{}" stroke="#B00020" stroke-dasharray="5 4" stroke-width="1.5"/><text x="{:.1}" y="{}" fill="#B00020">{}</text>"##,
                     top + ph,
                     x + 4.0,
-                    top + ph - 8.0,
+                    top + ph - 8.0 - 14.0 * k as f64,
                     escape(label)
                 );
             }
@@ -266,6 +273,17 @@ impl Chart {
                     r##"<polyline fill="none" stroke="{colour}" {style} points="{}"/>"##,
                     path.join(" ")
                 );
+            }
+            for &(x, lo, hi) in &s.bars {
+                if [x, lo, hi].iter().all(|v| v.is_finite()) && (!self.log_x || x > 0.0) {
+                    let (x, lo, hi) = (px(x), py(lo), py(hi));
+                    let _ = write!(
+                        out,
+                        r##"<path d="M{x:.1} {lo:.1}V{hi:.1}M{:.1} {lo:.1}h8M{:.1} {hi:.1}h8" stroke="{colour}" stroke-width="1.2" fill="none"/>"##,
+                        x - 4.0,
+                        x - 4.0
+                    );
+                }
             }
             if !s.under && (!s.line || ok.len() <= 40) {
                 for (x, y) in &ok {
@@ -306,17 +324,36 @@ mod tests {
                     points: vec![(1.0, 10.0), (4.0, 12.0), (16.0, 30.0), (64.0, f64::NAN)],
                     line: true,
                     under: false,
+                    bars: Vec::new(),
                 },
                 Series {
                     name: "p99".into(),
                     points: vec![(1.0, 11.0), (4.0, 15.0), (16.0, 80.0)],
                     line: false,
                     under: false,
+                    bars: Vec::new(),
                 },
             ],
             log_x,
-            mark: Some((4.0, "knee".into())),
+            marks: vec![(4.0, "knee".into())],
         }
+    }
+
+    #[test]
+    fn error_bars_are_drawn_and_widen_the_axis_to_their_ends() {
+        let mut c = chart(false);
+        c.marks.push((16.0, "highest within the SLO".into()));
+        let plain = c.svg();
+        c.series[0].bars = vec![(1.0, 9.0, 11.0), (16.0, 25.0, 200.0), (4.0, f64::NAN, 1.0)];
+        let svg = c.svg();
+        // Two finite bars; the upper end 200 raises the y axis past the points' 80.
+        assert_eq!(svg.matches("<path d=\"M").count(), 2);
+        assert!(
+            !plain.contains(">200</text>") && svg.contains(">200</text>"),
+            "{svg}"
+        );
+        // Both marks, their labels one above the other.
+        assert!(svg.contains(">knee</text>") && svg.contains(">highest within the SLO</text>"));
     }
 
     #[test]
@@ -327,6 +364,7 @@ mod tests {
             points: vec![(1.0, 10.0), (16.0, 30.0)],
             line: true,
             under: true,
+            bars: Vec::new(),
         });
         let svg = c.svg();
         // Still 6 circles (the band adds none); its line comes before the p50 line.
@@ -411,6 +449,7 @@ mod tests {
                 points: vec![(1.0, f64::from(i))],
                 line: false,
                 under: false,
+                bars: Vec::new(),
             })
             .collect();
         let svg = c.svg();

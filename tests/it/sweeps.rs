@@ -77,6 +77,10 @@ fn a_concurrency_sweep_writes_a_folder_per_point_a_summary_and_finds_the_batch_k
         "5 across points and the TTFT by point"
     );
     assert!(html.contains("knee at concurrency 8"));
+    // Throughput carries each point's 95% interval as an error bar, and the knee is marked.
+    let tput = std::fs::read_to_string(dir.join("plots/throughput_vs_load.svg")).unwrap();
+    assert_eq!(tput.matches("<path d=\"M").count(), 4, "{tput}");
+    assert!(tput.contains(">knee</text>"));
     for c in [2, 4, 8, 32] {
         assert!(html.contains(&format!("href=\"concurrency_{c}/report.html\"")));
         let page =
@@ -408,6 +412,8 @@ fn a_search_finds_the_highest_concurrency_within_the_slo_past_the_simulators_bat
     assert_eq!(summary["search"]["lowest_missed"], missed);
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains(&format!("is {best} ({missed} missed)")));
+    // The charts mark the point the search found.
+    assert!(html.contains(">highest within the SLO</text>"), "{html}");
 
     // The staircase: one run, concurrency doubling every 2 s, finds the same knee within a
     // step, and stops once a step stops paying instead of climbing to the top.
