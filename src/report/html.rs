@@ -1,5 +1,5 @@
 //! `report.html`: one self-contained page per run, per point run several times, and per sweep
-//! (inline SVG charts, inline CSS, no script, no network resource), built from the artifacts
+//! (inline SVG charts, inline CSS, one inline script, no network resource), built from the artifacts
 //! alone, so that `ringperf report DIR` rebuilds it for any earlier run. The charts are also
 //! written as SVG files in `plots/`.
 
@@ -373,8 +373,10 @@ text-align:right}th{background:#f3f3f3}td:first-child,th:first-child{text-align:
 pub(super) fn page(title: &str, body: &str) -> String {
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title>\
-         <style>{STYLE}</style></head><body><h1>{t}</h1>\n{body}\n</body></html>\n",
-        t = escape(title)
+         <style>{STYLE}</style></head><body><h1>{t}</h1>\n{body}\n<script>{script}</script>\
+         </body></html>\n",
+        t = escape(title),
+        script = super::plot::SCRIPT
     )
 }
 

@@ -1,6 +1,8 @@
-//! Charts as SVG text: lines and points on linear or base-2 logarithmic axes, a legend, and a
-//! intervals as error bars, and marked x (the knee, a search's result). Small and self-contained, so that a report inlines them with no script,
-//! font or network resource; every figure a chart draws is in the artifacts beside it.
+//! Charts as SVG text: lines and points on linear or base-2 logarithmic axes, a legend whose
+//! entries hide and show their series (with [`SCRIPT`]), points that say their values when
+//! hovered, intervals as error bars, and marked x (the knee, a search's result). Small and
+//! self-contained, so that a report inlines them with no font or network resource; every
+//! figure a chart draws is in the artifacts beside it.
 
 use std::fmt::Write;
 
@@ -120,6 +122,30 @@ fn tick_texts(ticks: &[f64]) -> Vec<String> {
     };
     ticks.iter().map(|v| format!("{v:.digits$}")).collect()
 }
+
+/// A value as a hovered point shows it: 4 significant digits at most, no trailing zeros.
+fn value_text(v: f64) -> String {
+    let digits = if v == 0.0 {
+        0
+    } else {
+        (3 - v.abs().log10().floor() as i32).clamp(0, 6) as usize
+    };
+    let t = format!("{v:.digits$}");
+    if t.contains('.') {
+        t.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        t
+    }
+}
+
+/// The script a page with charts carries (inline; it loads nothing): clicking a legend entry
+/// hides or shows its series.
+pub const SCRIPT: &str = "document.addEventListener('click',function(e){\
+var l=e.target.closest&&e.target.closest('g.legend');if(!l)return;\
+var svg=l.closest('svg'),gs=svg.querySelectorAll('g.series[data-series=\"'+l.dataset.series+'\"]');\
+var hide=!l.classList.contains('off');l.classList.toggle('off',hide);\
+l.setAttribute('opacity',hide?'0.35':'1');\
+gs.forEach(function(g){g.style.display=hide?'none':''});});";
 
 impl Chart {
     /// The chart as an SVG element to put inside HTML (which needs no namespace).
@@ -252,6 +278,9 @@ impl Chart {
             self.series.iter().enumerate().partition(|(_, s)| s.under);
         for (i, s) in under.into_iter().chain(over) {
             let colour = COLOURS[i % COLOURS.len()];
+            // A series is one group, which the page's script hides or shows when its legend
+            // entry is clicked.
+            let _ = write!(out, r#"<g class="series" data-series="{i}">"#);
             let ok: Vec<(f64, f64)> = s
                 .points
                 .iter()
@@ -286,22 +315,29 @@ impl Chart {
                 }
             }
             if !s.under && (!s.line || ok.len() <= 40) {
+                // Each point says its values when hovered.
                 for (x, y) in &ok {
                     let _ = write!(
                         out,
-                        r##"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{colour}"/>"##,
+                        r##"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{colour}"><title>{}: {} {}, {} {}</title></circle>"##,
                         px(*x),
-                        py(*y)
+                        py(*y),
+                        escape(&s.name),
+                        escape(&self.x_label),
+                        value_text(*x),
+                        escape(&self.y_label),
+                        value_text(*y)
                     );
                 }
             }
+            out.push_str("</g>");
             let (lx, ly) = legend[i];
             let _ = write!(
                 out,
-                r##"<rect x="{lx}" y="{:.1}" width="12" height="4" fill="{colour}"/><text x="{}" y="{ly:.1}">{}</text>"##,
+                r##"<g class="legend" data-series="{i}" cursor="pointer"><title>click to hide or show {name}</title><rect x="{lx}" y="{:.1}" width="12" height="4" fill="{colour}"/><text x="{}" y="{ly:.1}">{name}</text></g>"##,
                 ly - 5.0,
                 lx + 16.0,
-                escape(&s.name)
+                name = escape(&s.name)
             );
         }
         out.push_str("</svg>");
@@ -391,6 +427,13 @@ mod tests {
         assert_eq!(svg.matches("<polyline").count(), 1);
         assert!(svg.contains(">knee</text>"));
         assert!(!svg.contains("NaN") && !svg.contains("inf"));
+        // Each series is a group its legend entry names, and a point says its values.
+        assert_eq!(svg.matches("<g class=\"series\"").count(), 2);
+        assert!(svg.contains("<g class=\"legend\" data-series=\"1\""));
+        assert!(
+            svg.contains("<title>p50: concurrency 4, ms 12</title>"),
+            "{svg}"
+        );
         // The base-2 axis ticks at the powers of two between the points.
         for t in [
             ">1</text>",
@@ -437,6 +480,11 @@ mod tests {
         assert_eq!(t, ["100.1", "100.2", "100.3", "100.4", "100.5"]);
         assert_eq!(tick_texts(&[25_000.0, 25_100.0]), ["25000", "25100"]);
         assert_eq!(tick_texts(&[1.0, 2.0]), ["1", "2"]);
+        // A hovered point: 4 significant digits at most.
+        assert_eq!(value_text(1234.5678), "1235");
+        assert_eq!(value_text(0.012345), "0.01235");
+        assert_eq!(value_text(2.5), "2.5");
+        assert_eq!(value_text(0.0), "0");
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The reports as a person sees them: each page is opened in headless Chromium (Debian's
 //! package; no WebDriver), which lays it out and runs a checking script put into a copy of the
 //! page. The page fails on a script error, on any resource it loads (every network request goes
-//! to a proxy this test holds, so even one that fails is seen), and on a chart with nothing
-//! drawn in it. The checker itself is shown to catch each of the three on a page built to have
+//! to a proxy this test holds, so even one that fails is seen), on a chart with nothing drawn
+//! in it, on a legend entry that does not hide and show its series when clicked, and on a point
+//! without the values it shows when hovered. The checker itself is shown to catch each of the three on a page built to have
 //! it.
 //!
 //! Without Chromium the test says so and passes, unless `RINGPERF_REQUIRE_BROWSER` is set
@@ -90,7 +91,13 @@ const charts=[...document.querySelectorAll('svg')].map(s=>({
  title:(s.querySelector('title')||{}).textContent||'',
  width:s.getBoundingClientRect().width,
  marks:[...s.querySelectorAll('circle,polyline,path')].filter(m=>{const b=m.getBBox();return b.width>0||b.height>0}).length,
- nodata:s.textContent.includes('no data')}));
+ nodata:s.textContent.includes('no data'),
+ untitled:[...s.querySelectorAll('circle')].filter(c=>!c.querySelector('title')).length,
+ toggles:(()=>{const l=s.querySelector('g.legend');if(!l)return null;
+  const g=s.querySelector('g.series[data-series="'+l.dataset.series+'"]');
+  const click=()=>l.dispatchEvent(new MouseEvent('click',{bubbles:true}));
+  click();const hidden=getComputedStyle(g).display==='none';
+  click();return hidden&&getComputedStyle(g).display!=='none';})()}));
 const r=document.createElement('pre');r.id='ringperf-check';
 r.textContent=JSON.stringify({errors:__errors,resources:performance.getEntriesByType('resource').map(e=>e.name),charts});
 document.body.appendChild(r);});</script>"#;
@@ -171,6 +178,18 @@ fn faults(found: &Value, proxied: &[String]) -> Vec<String> {
         {
             out.push(format!("empty chart: {}", c["title"]));
         }
+        if c["toggles"] == false {
+            out.push(format!(
+                "clicking the legend does not hide a series: {}",
+                c["title"]
+            ));
+        }
+        if c["untitled"].as_u64() > Some(0) {
+            out.push(format!(
+                "points that say nothing when hovered: {}",
+                c["title"]
+            ));
+        }
     }
     out
 }
@@ -197,6 +216,8 @@ fn reports_render_in_a_browser_with_no_script_error_no_resource_and_no_empty_cha
         "<!DOCTYPE html><html><head><title>bad</title></head><body>\
          <img src=\"http://ringperf.invalid/x.png\"><script>nope();</script>\
          <svg width=\"300\" height=\"100\"><title>empty</title><text x=\"10\" y=\"20\">no data</text></svg>\
+         <svg width=\"300\" height=\"100\"><title>dead legend</title><g class=\"series\" data-series=\"0\">\
+         <circle cx=\"10\" cy=\"10\" r=\"3\"/></g><g class=\"legend\" data-series=\"0\"><text x=\"20\" y=\"20\">s</text></g></svg>\
          </body></html>",
     )
     .unwrap();
@@ -206,6 +227,14 @@ fn reports_render_in_a_browser_with_no_script_error_no_resource_and_no_empty_cha
     assert!(f.iter().any(|f| f.contains("ringperf.invalid")), "{f:?}");
     assert!(!proxied.is_empty(), "{f:?}");
     assert!(f.iter().any(|f| f.starts_with("empty chart")), "{f:?}");
+    assert!(
+        f.iter().any(|f| f.starts_with("clicking the legend")),
+        "{f:?}"
+    );
+    assert!(
+        f.iter().any(|f| f.starts_with("points that say nothing")),
+        "{f:?}"
+    );
 
     // A sweep (its page and a point's), and a comparison with one of its points.
     let sweep = root.join("sweep");
