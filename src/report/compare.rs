@@ -525,6 +525,7 @@ impl Comparison {
                             .collect(),
                         line: s.rows.len() > 1,
                         under: false,
+                        segments: false,
                     })
                     .collect();
                 series.push(Series {
@@ -543,6 +544,7 @@ impl Comparison {
                     line: true,
                     under: true,
                     bars: Vec::new(),
+                    segments: false,
                 });
                 (
                     format!("pareto_{}", f.figure),

@@ -169,9 +169,15 @@ fn rate_over_time(end: &[f64], osl: &[f64]) -> Vec<(f64, f64)> {
     for (e, o) in end.iter().zip(osl) {
         sums[((e / width) as usize).min(n - 1)] += if o.is_finite() { *o } else { 1.0 };
     }
+    // The last bucket ends at the last completion: its rate is over the time it covers (a run
+    // of 0.2 s made 0.2 s of tokens, not a second's).
     sums.iter()
         .enumerate()
-        .map(|(i, s)| ((i as f64 + 0.5) * width, s / width))
+        .filter_map(|(i, s)| {
+            let from = i as f64 * width;
+            let to = if i + 1 == n { span } else { from + width };
+            (to > from).then(|| ((from + to) / 2.0, s / (to - from)))
+        })
         .collect()
 }
 
@@ -182,6 +188,50 @@ fn line(name: &str, points: Vec<(f64, f64)>) -> Series {
         line: true,
         under: false,
         bars: Vec::new(),
+        segments: false,
+    }
+}
+
+/// The requests a timeline draws at most (the first sent).
+const TIMELINE_MAX: usize = 2000;
+
+/// Every request as a row (`vllm bench serve --plot-timeline`): from its send to its first
+/// token, then to its last, in send order.
+fn timeline(r: &Requests) -> Chart {
+    let mut order: Vec<usize> = (0..r.start_s.len()).collect();
+    order.sort_by(|&a, &b| r.start_s[a].total_cmp(&r.start_s[b]));
+    let (mut wait, mut recv) = (Vec::new(), Vec::new());
+    for (row, &i) in order.iter().take(TIMELINE_MAX).enumerate() {
+        let (y, start, end) = (row as f64 + 1.0, r.start_s[i], r.end_s[i]);
+        let first = start + r.ttft[i] / 1e3;
+        if first.is_finite() {
+            wait.extend([(start, y), (first, y)]);
+            recv.extend([(first, y), (end, y)]);
+        } else {
+            // Not streamed: one bar, send to answer.
+            recv.extend([(start, y), (end, y)]);
+        }
+    }
+    let seg = |name: &str, points| Series {
+        segments: true,
+        ..line(name, points)
+    };
+    Chart {
+        title: if order.len() > TIMELINE_MAX {
+            format!(
+                "Every request: the first {TIMELINE_MAX} of {} sent",
+                order.len()
+            )
+        } else {
+            "Every request: send, first token, last token".into()
+        },
+        x_label: "s into the run".into(),
+        y_label: "request, in send order".into(),
+        series: vec![
+            seg("to the first token", wait),
+            seg("to the last token", recv),
+        ],
+        ..Chart::default()
     }
 }
 
@@ -230,6 +280,7 @@ fn run_charts(r: &Requests) -> Vec<(&'static str, Chart)> {
             },
         ),
     ];
+    charts.push(("timeline", timeline(r)));
     if r.queue.iter().any(|v| v.is_finite()) {
         let p50 = |v: &[f64]| over_time(&r.start_s, v).0;
         charts.push((
@@ -856,10 +907,30 @@ fn sweep_charts(
                 title: "Tokens/s per user against tokens/s".into(),
                 x_label: "output tokens/s (all users)".into(),
                 y_label: "output tokens/s per user (p50)".into(),
-                series: vec![line(
-                    "points, by load",
-                    by_tput("output_token_throughput_per_user_p50"),
-                )],
+                series: {
+                    // The points, unjoined (past saturation throughput can fall back, and a
+                    // line in load order would zig-zag), and the front they make as a band.
+                    let pts = by_tput("output_token_throughput_per_user_p50");
+                    let xy: Vec<_> = pts.iter().map(|&(x, y)| (Some(x), Some(y))).collect();
+                    let on = super::compare::pareto(&xy, false);
+                    let mut front: Vec<(f64, f64)> = pts
+                        .iter()
+                        .zip(on)
+                        .filter(|(_, on)| *on)
+                        .map(|(p, _)| *p)
+                        .collect();
+                    front.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    vec![
+                        Series {
+                            line: false,
+                            ..line("points", pts)
+                        },
+                        Series {
+                            under: true,
+                            ..line("Pareto front", front)
+                        },
+                    ]
+                },
                 ..Chart::default()
             },
         ),
@@ -1059,10 +1130,15 @@ mod tests {
         let (p50, p99) = over_time(&t, &v);
         assert_eq!(p50, [(0.5, 2.0), (1.5, 10.0)]);
         assert_eq!(p99[0].1, 2.98);
-        // 3 requests of 10 tokens end in the first second: 30 tokens/s.
-        assert_eq!(
-            rate_over_time(&[0.1, 0.5, 0.9, 1.2], &[10.0, 10.0, 10.0, f64::NAN]),
-            [(0.5, 30.0), (1.5, 1.0)]
+        // 3 requests of 10 tokens end in the first second: 30 tokens/s; the last bucket
+        // covers 1 s to the last end at 1.2 s, where 1 request ended: 5 a second.
+        let got = rate_over_time(&[0.1, 0.5, 0.9, 1.2], &[10.0, 10.0, 10.0, f64::NAN]);
+        assert_eq!(got[0], (0.5, 30.0));
+        assert!(
+            (got[1].0 - 1.1).abs() < 1e-9 && (got[1].1 - 5.0).abs() < 1e-9,
+            "{got:?}"
         );
+        // A run shorter than a bucket: its whole rate.
+        assert_eq!(rate_over_time(&[0.1, 0.2], &[10.0, 10.0]), [(0.1, 100.0)]);
     }
 }

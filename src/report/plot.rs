@@ -17,6 +17,8 @@ pub struct Series {
     pub line: bool,
     /// Intervals drawn as error bars: (x, low, high).
     pub bars: Vec<(f64, f64, f64)>,
+    /// The points taken in pairs, each pair a line of its own (a timeline's bars).
+    pub segments: bool,
     /// Draw it as a wide pale band under the other series, without points (a front that
     /// runs through other series' points).
     pub under: bool,
@@ -281,13 +283,34 @@ impl Chart {
             // A series is one group, which the page's script hides or shows when its legend
             // entry is clicked.
             let _ = write!(out, r#"<g class="series" data-series="{i}">"#);
-            let ok: Vec<(f64, f64)> = s
-                .points
-                .iter()
-                .copied()
-                .filter(|(x, y)| x.is_finite() && y.is_finite() && (!self.log_x || *x > 0.0))
-                .collect();
-            if s.line && ok.len() > 1 {
+            let drawable =
+                |(x, y): &(f64, f64)| x.is_finite() && y.is_finite() && (!self.log_x || *x > 0.0);
+            let ok: Vec<(f64, f64)> = s.points.iter().copied().filter(drawable).collect();
+            if s.segments {
+                // One path for all; the thicker the fewer, as rows of a timeline.
+                // A pair with a point that cannot be drawn is left out whole.
+                let pairs: Vec<&[(f64, f64)]> = s
+                    .points
+                    .chunks_exact(2)
+                    .filter(|p| p.iter().all(drawable))
+                    .collect();
+                let width = (ph / pairs.len().max(1) as f64 * 0.8).clamp(0.5, 4.0);
+                let mut d = String::new();
+                for pair in pairs {
+                    let _ = write!(
+                        d,
+                        "M{:.1} {:.1}L{:.1} {:.1}",
+                        px(pair[0].0),
+                        py(pair[0].1),
+                        px(pair[1].0),
+                        py(pair[1].1)
+                    );
+                }
+                let _ = write!(
+                    out,
+                    r##"<path d="{d}" stroke="{colour}" stroke-width="{width:.2}" fill="none"/>"##
+                );
+            } else if s.line && ok.len() > 1 {
                 let path: Vec<String> = ok
                     .iter()
                     .map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y)))
@@ -314,7 +337,7 @@ impl Chart {
                     );
                 }
             }
-            if !s.under && (!s.line || ok.len() <= 40) {
+            if !s.under && !s.segments && (!s.line || ok.len() <= 40) {
                 // Each point says its values when hovered.
                 for (x, y) in &ok {
                     let _ = write!(
@@ -361,6 +384,7 @@ mod tests {
                     line: true,
                     under: false,
                     bars: Vec::new(),
+                    segments: false,
                 },
                 Series {
                     name: "p99".into(),
@@ -368,6 +392,7 @@ mod tests {
                     line: false,
                     under: false,
                     bars: Vec::new(),
+                    segments: false,
                 },
             ],
             log_x,
@@ -401,6 +426,7 @@ mod tests {
             line: true,
             under: true,
             bars: Vec::new(),
+            segments: false,
         });
         let svg = c.svg();
         // Still 6 circles (the band adds none); its line comes before the p50 line.
@@ -498,6 +524,7 @@ mod tests {
                 line: false,
                 under: false,
                 bars: Vec::new(),
+                segments: false,
             })
             .collect();
         let svg = c.svg();

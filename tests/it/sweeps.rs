@@ -86,7 +86,12 @@ fn a_concurrency_sweep_writes_a_folder_per_point_a_summary_and_finds_the_batch_k
         let page =
             std::fs::read_to_string(dir.join(format!("concurrency_{c}/report.html"))).unwrap();
         assert_self_contained(&page);
-        assert_eq!(page.matches("<svg").count(), 6);
+        assert_eq!(page.matches("<svg").count(), 7);
+        // The timeline draws every request: 48 bars to the first token.
+        let tl = std::fs::read_to_string(dir.join(format!("concurrency_{c}/plots/timeline.svg")))
+            .unwrap();
+        let d = tl.split("<path d=\"").nth(1).unwrap();
+        assert_eq!(d[..d.find('"').unwrap()].matches('M').count(), 48, "{tl}");
     }
     assert!(dir.join("plots/throughput_vs_load.svg").is_file());
     // `ringperf report DIR` rebuilds the same page from the artifacts alone.
