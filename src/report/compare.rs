@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
+use super::html::num;
 use super::plot::{escape, Chart, Series};
 use super::sweep::{self, Row};
 use crate::plan::sweep::{Axis, Point};
@@ -306,21 +307,6 @@ pub fn compare(sources: Vec<Source>) -> Comparison {
     }
 }
 
-fn fmt(v: Option<f64>) -> String {
-    match v {
-        Some(x) if x.is_finite() => {
-            if x.fract() == 0.0 && x.abs() < 1e15 {
-                format!("{x:.0}")
-            } else if x.abs() >= 100.0 {
-                format!("{x:.1}")
-            } else {
-                format!("{x:.3}")
-            }
-        }
-        _ => "–".into(),
-    }
-}
-
 fn call(s: Option<bool>) -> &'static str {
     match s {
         Some(true) => "yes",
@@ -380,7 +366,7 @@ impl Comparison {
             }
             let _ = write!(out, "{:<20}", title_of(l.figure));
             for v in &l.values {
-                let _ = write!(out, " {:>width$}", fmt(v.map(|v| v.0)));
+                let _ = write!(out, " {:>width$}", num(v.map(|v| v.0)));
             }
             for i in 1..self.sources.len() {
                 let change = match (l.change_pct(i), l.significant(i)) {
@@ -606,7 +592,7 @@ impl Comparison {
                 escape(title_of(l.figure))
             ));
             for v in &l.values {
-                body.push_str(&format!("<td>{}</td>", fmt(v.map(|v| v.0))));
+                body.push_str(&format!("<td>{}</td>", num(v.map(|v| v.0))));
             }
             for i in 1..self.sources.len() {
                 body.push_str(&format!(

@@ -431,7 +431,8 @@ pub(super) fn page(title: &str, body: &str) -> String {
     )
 }
 
-fn num(v: Option<f64>) -> String {
+/// A figure as the pages show it.
+pub(super) fn num(v: Option<f64>) -> String {
     match v {
         Some(x) if x.is_finite() => {
             if x.fract() == 0.0 && x.abs() < 1e15 {
