@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::html::num;
-use super::plot::{escape, Chart, Series};
+use super::plot::{escape, Chart, Series, Style};
 use super::sweep::{self, Row};
 use crate::plan::sweep::{Axis, Point};
 use crate::stats::Interval;
@@ -509,9 +509,11 @@ impl Comparison {
                                 Some((r.get(COMPARED[0].0)?, i.lo, i.hi))
                             })
                             .collect(),
-                        line: s.rows.len() > 1,
-                        under: false,
-                        segments: false,
+                        style: if s.rows.len() > 1 {
+                            Style::Line
+                        } else {
+                            Style::Points
+                        },
                     })
                     .collect();
                 series.push(Series {
@@ -527,10 +529,8 @@ impl Comparison {
                             )
                         })
                         .collect(),
-                    line: true,
-                    under: true,
+                    style: Style::Band,
                     bars: Vec::new(),
-                    segments: false,
                 });
                 (
                     format!("pareto_{}", f.figure),

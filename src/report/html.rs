@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::plot::{escape, Chart, Series};
+use super::plot::{escape, Chart, Series, Style};
 use super::sweep::{self, read_json, Row};
 use crate::plan::sweep::Axis;
 
@@ -185,10 +185,8 @@ fn line(name: &str, points: Vec<(f64, f64)>) -> Series {
     Series {
         name: name.into(),
         points,
-        line: true,
-        under: false,
+        style: Style::Line,
         bars: Vec::new(),
-        segments: false,
     }
 }
 
@@ -213,7 +211,7 @@ fn timeline(r: &Requests) -> Chart {
         }
     }
     let seg = |name: &str, points| Series {
-        segments: true,
+        style: Style::Segments,
         ..line(name, points)
     };
     Chart {
@@ -923,11 +921,11 @@ fn sweep_charts(
                     front.sort_by(|a, b| a.0.total_cmp(&b.0));
                     vec![
                         Series {
-                            line: false,
+                            style: Style::Points,
                             ..line("points", pts)
                         },
                         Series {
-                            under: true,
+                            style: Style::Band,
                             ..line("Pareto front", front)
                         },
                     ]

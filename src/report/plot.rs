@@ -13,15 +13,24 @@ pub struct Series {
     pub name: String,
     /// (x, y) in data units; non-finite values are skipped.
     pub points: Vec<(f64, f64)>,
-    /// Join the points with a line (else points only).
-    pub line: bool,
+    /// How the points are drawn.
+    pub style: Style,
     /// Intervals drawn as error bars: (x, low, high).
     pub bars: Vec<(f64, f64, f64)>,
+}
+
+/// How a series is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// Points only.
+    Points,
+    /// The points joined by a line (and marked, when there are few).
+    Line,
+    /// A wide pale band under the other series, without points (a front that runs through
+    /// other series' points).
+    Band,
     /// The points taken in pairs, each pair a line of its own (a timeline's bars).
-    pub segments: bool,
-    /// Draw it as a wide pale band under the other series, without points (a front that
-    /// runs through other series' points).
-    pub under: bool,
+    Segments,
 }
 
 /// A chart.
@@ -276,8 +285,11 @@ impl Chart {
                 );
             }
         }
-        let (under, over): (Vec<_>, Vec<_>) =
-            self.series.iter().enumerate().partition(|(_, s)| s.under);
+        let (under, over): (Vec<_>, Vec<_>) = self
+            .series
+            .iter()
+            .enumerate()
+            .partition(|(_, s)| s.style == Style::Band);
         for (i, s) in under.into_iter().chain(over) {
             let colour = COLOURS[i % COLOURS.len()];
             // A series is one group, which the page's script hides or shows when its legend
@@ -286,7 +298,7 @@ impl Chart {
             let drawable =
                 |(x, y): &(f64, f64)| x.is_finite() && y.is_finite() && (!self.log_x || *x > 0.0);
             let ok: Vec<(f64, f64)> = s.points.iter().copied().filter(drawable).collect();
-            if s.segments {
+            if s.style == Style::Segments {
                 // One path for all; the thicker the fewer, as rows of a timeline.
                 // A pair with a point that cannot be drawn is left out whole.
                 let pairs: Vec<&[(f64, f64)]> = s
@@ -310,12 +322,12 @@ impl Chart {
                     out,
                     r##"<path d="{d}" stroke="{colour}" stroke-width="{width:.2}" fill="none"/>"##
                 );
-            } else if s.line && ok.len() > 1 {
+            } else if matches!(s.style, Style::Line | Style::Band) && ok.len() > 1 {
                 let path: Vec<String> = ok
                     .iter()
                     .map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y)))
                     .collect();
-                let style = if s.under {
+                let style = if s.style == Style::Band {
                     r#"stroke-width="10" stroke-opacity="0.3" stroke-linejoin="round" stroke-linecap="round""#
                 } else {
                     r#"stroke-width="2""#
@@ -337,7 +349,7 @@ impl Chart {
                     );
                 }
             }
-            if !s.under && !s.segments && (!s.line || ok.len() <= 40) {
+            if s.style == Style::Points || (s.style == Style::Line && ok.len() <= 40) {
                 // Each point says its values when hovered.
                 for (x, y) in &ok {
                     let _ = write!(
@@ -381,18 +393,14 @@ mod tests {
                 Series {
                     name: "p50".into(),
                     points: vec![(1.0, 10.0), (4.0, 12.0), (16.0, 30.0), (64.0, f64::NAN)],
-                    line: true,
-                    under: false,
+                    style: Style::Line,
                     bars: Vec::new(),
-                    segments: false,
                 },
                 Series {
                     name: "p99".into(),
                     points: vec![(1.0, 11.0), (4.0, 15.0), (16.0, 80.0)],
-                    line: false,
-                    under: false,
+                    style: Style::Points,
                     bars: Vec::new(),
-                    segments: false,
                 },
             ],
             log_x,
@@ -423,10 +431,8 @@ mod tests {
         c.series.push(Series {
             name: "front".into(),
             points: vec![(1.0, 10.0), (16.0, 30.0)],
-            line: true,
-            under: true,
+            style: Style::Band,
             bars: Vec::new(),
-            segments: false,
         });
         let svg = c.svg();
         // Still 6 circles (the band adds none); its line comes before the p50 line.
@@ -521,10 +527,8 @@ mod tests {
             .map(|i| Series {
                 name: format!("a rather long series name {i}"),
                 points: vec![(1.0, f64::from(i))],
-                line: false,
-                under: false,
+                style: Style::Points,
                 bars: Vec::new(),
-                segments: false,
             })
             .collect();
         let svg = c.svg();
