@@ -229,6 +229,7 @@ fn timeline(r: &Requests) -> Chart {
             seg("to the first token", wait),
             seg("to the last token", recv),
         ],
+        zoom: true,
         ..Chart::default()
     }
 }
@@ -249,6 +250,7 @@ fn run_charts(r: &Requests) -> Vec<(&'static str, Chart)> {
             x_label: "request start (s into the run)".into(),
             y_label: "ms".into(),
             series: vec![line("p50", p50), line("p99", p99)],
+            zoom: true,
             ..Chart::default()
         }
     };
@@ -274,6 +276,7 @@ fn run_charts(r: &Requests) -> Vec<(&'static str, Chart)> {
                 x_label: "s into the run".into(),
                 y_label: "output tokens/s".into(),
                 series: vec![line("completed", rate_over_time(&r.end_s, &r.osl))],
+                zoom: true,
                 ..Chart::default()
             },
         ),
@@ -293,6 +296,7 @@ fn run_charts(r: &Requests) -> Vec<(&'static str, Chart)> {
                     line("prefill", p50(&r.prefill)),
                     line("outside the server", p50(&r.outside)),
                 ],
+                zoom: true,
                 ..Chart::default()
             },
         ));
@@ -831,6 +835,7 @@ fn sweep_charts(
         series,
         log_x,
         marks: mark_load.clone(),
+        zoom: false,
     };
     let mut charts = vec![
         (
@@ -870,6 +875,7 @@ fn sweep_charts(
                 ],
                 log_x: false,
                 marks: mark_tput,
+                zoom: false,
             },
         ),
         (

@@ -48,6 +48,9 @@ pub struct Chart {
     pub log_x: bool,
     /// Vertical marks (the knee, a search's result), each at an x with its label.
     pub marks: Vec<(f64, String)>,
+    /// The x axis zooms (a linear time axis): drag across the plot to zoom in, double-click
+    /// to see it whole again (with the page's [`SCRIPT`]).
+    pub zoom: bool,
 }
 
 const W: f64 = 720.0;
@@ -150,13 +153,41 @@ fn value_text(v: f64) -> String {
 }
 
 /// The script a page with charts carries (inline; it loads nothing): clicking a legend entry
-/// hides or shows its series.
-pub const SCRIPT: &str = "document.addEventListener('click',function(e){\
-var l=e.target.closest&&e.target.closest('g.legend');if(!l)return;\
-var svg=l.closest('svg'),gs=svg.querySelectorAll('g.series[data-series=\"'+l.dataset.series+'\"]');\
-var hide=!l.classList.contains('off');l.classList.toggle('off',hide);\
-l.setAttribute('opacity',hide?'0.35':'1');\
-gs.forEach(function(g){g.style.display=hide?'none':''});});";
+/// hides or shows its series; on a zooming chart, dragging across the plot shows that x range
+/// (the view narrowed, the points kept round, the x ticks redrawn), and a double-click shows
+/// it whole again.
+pub const SCRIPT: &str = r##"(function(){
+function chart(e){return e.target.closest&&e.target.closest('svg.plot')}
+document.addEventListener('click',function(e){
+var l=e.target.closest&&e.target.closest('g.legend');if(!l)return;
+var svg=l.closest('svg'),gs=svg.querySelectorAll('g.series[data-series="'+l.dataset.series+'"]');
+var hide=!l.classList.contains('off');l.classList.toggle('off',hide);
+l.setAttribute('opacity',hide?'0.35':'1');
+gs.forEach(function(g){g.style.display=hide?'none':''});});
+function span(p){return [+(p.dataset.lo||p.dataset.x0),+(p.dataset.hi||p.dataset.x1)]}
+function at(p,clientX){var r=p.getBoundingClientRect(),s=span(p);
+return s[0]+(clientX-r.left)/r.width*(s[1]-s[0])}
+function zoom(p,lo,hi){
+var x0=+p.dataset.x0,x1=+p.dataset.x1,L=+p.dataset.left,W=+p.dataset.pw,T=+p.dataset.top,H=+p.dataset.ph;
+var g=p.parentNode.querySelector('g.xticks');if(p.orig===undefined)p.orig=g.innerHTML;
+var a=L+(lo-x0)/(x1-x0)*W,b=L+(hi-x0)/(x1-x0)*W,k=W/(b-a);
+p.setAttribute('viewBox',a+' '+T+' '+(b-a)+' '+H);p.dataset.lo=lo;p.dataset.hi=hi;
+p.querySelectorAll('circle').forEach(function(c){var cx=c.getAttribute('cx');
+c.setAttribute('transform','translate('+cx+' 0) scale('+(1/k)+' 1) translate('+(-cx)+' 0)')});
+if(lo==x0&&hi==x1){g.innerHTML=p.orig;return}
+var sp=hi-lo,mag=Math.pow(10,Math.floor(Math.log10(sp/5))),step=10*mag;
+[1,2,5,10].some(function(m){if(sp/(m*mag)<=6){step=m*mag;return true}return false});
+var d=Math.max(0,Math.ceil(-Math.log10(step)-1e-6)),h='';
+for(var t=Math.ceil(lo/step)*step;t<=hi+step*1e-9;t+=step){var x=(L+(t-lo)/sp*W).toFixed(1);
+h+='<line x1="'+x+'" x2="'+x+'" y1="'+T+'" y2="'+(T+H)+'" stroke="#f0f0f0"/><text x="'+x+'" y="'+(T+H+16)+'" text-anchor="middle">'+t.toFixed(d)+'</text>'}
+g.innerHTML=h}
+var from=null;
+document.addEventListener('mousedown',function(e){var p=chart(e);if(p){from={p:p,x:e.clientX};e.preventDefault()}});
+document.addEventListener('mouseup',function(e){if(!from)return;var f=from;from=null;
+if(Math.abs(e.clientX-f.x)<4)return;var a=at(f.p,f.x),b=at(f.p,e.clientX);
+zoom(f.p,Math.min(a,b),Math.max(a,b))});
+document.addEventListener('dblclick',function(e){var p=chart(e);if(p)zoom(p,+p.dataset.x0,+p.dataset.x1)});
+})();"##;
 
 impl Chart {
     /// The chart as an SVG element to put inside HTML (which needs no namespace).
@@ -252,6 +283,8 @@ impl Chart {
         } else {
             nice_ticks(x0, x1)
         };
+        let zoom = self.zoom && !self.log_x;
+        out.push_str(r#"<g class="xticks">"#);
         for (t, text) in xt.iter().zip(tick_texts(&xt)) {
             let x = px(*t);
             let _ = write!(
@@ -262,6 +295,7 @@ impl Chart {
                 text
             );
         }
+        out.push_str("</g>");
         let _ = write!(
             out,
             r##"<rect x="{LEFT}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#333"/><text x="{}" y="{}" text-anchor="middle">{}</text><text transform="translate(16 {}) rotate(-90)" text-anchor="middle">{}</text>"##,
@@ -285,6 +319,15 @@ impl Chart {
                 );
             }
         }
+        // A zooming chart draws its series in a plot of their own, whose view the script
+        // narrows to the x range dragged across (the same coordinates, so nothing else moves).
+        if zoom {
+            let _ = write!(
+                out,
+                r#"<svg class="plot" x="{LEFT}" y="{top}" width="{pw}" height="{ph}" viewBox="{LEFT} {top} {pw} {ph}" preserveAspectRatio="none" cursor="crosshair" data-x0="{x0}" data-x1="{x1}" data-left="{LEFT}" data-pw="{pw}" data-top="{top}" data-ph="{ph}"><rect x="{LEFT}" y="{top}" width="{pw}" height="{ph}" fill="none" pointer-events="all"/>"#
+            );
+        }
+        let mut legend_out = String::new();
         let (under, over): (Vec<_>, Vec<_>) = self
             .series
             .iter()
@@ -320,7 +363,7 @@ impl Chart {
                 }
                 let _ = write!(
                     out,
-                    r##"<path d="{d}" stroke="{colour}" stroke-width="{width:.2}" fill="none"/>"##
+                    r##"<path d="{d}" stroke="{colour}" stroke-width="{width:.2}" fill="none" vector-effect="non-scaling-stroke"/>"##
                 );
             } else if matches!(s.style, Style::Line | Style::Band) && ok.len() > 1 {
                 let path: Vec<String> = ok
@@ -334,7 +377,7 @@ impl Chart {
                 };
                 let _ = write!(
                     out,
-                    r##"<polyline fill="none" stroke="{colour}" {style} points="{}"/>"##,
+                    r##"<polyline fill="none" stroke="{colour}" {style} vector-effect="non-scaling-stroke" points="{}"/>"##,
                     path.join(" ")
                 );
             }
@@ -368,13 +411,17 @@ impl Chart {
             out.push_str("</g>");
             let (lx, ly) = legend[i];
             let _ = write!(
-                out,
+                legend_out,
                 r##"<g class="legend" data-series="{i}" cursor="pointer"><title>click to hide or show {name}</title><rect x="{lx}" y="{:.1}" width="12" height="4" fill="{colour}"/><text x="{}" y="{ly:.1}">{name}</text></g>"##,
                 ly - 5.0,
                 lx + 16.0,
                 name = escape(&s.name)
             );
         }
+        if zoom {
+            out.push_str("</svg>");
+        }
+        out.push_str(&legend_out);
         out.push_str("</svg>");
         out
     }
@@ -405,6 +452,7 @@ mod tests {
             ],
             log_x,
             marks: vec![(4.0, "knee".into())],
+            zoom: false,
         }
     }
 
@@ -423,6 +471,23 @@ mod tests {
         );
         // Both marks, their labels one above the other.
         assert!(svg.contains(">knee</text>") && svg.contains(">highest within the SLO</text>"));
+    }
+
+    #[test]
+    fn a_zooming_chart_draws_its_series_in_a_plot_of_their_own_and_its_legend_outside() {
+        let mut c = chart(false);
+        assert!(!c.svg().contains("class=\"plot\""));
+        c.zoom = true;
+        let svg = c.svg();
+        let plot = svg.find("<svg class=\"plot\"").expect("a nested plot");
+        let end = plot + svg[plot..].find("</svg>").unwrap();
+        // Both series inside the plot, the legend after it (a plot clips what lies outside).
+        assert_eq!(svg[plot..end].matches("<g class=\"series\"").count(), 2);
+        assert!(svg[end..].contains("<g class=\"legend\""));
+        assert!(svg[plot..].contains("data-x0=\"") && svg.contains("<g class=\"xticks\">"));
+        // A base-2 axis does not zoom.
+        c.log_x = true;
+        assert!(!c.svg().contains("class=\"plot\""));
     }
 
     #[test]

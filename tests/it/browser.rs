@@ -2,9 +2,10 @@
 //! package; no WebDriver), which lays it out and runs a checking script put into a copy of the
 //! page. The page fails on a script error, on any resource it loads (every network request goes
 //! to a proxy this test holds, so even one that fails is seen), on a chart with nothing drawn
-//! in it, on a legend entry that does not hide and show its series when clicked, and on a point
-//! without the values it shows when hovered. The checker itself is shown to catch each of the three on a page built to have
-//! it.
+//! in it, on a legend entry that does not hide and show its series when clicked, on a time
+//! chart that does not zoom to the range dragged across (and back on a double-click), and on a
+//! point without the values it shows when hovered. The checker itself is shown to catch each
+//! of these on a page built to have it.
 //!
 //! Without Chromium the test says so and passes, unless `RINGPERF_REQUIRE_BROWSER` is set
 //! (`.ci/run` installs Chromium and sets it). `RINGPERF_CHROMIUM` names another browser binary.
@@ -87,7 +88,7 @@ impl Drop for Proxy {
 const CHECK: &str = r#"<script>window.__errors=[];
 addEventListener('error',e=>__errors.push(String(e.message||e.target&&e.target.outerHTML)),true);
 addEventListener('load',()=>{
-const charts=[...document.querySelectorAll('svg')].map(s=>({
+const charts=[...document.querySelectorAll('svg')].filter(s=>!s.parentNode.closest('svg')).map(s=>({
  title:(s.querySelector('title')||{}).textContent||'',
  width:s.getBoundingClientRect().width,
  marks:[...s.querySelectorAll('circle,polyline,path')].filter(m=>{const b=m.getBBox();return b.width>0||b.height>0}).length,
@@ -97,7 +98,16 @@ const charts=[...document.querySelectorAll('svg')].map(s=>({
   const g=s.querySelector('g.series[data-series="'+l.dataset.series+'"]');
   const click=()=>l.dispatchEvent(new MouseEvent('click',{bubbles:true}));
   click();const hidden=getComputedStyle(g).display==='none';
-  click();return hidden&&getComputedStyle(g).display!=='none';})()}));
+  click();return hidden&&getComputedStyle(g).display!=='none';})(),
+ zooms:(()=>{const p=s.querySelector('svg.plot');if(!p)return null;
+  const r=p.getBoundingClientRect(),g=s.querySelector('g.xticks'),t0=g.textContent;
+  const vb=()=>p.getAttribute('viewBox').split(' ').map(Number),v0=vb();
+  const ev=(type,x)=>p.dispatchEvent(new MouseEvent(type,{bubbles:true,clientX:x,clientY:r.top+r.height/2}));
+  ev('mousedown',r.left+r.width*0.25);ev('mouseup',r.left+r.width*0.75);
+  // (A mouse event's clientX is whole pixels: the half is within 2%.)
+  const zoomed=Math.abs(vb()[2]-v0[2]/2)<v0[2]*0.02&&g.textContent!==t0;
+  ev('dblclick',r.left+10);
+  return zoomed&&vb().every((v,i)=>Math.abs(v-v0[i])<1e-6)&&g.textContent===t0;})()}));
 const r=document.createElement('pre');r.id='ringperf-check';
 r.textContent=JSON.stringify({errors:__errors,resources:performance.getEntriesByType('resource').map(e=>e.name),charts});
 document.body.appendChild(r);});</script>"#;
@@ -178,6 +188,12 @@ fn faults(found: &Value, proxied: &[String]) -> Vec<String> {
         {
             out.push(format!("empty chart: {}", c["title"]));
         }
+        if c["zooms"] == false {
+            out.push(format!(
+                "dragging across the plot does not zoom: {}",
+                c["title"]
+            ));
+        }
         if c["toggles"] == false {
             out.push(format!(
                 "clicking the legend does not hide a series: {}",
@@ -217,7 +233,10 @@ fn reports_render_in_a_browser_with_no_script_error_no_resource_and_no_empty_cha
          <img src=\"http://ringperf.invalid/x.png\"><script>nope();</script>\
          <svg width=\"300\" height=\"100\"><title>empty</title><text x=\"10\" y=\"20\">no data</text></svg>\
          <svg width=\"300\" height=\"100\"><title>dead legend</title><g class=\"series\" data-series=\"0\">\
-         <circle cx=\"10\" cy=\"10\" r=\"3\"/></g><g class=\"legend\" data-series=\"0\"><text x=\"20\" y=\"20\">s</text></g></svg>\
+         <circle cx=\"10\" cy=\"10\" r=\"3\"/></g><g class=\"legend\" data-series=\"0\"><text x=\"20\" y=\"20\">s</text></g>\
+         <g class=\"xticks\"><text x=\"10\" y=\"90\">1</text></g><svg class=\"plot\" x=\"0\" y=\"0\" \
+         width=\"300\" height=\"80\" viewBox=\"0 0 300 80\"><rect width=\"300\" height=\"80\" \
+         fill=\"none\" pointer-events=\"all\"/></svg></svg>\
          </body></html>",
     )
     .unwrap();
@@ -228,7 +247,8 @@ fn reports_render_in_a_browser_with_no_script_error_no_resource_and_no_empty_cha
     assert!(!proxied.is_empty(), "{f:?}");
     assert!(f.iter().any(|f| f.starts_with("empty chart")), "{f:?}");
     assert!(
-        f.iter().any(|f| f.starts_with("clicking the legend")),
+        f.iter().any(|f| f.starts_with("clicking the legend"))
+            && f.iter().any(|f| f.starts_with("dragging across")),
         "{f:?}"
     );
     assert!(
