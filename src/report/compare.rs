@@ -107,7 +107,8 @@ pub fn read(dir: &Path, label: Option<&str>) -> std::io::Result<Source> {
     })
 }
 
-/// The load point a single run was asked for: its concurrency, else its request rate.
+/// The load point a single run was asked for: its request rate (an open loop, with or without
+/// a concurrency cap), else its concurrency, else one request at a time.
 fn point_of_run(doc: &Value) -> Point {
     let at = |p: &str| doc.pointer(p).and_then(Value::as_f64);
     match (
