@@ -348,8 +348,11 @@ pub(super) async fn generate(
         ctx.timer.sleep_until(deadline).await;
         // The first token ends the prefill.
         drop(prefilling.take());
-        last_ns = now_ns();
-        first_ns.get_or_insert(last_ns);
+        // The clock is read for the first and the last event only, not for each.
+        if first_ns.is_none() || sent + n == n_out {
+            last_ns = now_ns();
+            first_ns.get_or_insert(last_ns);
+        }
         ctx.counters.written(deadline);
         ev.clear();
         ev.extend_from_slice(prefix.as_bytes());
@@ -407,11 +410,8 @@ pub(super) async fn generate(
         first_ns: first_ns.unwrap_or(last_ns),
         last_ns,
         tokens: (gen.prompt_tokens, u64::from(n_out)),
-        request_id: format!(
-            "{}-{}",
-            gen.api.id_prefix(),
-            gen.request_id.as_deref().unwrap_or(&id)
-        ),
+        id_prefix: gen.api.id_prefix(),
+        request_id: gen.request_id.as_deref().unwrap_or(&id),
     }
     .close(ctx);
     let usage = if ctx.args.prefix_cache {
@@ -479,16 +479,19 @@ pub(super) async fn generate(
 
 /// What the simulator tells of a request it generated for, as vLLM does: the times of its
 /// arrival, its scheduling and its first and last token (`CLOCK_MONOTONIC` ns).
-struct Account {
+struct Account<'a> {
     arrived: u64,
     start: u64,
     first_ns: u64,
     last_ns: u64,
     tokens: (u64, u64),
-    request_id: String,
+    /// The span's request id is the response's prefix and the client's `X-Request-ID` (or
+    /// the simulator's own id), as vLLM's is; written only when a span goes out.
+    id_prefix: &'static str,
+    request_id: &'a str,
 }
 
-impl Account {
+impl Account<'_> {
     /// The request's phases into the histograms and, with `--otlp-traces-endpoint`, a span.
     fn close(self, ctx: &Ctx) {
         let end = self.last_ns;
@@ -506,7 +509,7 @@ impl Account {
             super::trace::queue(
                 to,
                 Out {
-                    request_id: self.request_id,
+                    request_id: format!("{}-{}", self.id_prefix, self.request_id),
                     start_unix_ns: unix(self.arrived),
                     end_unix_ns: unix(end),
                     phases,
