@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -366,11 +366,14 @@ impl Received {
     }
 }
 
+/// What the receiver took in, and a signal for each export taken.
+type Shared = (Mutex<Received>, Condvar);
+
 /// An OTLP/HTTP trace receiver on its own thread.
 pub struct Receiver {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
-    got: Arc<Mutex<Received>>,
+    got: Arc<Shared>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -380,11 +383,8 @@ impl Receiver {
         let listener = TcpListener::bind(addr)
             .map_err(|e| format!("--server-traces: cannot listen on {addr}: {e}"))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| format!("--server-traces: {e}"))?;
         let stop = Arc::new(AtomicBool::new(false));
-        let got = Arc::new(Mutex::new(Received::default()));
+        let got = Arc::new((Mutex::new(Received::default()), Condvar::new()));
         let (flag, into) = (stop.clone(), got.clone());
         let thread = std::thread::Builder::new()
             .name("ringperf-traces".into())
@@ -411,58 +411,69 @@ impl Receiver {
     /// Waits until every request in `want` has its span, `until` passes, or `stop` is set;
     /// returns how many of them have one.
     pub fn wait_for(&self, want: &[u64], until: Instant, stop: &AtomicBool) -> usize {
+        let (lock, taken) = &*self.got;
+        let mut g = lock.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            let have = {
-                let g = self.got.lock().unwrap_or_else(|e| e.into_inner());
-                want.iter().filter(|id| g.spans.contains_key(id)).count()
-            };
-            if have == want.len() || Instant::now() >= until || stop.load(Ordering::Relaxed) {
+            let have = want.iter().filter(|id| g.spans.contains_key(id)).count();
+            let now = Instant::now();
+            if have == want.len() || now >= until || stop.load(Ordering::Relaxed) {
                 return have;
             }
-            std::thread::sleep(Duration::from_millis(20));
+            // Woken by each export taken; a signal's flag is looked at every 100 ms.
+            let wait = until.duration_since(now).min(Duration::from_millis(100));
+            g = taken
+                .wait_timeout(g, wait)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
     }
 
     /// Takes what came in so far (the receiver goes on listening).
     pub fn take(&self) -> Received {
-        std::mem::take(&mut *self.got.lock().unwrap_or_else(|e| e.into_inner()))
+        std::mem::take(&mut *self.got.0.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
 impl Drop for Receiver {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        // The accepting thread waits in accept(): a connection wakes it to see the flag. If
+        // none can be made, the thread is left to end with the process.
+        let mut wake = self.addr;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(match wake {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        if TcpStream::connect_timeout(&wake, Duration::from_secs(1)).is_ok() {
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
         }
     }
 }
 
-fn accept(listener: TcpListener, stop: Arc<AtomicBool>, got: Arc<Mutex<Received>>) {
+fn accept(listener: TcpListener, stop: Arc<AtomicBool>, got: Arc<Shared>) {
     let open = Arc::new(AtomicUsize::new(0));
-    while !stop.load(Ordering::Relaxed) {
-        match listener.accept() {
-            Ok((conn, _)) => {
-                if open.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
-                    continue; // dropped: closed at once
-                }
-                open.fetch_add(1, Ordering::Relaxed);
-                let (stop, got, open) = (stop.clone(), got.clone(), open.clone());
-                let spawned = std::thread::Builder::new()
-                    .name("ringperf-traces-conn".into())
-                    .spawn(move || {
-                        serve(conn, &stop, &got);
-                        open.fetch_sub(1, Ordering::Relaxed);
-                    });
-                if spawned.is_err() {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(5)),
+    for conn in listener.incoming() {
+        if stop.load(Ordering::Relaxed) {
+            return;
         }
+        // A failed accept, a connection past the cap, or a thread that cannot start: that
+        // connection is closed at once.
+        let Ok(conn) = conn else { continue };
+        if open.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
+            continue;
+        }
+        open.fetch_add(1, Ordering::Relaxed);
+        let (stop, got, open) = (stop.clone(), got.clone(), open.clone());
+        let _ = std::thread::Builder::new()
+            .name("ringperf-traces-conn".into())
+            .spawn(move || {
+                serve(conn, &stop, &got);
+                open.fetch_sub(1, Ordering::Relaxed);
+            });
     }
 }
 
@@ -529,7 +540,7 @@ fn respond(conn: &mut TcpStream, status: &str, ty: &str, body: &[u8], close: boo
 }
 
 /// Serves one connection's exports until it closes, breaks the protocol, or `stop`.
-fn serve(mut conn: TcpStream, stop: &AtomicBool, got: &Mutex<Received>) {
+fn serve(mut conn: TcpStream, stop: &AtomicBool, got: &Shared) {
     let _ = conn.set_read_timeout(Some(Duration::from_millis(100)));
     let mut buf: Vec<u8> = Vec::with_capacity(64 << 10);
     let mut chunk = vec![0u8; 64 << 10];
@@ -606,7 +617,8 @@ fn serve(mut conn: TcpStream, stop: &AtomicBool, got: &Mutex<Received>) {
             match decode(&body, &head.content_type, head.content_encoding.as_deref()) {
                 Ok(req) => {
                     let e = spans_of(&req);
-                    got.lock().unwrap_or_else(|e| e.into_inner()).take(e);
+                    got.0.lock().unwrap_or_else(|e| e.into_inner()).take(e);
+                    got.1.notify_all();
                     // An empty ExportTraceServiceResponse: all taken.
                     let json = head.content_type.contains("json");
                     let (ty, body): (&str, &[u8]) = if json {
@@ -622,7 +634,8 @@ fn serve(mut conn: TcpStream, stop: &AtomicBool, got: &Mutex<Received>) {
                         DecodeError::ContentType(_) => "415 Unsupported Media Type",
                         _ => "400 Bad Request",
                     };
-                    got.lock()
+                    got.0
+                        .lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .refuse(why.clone());
                     respond(&mut conn, status, "text/plain", why.as_bytes(), head.close)
@@ -664,28 +677,23 @@ pub fn post(url: &str, body: &[u8], enc: Encoding, timeout: Duration) -> Result<
         .map_err(|e| format!("{authority}: {e}"))?
         .next()
         .ok_or_else(|| format!("{authority}: no address"))?;
-    let mut conn = TcpStream::connect_timeout(&addr, timeout).map_err(|e| e.to_string())?;
-    conn.set_read_timeout(Some(timeout))
-        .and_then(|_| conn.set_write_timeout(Some(timeout)))
-        .map_err(|e| e.to_string())?;
-    let head = format!(
+    let mut request = format!(
         "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         enc.content_type(),
         body.len()
-    );
-    conn.write_all(head.as_bytes())
-        .and_then(|_| conn.write_all(body))
-        .map_err(|e| e.to_string())?;
-    let mut answer = Vec::new();
-    let _ = conn.take(64 << 10).read_to_end(&mut answer);
-    let line = String::from_utf8_lossy(&answer);
-    let status = line.split_whitespace().nth(1).unwrap_or("");
-    if status == "200" {
+    )
+    .into_bytes();
+    request.extend_from_slice(body);
+    let to = crate::blocking::To { addr, tls: None };
+    let answer =
+        crate::blocking::fetch(&to, &request, timeout, 64 << 10).map_err(|e| e.to_string())?;
+    if answer.status == 200 {
         Ok(())
     } else {
         Err(format!(
-            "HTTP {}",
-            line.lines().next().unwrap_or("(no answer)")
+            "HTTP {}: {}",
+            answer.status,
+            String::from_utf8_lossy(&answer.body).trim()
         ))
     }
 }

@@ -3,7 +3,7 @@
 //! `llm_request` span per request exported over OTLP/HTTP by a thread of its own.
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -117,10 +117,15 @@ const BATCH: usize = 512;
 /// spans go sooner so that a short run's are in when it ends).
 const DELAY: Duration = Duration::from_millis(100);
 
+/// What goes to the exporter: a span, or the word to send what came before and stop.
+pub(super) enum Msg {
+    Span(Out),
+    Finish,
+}
+
 /// The span exporter: its queue, and its thread.
 pub(super) struct Exporter {
-    queue: SyncSender<Out>,
-    stop: Arc<AtomicBool>,
+    queue: SyncSender<Msg>,
     thread: Option<std::thread::JoinHandle<()>>,
     /// Spans dropped on a full queue, and exports that failed.
     pub(super) dropped: Arc<AtomicU64>,
@@ -132,15 +137,13 @@ impl Exporter {
     /// Starts exporting to `url` in `enc`.
     pub(super) fn start(url: String, enc: Encoding) -> std::io::Result<Exporter> {
         let (queue, rx) = sync_channel(QUEUE);
-        let stop = Arc::new(AtomicBool::new(false));
         let failed = Arc::new(AtomicU64::new(0));
-        let (flag, fails) = (stop.clone(), failed.clone());
+        let fails = failed.clone();
         let thread = std::thread::Builder::new()
             .name("ringperf-sim-spans".into())
-            .spawn(move || export(&url, enc, &rx, &flag, &fails))?;
+            .spawn(move || export(&url, enc, &rx, &fails))?;
         Ok(Exporter {
             queue,
-            stop,
             thread: Some(thread),
             dropped: Arc::new(AtomicU64::new(0)),
             failed,
@@ -154,7 +157,8 @@ impl Exporter {
 
     /// Sends what is queued and stops.
     pub(super) fn finish(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        // Behind every span queued before it (waiting for room in a full queue).
+        let _ = self.queue.send(Msg::Finish);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -162,18 +166,19 @@ impl Exporter {
 }
 
 /// A shard's way to the exporter: its queue, and the count of spans dropped on a full one.
-pub(super) type SpanQueue = (SyncSender<Out>, Arc<AtomicU64>);
+pub(super) type SpanQueue = (SyncSender<Msg>, Arc<AtomicU64>);
 
 /// Queues a span; a full queue drops it (counted).
 pub(super) fn queue(to: &SpanQueue, span: Out) {
-    if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = to.0.try_send(span) {
+    if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
+        to.0.try_send(Msg::Span(span))
+    {
         to.1.fetch_add(1, Ordering::Relaxed);
     }
 }
 
-fn export(url: &str, enc: Encoding, rx: &Receiver<Out>, stop: &AtomicBool, failed: &AtomicU64) {
+fn export(url: &str, enc: Encoding, rx: &Receiver<Msg>, failed: &AtomicU64) {
     let mut batch: Vec<Out> = Vec::with_capacity(BATCH);
-    let mut since = Instant::now();
     let mut warned = false;
     let mut send = |batch: &mut Vec<Out>| {
         if batch.is_empty() {
@@ -188,41 +193,22 @@ fn export(url: &str, enc: Encoding, rx: &Receiver<Out>, stop: &AtomicBool, faile
         }
         batch.clear();
     };
-    loop {
-        let last = stop.load(Ordering::Relaxed);
-        match rx.recv_timeout(Duration::from_millis(10)) {
-            Ok(s) => {
-                if batch.is_empty() {
-                    since = Instant::now();
-                }
-                batch.push(s);
-                while batch.len() < BATCH {
-                    match rx.try_recv() {
-                        Ok(s) => batch.push(s),
-                        Err(_) => break,
-                    }
-                }
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => {
-                send(&mut batch);
-                return;
-            }
-        }
-        if batch.len() >= BATCH || since.elapsed() >= DELAY || (last && batch.is_empty()) {
-            send(&mut batch);
-        }
-        if last {
-            // Everything queued before the stop goes out.
-            while let Ok(s) = rx.try_recv() {
-                batch.push(s);
-                if batch.len() >= BATCH {
+    // A batch's first span waits for as long as it takes to come; the batch goes out when it
+    // is full or DELAY after its first span, and what is left at the finish goes last.
+    while let Ok(Msg::Span(first)) = rx.recv() {
+        batch.push(first);
+        let due = Instant::now() + DELAY;
+        while batch.len() < BATCH {
+            match rx.recv_timeout(due.saturating_duration_since(Instant::now())) {
+                Ok(Msg::Span(s)) => batch.push(s),
+                Ok(Msg::Finish) | Err(RecvTimeoutError::Disconnected) => {
                     send(&mut batch);
+                    return;
                 }
+                Err(RecvTimeoutError::Timeout) => break,
             }
-            send(&mut batch);
-            return;
         }
+        send(&mut batch);
     }
 }
 

@@ -15,7 +15,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -35,51 +35,39 @@ fn chromium() -> Option<PathBuf> {
 /// A proxy that reads each request's first line and drops the connection, keeping the lines.
 struct Proxy {
     port: u16,
-    seen: Arc<Mutex<Vec<String>>>,
+    thread: std::thread::JoinHandle<Vec<String>>,
     stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Proxy {
     fn start() -> Proxy {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        l.set_nonblocking(true).unwrap();
         let port = l.local_addr().unwrap().port();
-        let seen = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
-        let (s, st) = (seen.clone(), stop.clone());
+        let st = stop.clone();
         let thread = std::thread::spawn(move || {
-            while !st.load(Ordering::Relaxed) {
-                match l.accept() {
-                    Ok((mut c, _)) => {
-                        let _ = c.set_nonblocking(false);
-                        let _ = c.set_read_timeout(Some(std::time::Duration::from_secs(2)));
-                        let mut buf = [0u8; 512];
-                        let n = c.read(&mut buf).unwrap_or(0);
-                        let head = String::from_utf8_lossy(&buf[..n]);
-                        s.lock()
-                            .unwrap()
-                            .push(head.lines().next().unwrap_or("").to_string());
-                    }
-                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+            let mut seen = Vec::new();
+            for c in l.incoming() {
+                if st.load(Ordering::Relaxed) {
+                    break;
                 }
+                let Ok(mut c) = c else { continue };
+                let _ = c.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+                let mut buf = [0u8; 512];
+                let n = c.read(&mut buf).unwrap_or(0);
+                let head = String::from_utf8_lossy(&buf[..n]);
+                seen.push(head.lines().next().unwrap_or("").to_string());
             }
+            seen
         });
-        Proxy {
-            port,
-            seen,
-            stop,
-            thread: Some(thread),
-        }
+        Proxy { port, thread, stop }
     }
-}
 
-impl Drop for Proxy {
-    fn drop(&mut self) {
+    /// Stops (a connection of its own wakes the accept) and returns every request line seen.
+    fn finish(self) -> Vec<String> {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        let _ = std::net::TcpStream::connect(("127.0.0.1", self.port));
+        self.thread.join().unwrap()
     }
 }
 
@@ -165,7 +153,7 @@ fn check(browser: &Path, page: &Path) -> (Value, Vec<String>) {
         .replace("&lt;", "<")
         .replace("&gt;", ">")
         .replace("&amp;", "&");
-    let seen = proxy.seen.lock().unwrap().clone();
+    let seen = proxy.finish();
     (serde_json::from_str(&text).unwrap(), seen)
 }
 
