@@ -161,22 +161,15 @@ impl Traces {
     /// Each part's distribution over the requests (ns; parts below 0 count as 0), by the
     /// names the JSON and CSV give them.
     pub fn dists(&self) -> Vec<(&'static str, &'static str, Dist)> {
-        let of = |splits: &[Split], i: usize| {
+        let dist = |values: &mut dyn Iterator<Item = u64>| {
             let mut d = Dist::keeping_values();
-            for s in splits {
-                d.record(s.parts[i].max(0) as u64);
-            }
+            values.for_each(|v| d.record(v));
             d.seal();
             d
         };
-        let server = |f: fn(&Phases) -> Option<u64>| {
-            let mut d = Dist::keeping_values();
-            for v in self.by_id.values().filter_map(f) {
-                d.record(v);
-            }
-            d.seal();
-            d
-        };
+        let of =
+            |splits: &[Split], i: usize| dist(&mut splits.iter().map(|s| s.parts[i].max(0) as u64));
+        let server = |f: fn(&Phases) -> Option<u64>| dist(&mut self.by_id.values().filter_map(f));
         vec![
             (
                 "server_queue_time",
