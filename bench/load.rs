@@ -340,11 +340,13 @@ fn run_engine(
 ) -> (ringperf::engine::RunOutput, ringperf::report::Settings) {
     let placement = ringperf::engine::place(&plan, &[]).unwrap();
     let settings = ringperf::report::Settings::of(&plan);
+    let mut view = ringperf::engine::LineView::new(&plan);
     let out = ringperf::engine::run(
         Arc::new(plan),
         placement,
         Arc::new(AtomicBool::new(false)),
         probe,
+        &mut view,
     )
     .unwrap();
     (out, settings)

@@ -561,6 +561,8 @@ struct Prepared {
     started: (u64, &'static str),
     /// On several nodes, the server's `Date` against this host's clock.
     server_date: Option<crate::clock::ServerDate>,
+    /// The live view, kept from run to run (a sweep's dashboard shows its points so far).
+    ui: std::cell::RefCell<crate::ui::Ui>,
     /// The artifact folder, if this run made it.
     _made: MadeDir,
 }
@@ -657,6 +659,7 @@ fn prepare(args: &ProfileArgs) -> Result<Prepared, Fatal> {
         .then(|| crate::preflight::server_date(&plan.target))
         .flatten();
     let prepared = Prepared {
+        ui: std::cell::RefCell::new(crate::ui::Ui::new(&plan)),
         server_date,
         warnings: Vec::new(),
         root,
@@ -875,8 +878,14 @@ fn measure(
     let probe = p.sim.as_ref().map(|h| h.in_flight_probe());
     // Spans that came before this run (an earlier point's late ones) are not this run's.
     let stale = p.traces.as_ref().map_or(0, |r| r.take().spans.len() as u64);
-    let out =
-        crate::engine::run(plan.clone(), placement, stop.clone(), probe).map_err(Fatal::from)?;
+    let out = crate::engine::run(
+        plan.clone(),
+        placement,
+        stop.clone(),
+        probe,
+        &mut *p.ui.borrow_mut(),
+    )
+    .map_err(Fatal::from)?;
     let end = unix_time_secs();
     let mut report = report::build(out, &report::Settings::of(&plan));
     if let Some(r) = &p.traces {
@@ -1548,6 +1557,7 @@ impl Sweeper<'_> {
             // In load order, as `ringperf report` reads them back (a search probes out of order).
             self.out.rows.push(r.clone());
             report::sweep::sort(&mut self.out.rows);
+            p.ui.borrow_mut().points(&self.out.rows);
         }
         if p.sweep.is_sweep {
             self.summary()?;

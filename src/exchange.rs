@@ -329,7 +329,7 @@ impl Exchange {
             return;
         }
         rec.outcome = Outcome::Ok;
-        if rec.osl.is_some() && rec.id % TOKENIZER_CHECK_EVERY != 0 && !rec.keep_text {
+        if rec.osl.is_some() && !rec.id.is_multiple_of(TOKENIZER_CHECK_EVERY) && !rec.keep_text {
             let mut text = std::mem::take(&mut rec.text);
             if text.capacity() <= SPARE_TEXT_MAX {
                 text.clear();

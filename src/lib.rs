@@ -45,6 +45,7 @@ pub mod sys;
 pub mod telemetry;
 mod timer;
 mod tls;
+pub mod ui;
 pub mod units;
 pub mod warning;
 pub mod workload;

@@ -85,6 +85,32 @@ impl Outcome {
         }
     }
 
+    /// Its place in [`LIVE_KINDS`] (HTTP statuses by class), for the live counters; `ok` has
+    /// none.
+    pub fn live_kind(&self) -> Option<usize> {
+        Some(match self {
+            Outcome::Ok => return None,
+            Outcome::HttpStatus(s) if (400..500).contains(s) => 0,
+            Outcome::HttpStatus(s) if (500..600).contains(s) => 1,
+            Outcome::HttpStatus(_) => 2,
+            Outcome::ServerError => 3,
+            Outcome::ConnectFailed => 4,
+            Outcome::ConnectTimeout => 5,
+            Outcome::TlsFailed => 6,
+            Outcome::RequestTimeout => 7,
+            Outcome::Reset => 8,
+            Outcome::ClosedEarly => 9,
+            Outcome::BadHttp => 10,
+            Outcome::BadJson => 11,
+            Outcome::HeaderTooLarge => 12,
+            Outcome::EventTooLarge => 13,
+            Outcome::BodyTooLarge => 14,
+            Outcome::NoContent => 15,
+            Outcome::Cancelled => 16,
+            Outcome::RequestCancelled => 17,
+        })
+    }
+
     /// The code AIPerf's `error_summary` would show.
     pub fn code(&self) -> u16 {
         match self {
@@ -96,6 +122,29 @@ impl Outcome {
         }
     }
 }
+
+/// The outcomes other than `ok` as the live view counts them, by [`Outcome::live_kind`]: the
+/// artifacts' names, with HTTP statuses by class.
+pub const LIVE_KINDS: [&str; 18] = [
+    "http_4xx",
+    "http_5xx",
+    "http_other",
+    "server_error",
+    "connect_failed",
+    "connect_timeout",
+    "tls_failed",
+    "request_timeout",
+    "connection_reset",
+    "closed_early",
+    "bad_http",
+    "bad_json",
+    "header_too_large",
+    "event_too_large",
+    "body_too_large",
+    "no_content",
+    "cancelled",
+    "request_cancelled",
+];
 
 /// Where the output token count came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

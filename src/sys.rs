@@ -284,6 +284,11 @@ pub fn is_tty(fd: RawFd) -> bool {
 
 /// The width of the terminal on `fd` in columns, when it is one.
 pub fn terminal_columns(fd: RawFd) -> Option<usize> {
+    terminal_size(fd).map(|(cols, _)| cols as usize)
+}
+
+/// The size of the terminal on `fd` (columns, rows), when it is one.
+pub fn terminal_size(fd: RawFd) -> Option<(u16, u16)> {
     let mut ws = libc::winsize {
         ws_row: 0,
         ws_col: 0,
@@ -292,7 +297,59 @@ pub fn terminal_columns(fd: RawFd) -> Option<usize> {
     };
     // SAFETY: TIOCGWINSZ fills a winsize we own.
     let r = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) };
-    (r == 0 && ws.ws_col > 0).then_some(ws.ws_col as usize)
+    (r == 0 && ws.ws_col > 0 && ws.ws_row > 0).then_some((ws.ws_col, ws.ws_row))
+}
+
+/// A terminal on standard input that hands over each key as it is typed, without echo, and
+/// without waiting for one. The terminal keeps its signals: Ctrl-C is still SIGINT. Dropping it
+/// restores the terminal as it was.
+pub struct Keys {
+    saved: libc::termios,
+}
+
+impl Keys {
+    /// Takes standard input's keys; `None` when it is not a terminal.
+    pub fn take() -> Option<Keys> {
+        if !is_tty(libc::STDIN_FILENO) {
+            return None;
+        }
+        // SAFETY: tcgetattr fills a termios we own (zeroed is a valid bit pattern for it).
+        let mut t: libc::termios = unsafe { std::mem::zeroed() };
+        // SAFETY: as above, on a descriptor that is a terminal.
+        if unsafe { libc::tcgetattr(libc::STDIN_FILENO, &mut t) } != 0 {
+            return None;
+        }
+        let saved = t;
+        t.c_lflag &= !(libc::ICANON | libc::ECHO);
+        t.c_cc[libc::VMIN] = 0;
+        t.c_cc[libc::VTIME] = 0;
+        // SAFETY: sets the attributes from a termios we own.
+        if unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &t) } != 0 {
+            return None;
+        }
+        Some(Keys { saved })
+    }
+
+    /// The keys typed since the last call (none waits), at most 64.
+    pub fn read(&self) -> Vec<u8> {
+        let mut buf = [0u8; 64];
+        // SAFETY: reads into a local buffer of its length; VMIN = VTIME = 0 returns at once.
+        let n = unsafe { libc::read(libc::STDIN_FILENO, buf.as_mut_ptr().cast(), buf.len()) };
+        buf[..n.max(0) as usize].to_vec()
+    }
+}
+
+impl Drop for Keys {
+    fn drop(&mut self) {
+        // SAFETY: restores the attributes saved from this descriptor.
+        unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &self.saved) };
+    }
+}
+
+/// Stops the run as Ctrl-C does: raises SIGINT in this process.
+pub fn interrupt() {
+    // SAFETY: raise() sends a signal to this thread; its handler is async-signal-safe.
+    unsafe { libc::raise(libc::SIGINT) };
 }
 
 /// True when a socket has bytes to read or its peer has closed it, without waiting or

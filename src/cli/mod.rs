@@ -733,6 +733,17 @@ pub struct WorkloadArgs {
     pub session_turn_delay: Option<u64>,
 }
 
+/// The live view (`--ui`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum UiKind {
+    /// None.
+    None,
+    /// The progress line.
+    Simple,
+    /// The full-terminal dashboard.
+    Dashboard,
+}
+
 /// Artifacts and console.
 #[derive(Debug, Clone, Args)]
 pub struct OutputArgs {
@@ -743,6 +754,12 @@ pub struct OutputArgs {
     /// No live progress line on stderr (it is off anyway when stderr is not a terminal).
     #[arg(long)]
     pub no_progress: bool,
+    /// The live view on stderr while a run goes (AIPerf's --ui-type): `simple`, one progress
+    /// line; `dashboard`, the whole terminal: throughput, TTFT and ITL over time, the shards'
+    /// CPU and waits, errors by kind and a sweep's points so far (p pauses the view, q stops the
+    /// run as Ctrl-C does); `none`. Either view is off when stderr is not a terminal.
+    #[arg(long, visible_alias = "ui-type", value_enum, default_value_t = UiKind::Simple)]
+    pub ui: UiKind,
     /// Fail the run (exit code 3) when a figure of its JSON crosses a bound:
     /// `METRIC[.STAT] (>|>=|<|<=) VALUE[unit]`, e.g. 'ttft.p99>500ms', 'error_rate>0.01',
     /// 'request_throughput<10' (repeatable); or when the run warns with a code: 'warning:CODE'
@@ -1201,7 +1218,8 @@ impl ProfileArgs {
             },
             output: OutputSpec {
                 artifact_dir: o.artifact_dir.clone(),
-                progress: !o.no_progress,
+                progress: !o.no_progress && o.ui != UiKind::None,
+                dashboard: o.ui == UiKind::Dashboard,
                 gates: o.fail_on.clone(),
                 allow_client_limited: o.allow_client_limited,
                 slice_ns: o.slice_duration,

@@ -122,6 +122,10 @@ pub struct RunOutput {
     pub watch: Vec<ShardWatch>,
     /// Readings of the server's in-flight integral, when a probe was given.
     pub server_in_flight: Vec<InFlightSample>,
+    /// What the main thread's watch (the starvation watch, the staircase and the live view)
+    /// cost while the shards ran: (its CPU time, the time it watched), ns, as the kernel
+    /// counts them.
+    pub watch_cost: (u64, u64),
 }
 
 /// Reads a server's in-flight integral (the in-process simulator offers one).
@@ -164,13 +168,71 @@ pub fn place(plan: &Plan, reserved: &[usize]) -> Result<Placement, placement::Er
     placement::place(&ask, &host)
 }
 
+/// What the main thread shows while the shards run: the progress line ([`LineView`]) or a
+/// full-terminal view. It is called at every watch tick, off the shards.
+pub trait View {
+    /// The run as it stands: draw when it is time.
+    fn tick(&mut self, live: &Live<'_>);
+    /// The run is over (or cut short): take down what was drawn.
+    fn end(&mut self);
+}
+
+/// The run as it stands at one watch tick.
+pub struct Live<'a> {
+    /// The plan being run.
+    pub plan: &'a Plan,
+    /// Each shard's live counters, in shard order.
+    pub progress: &'a [Arc<Progress>],
+    /// When the shards started (`CLOCK_MONOTONIC` ns).
+    pub started_ns: u64,
+    /// Now.
+    pub now_ns: u64,
+    /// Each shard's scheduler times read at this tick (ns running, ns waiting for a CPU);
+    /// `None` before its thread runs or where the kernel keeps none.
+    pub sched: &'a [Option<(u64, u64)>],
+}
+
+/// The progress line on stderr, redrawn every second when stderr is a terminal and the
+/// plan asks for it.
+pub struct LineView {
+    show: bool,
+    drawn: u64,
+}
+
+impl LineView {
+    /// The line `plan` asks for (none when stderr is not a terminal).
+    pub fn new(plan: &Plan) -> LineView {
+        LineView {
+            show: plan.output.progress && crate::sys::is_tty(libc::STDERR_FILENO),
+            drawn: 0,
+        }
+    }
+}
+
+impl View for LineView {
+    fn tick(&mut self, live: &Live<'_>) {
+        if self.show && live.now_ns - self.drawn.max(live.started_ns) >= PROGRESS_EVERY_NS {
+            self.drawn = live.now_ns;
+            print_progress(live.progress, live.plan, live.started_ns);
+        }
+    }
+
+    fn end(&mut self) {
+        if self.show {
+            eprint!("\r\x1b[2K");
+        }
+    }
+}
+
 /// Runs the plan to completion (or until `stop` is set) with the shards where `placement`
-/// puts them, and returns what they saw. `probe`, when given, is read at every watch tick.
+/// puts them, shown by `view`, and returns what they saw. `probe`, when given, is read at
+/// every watch tick.
 pub fn run(
     plan: Arc<Plan>,
     placement: Placement,
     stop: Arc<AtomicBool>,
     probe: Option<InFlightProbe>,
+    view: &mut dyn View,
 ) -> Result<RunOutput, Error> {
     raise_nofile_limit();
     // Fail early, with one message, when the asked-for driver cannot run here.
@@ -243,9 +305,9 @@ pub fn run(
     // The main thread watches: scheduler times of every shard, the server's in-flight
     // integral, and the progress line.
     let mut watch = Watch::new(&placement, &allowed);
-    let show = plan.output.progress && crate::sys::is_tty(libc::STDERR_FILENO);
     let started = now_ns();
-    let mut drawn = started;
+    let watch_cpu = thread_cpu_ns();
+    let mut sched = vec![None; n];
     let mut warnings = Vec::new();
     let mut stairs = plan
         .load
@@ -263,6 +325,7 @@ pub fn run(
             else {
                 continue;
             };
+            sched[i] = Some((stat.run_ns, stat.wait_ns));
             if let Some(cpus) = watch.observe(i, now, stat) {
                 if let Err(e) = crate::sys::set_affinity(tid, &cpus) {
                     warnings.push(Warning::new(
@@ -294,14 +357,19 @@ pub fn run(
                 stairs = None;
             }
         }
-        if show && now - drawn >= PROGRESS_EVERY_NS {
-            drawn = now;
-            print_progress(&progress, &plan, started);
-        }
+        view.tick(&Live {
+            plan: &plan,
+            progress: &progress,
+            started_ns: started,
+            now_ns: now,
+            sched: &sched,
+        });
     }
-    if show {
-        eprint!("\r\x1b[2K");
-    }
+    view.end();
+    let watch_cost = (
+        thread_cpu_ns().saturating_sub(watch_cpu),
+        now_ns().saturating_sub(started),
+    );
     if let Some(p) = &probe {
         server_in_flight.push(p());
     }
@@ -369,6 +437,7 @@ pub fn run(
         placement,
         watch: watch.shards,
         server_in_flight,
+        watch_cost,
     })
 }
 

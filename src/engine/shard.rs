@@ -60,6 +60,10 @@ pub struct Progress {
     pub ttft_us: crate::stats::LiveBuckets,
     /// Measured requests' ITL so far (µs), for the live line.
     pub itl_us: crate::stats::LiveBuckets,
+    /// Output tokens of measured requests that succeeded.
+    pub output_tokens: AtomicU64,
+    /// Measured requests by outcome other than `ok`, by [`Outcome::live_kind`].
+    pub outcomes: [AtomicU64; crate::record::LIVE_KINDS.len()],
 }
 
 /// A connection with its buffers, reused across requests.
@@ -469,8 +473,12 @@ impl Shard {
     fn record(&self, rec: Record) {
         if rec.phase == crate::record::Phase::Profiling {
             self.progress.done.fetch_add(1, Ordering::Relaxed);
-            if rec.outcome != Outcome::Ok {
-                self.progress.errors.fetch_add(1, Ordering::Relaxed);
+            if let Some(k) = rec.outcome.live_kind() {
+                self.progress.outcomes[k].fetch_add(1, Ordering::Relaxed);
+                // A request the client cancelled on purpose is no error.
+                if rec.outcome != Outcome::RequestCancelled {
+                    self.progress.errors.fetch_add(1, Ordering::Relaxed);
+                }
             } else if let Some(first) = rec.first_content_ns {
                 // A few counters per request, off the per-event path.
                 let p = &self.progress;
@@ -481,6 +489,7 @@ impl Shard {
                 }
                 p.ttft_us.record(first.saturating_sub(rec.start_ns) / 1000);
                 let tokens = rec.osl.or(rec.tokenizer_osl).unwrap_or(0);
+                p.output_tokens.fetch_add(tokens, Ordering::Relaxed);
                 if let (Some(last), true) = (rec.last_content_ns, tokens >= 2) {
                     p.itl_us
                         .record(last.saturating_sub(first) / 1000 / (tokens - 1));

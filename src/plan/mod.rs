@@ -275,6 +275,7 @@ pub(crate) mod tests {
             output: OutputSpec {
                 artifact_dir: None,
                 progress: false,
+                dashboard: false,
                 gates: Vec::new(),
                 allow_client_limited: false,
                 slice_ns: None,

@@ -11,6 +11,9 @@ pub struct OutputSpec {
     pub artifact_dir: Option<PathBuf>,
     /// Draw the live progress line (only when stderr is a terminal).
     pub progress: bool,
+    /// `--ui dashboard`: the full-terminal view instead of the line.
+    #[serde(default)]
+    pub dashboard: bool,
     /// `--fail-on` gates.
     pub gates: Vec<Gate>,
     /// A client-limited run does not fail the gates.
@@ -34,6 +37,8 @@ pub struct Output {
     pub artifact_dir: PathBuf,
     /// Draw the live progress line.
     pub progress: bool,
+    /// Draw the dashboard instead (when `progress`).
+    pub dashboard: bool,
     /// What the live line calls this run (a sweep's point and run).
     pub title: String,
 }
@@ -49,6 +54,7 @@ impl Output {
         Output {
             artifact_dir,
             progress: s.progress,
+            dashboard: s.progress && s.dashboard,
             title: String::new(),
         }
     }
@@ -63,6 +69,7 @@ mod tests {
         let s = OutputSpec {
             artifact_dir: None,
             progress: true,
+            dashboard: false,
             gates: Vec::new(),
             allow_client_limited: false,
             slice_ns: None,
@@ -76,6 +83,7 @@ mod tests {
         let given = OutputSpec {
             artifact_dir: Some("x".into()),
             progress: false,
+            dashboard: false,
             gates: Vec::new(),
             allow_client_limited: false,
             slice_ns: None,

@@ -238,6 +238,12 @@ pub(crate) fn profile_json(r: &Report, input_config: &Value, times: &Times) -> V
             "placement": h.placement_note(),
             "shards": h.shards,
             "held_in_flight": h.held,
+            // The main thread's watch (starvation watch, live view) while the shards ran.
+            "watch_thread": h.watch_cost.map(|(cpu, wall)| json!({
+                "cpu_ms": cpu as f64 / 1e6,
+                "watched_ms": wall as f64 / 1e6,
+                "share_of_a_core": cpu as f64 / wall.max(1) as f64,
+            })),
             "simulator_self_check": (c.total.count() > 0).then(|| json!({
                 "client_added_delay_per_request": delay(&c.total),
                 "send_side": delay(&c.send),

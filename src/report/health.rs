@@ -246,6 +246,8 @@ pub struct Health {
     pub limited: bool,
     /// One line: did the client keep up, and if not, why and what to do.
     pub verdict: String,
+    /// The main thread's watch while the shards ran: (CPU time, time watched), ns.
+    pub watch_cost: Option<(u64, u64)>,
 }
 
 fn per_sec(n: u64, ns: u64) -> f64 {
@@ -315,6 +317,8 @@ pub(super) struct Inputs<'a> {
     pub kernel_stamps: bool,
     /// Inter-chunk gaps of measured requests (ns).
     pub chunk_gaps: &'a Dist,
+    /// The main thread's watch: (CPU time, time watched), ns.
+    pub watch_cost: (u64, u64),
 }
 
 /// How long a shard must wait to distort a timing. With kernel receive stamps, a read that
@@ -627,6 +631,7 @@ pub(super) fn assess(i: &Inputs<'_>, warnings: &mut Vec<Warning>) -> Health {
         distorted: (!distorted.is_empty()).then_some(Distortion { reasons: distorted }),
         simulator_stalled: stalled,
         verdict,
+        watch_cost: Some(i.watch_cost),
     }
 }
 
@@ -758,6 +763,7 @@ impl Health {
             distorted,
             limited,
             verdict,
+            watch_cost: None,
         }
     }
 

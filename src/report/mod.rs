@@ -761,6 +761,7 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
             asked: settings.concurrency,
             kernel_stamps: settings.kernel_stamps,
             chunk_gaps: &metrics.icl,
+            watch_cost: out.watch_cost,
         },
         &mut warnings,
     );

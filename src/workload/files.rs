@@ -117,7 +117,7 @@ pub const CAPS: Caps = Caps {
 
 /// Bytes as a person reads them: whole MiB, MB, or bytes.
 fn size(n: u64) -> String {
-    if n >= 1 << 20 && n % (1 << 20) == 0 {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
         format!("{} MiB", n >> 20)
     } else if n >= 1_000_000 {
         format!("{:.1} MB", n as f64 / 1e6)

@@ -38,6 +38,7 @@ const LAYERS: &[(&str, &[&str], bool)] = &[
         false,
     ),
     ("the report", &["report"], false),
+    ("the live view", &["ui"], false),
     ("the command line", &["cli"], false),
     ("the commands", &["app"], false),
 ];

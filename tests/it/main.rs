@@ -5,11 +5,12 @@
 //! simulator over loopback), `faults`, `cli` (the binary as a user runs it), `tls`,
 //! `open_loop`, `datasets`, `endpoints`, `sessions`, `telemetry`, `placement` (placement and
 //! starvation), `sweeps` (sweeps, repeats, the knee), `nodes` (one load on many nodes, merged), `browser` (the reports in headless Chromium),
-//! `layers` (the import rule). Each test first takes [`support::alone`] or
+//! `dashboard` (the live view on a pseudo-terminal), `layers` (the import rule). Each test first takes [`support::alone`] or
 //! [`support::shared`], so that nothing runs beside a test that asserts timings.
 
 mod browser;
 mod cli;
+mod dashboard;
 mod datasets;
 mod e2e;
 mod endpoints;

@@ -424,9 +424,6 @@ pub struct PortArgs {
     pub passthrough: Vec<String>,
 
     // AIPerf.
-    /// AIPerf: `none`, `simple` or `dashboard`.
-    #[arg(long, alias = "ui", hide = true)]
-    pub ui_type: Option<String>,
     /// AIPerf: a dataset it downloads (`sharegpt`).
     #[arg(long, hide = true)]
     pub public_dataset: Option<String>,
@@ -759,15 +756,6 @@ impl PortArgs {
         }
 
         // AIPerf.
-        match self.ui_type.as_deref() {
-            None | Some("simple") | Some("dashboard") => {}
-            Some("none") => out.no_progress = true,
-            Some(other) => {
-                return refuse(format!(
-                    "--ui-type {other:?}: expected none, simple or dashboard"
-                ))
-            }
-        }
         if let Some(d) = &self.public_dataset {
             return refuse(format!(
                 "--public-dataset {d}: ringperf downloads no dataset; download it (ShareGPT: \
