@@ -104,6 +104,28 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
                 MERGE_INCOMPLETE
             });
         }
+        Command::AnalyzeTrace {
+            input_file,
+            block_size,
+            output_file,
+        } => {
+            let lines = crate::workload::files::read_trace(&input_file)
+                .map_err(|e| Fatal(e.to_string()))?;
+            let a = report::trace_analysis::analyze(&lines, block_size);
+            crate::redact::print(&report::trace_analysis::render(&a));
+            if let Some(path) = output_file {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir)
+                        .map_err(|e| Fatal(format!("creating {}: {e}", dir.display())))?;
+                }
+                let json = serde_json::to_vec_pretty(&a).expect("plain data");
+                crate::artifact::write(&path, &json).map_err(|e| {
+                    Fatal(format!("writing the analysis to {}: {e}", path.display()))
+                })?;
+                crate::redact::say!("ringperf: analysis report saved to {}", path.display());
+            }
+            Ok(())
+        }
         Command::Compare {
             dirs,
             labels,

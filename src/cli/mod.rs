@@ -130,6 +130,19 @@ pub enum Command {
         #[arg(long, value_name = "DIR", default_value = "compare")]
         artifact_dir: PathBuf,
     },
+    /// What a mooncake trace offers a prefix cache, before replaying it (AIPerf's
+    /// `analyze-trace`): input, output, context and unique prompt lengths, unique prefixes,
+    /// the prefix reuse ratio and each request's hit rate with a cache that never evicts.
+    AnalyzeTrace {
+        /// The trace (JSONL: `timestamp`, `input_length`, `output_length`, `hash_ids`).
+        input_file: PathBuf,
+        /// Tokens per hash id (AIPerf's default).
+        #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        block_size: u64,
+        /// Also write the analysis as JSON here (AIPerf's layout).
+        #[arg(long, value_name = "PATH")]
+        output_file: Option<PathBuf>,
+    },
     /// `vllm bench serve`, with vLLM's flags and defaults (see docs/porting.md).
     Bench(Box<port::vllm::Bench>),
     /// GuideLLM's `benchmark [run]` (0.3 to 0.6), with its flags and defaults.

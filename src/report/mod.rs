@@ -24,6 +24,7 @@ pub mod plot;
 pub mod staircase;
 pub mod sweep;
 pub mod timeslices;
+pub mod trace_analysis;
 
 pub use goodput::Goodput;
 pub use health::{Distortion, Health, Held, MoveNote, SelfCheck, ShardHealth};

@@ -246,11 +246,48 @@ pub struct Index {
 }
 
 /// A mooncake trace line.
-struct TraceLine {
-    timestamp: f64,
-    input: u64,
-    output: u64,
-    hash_ids: Vec<u64>,
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceLine {
+    /// When it is sent (ms from the trace's start).
+    pub timestamp: f64,
+    /// Input tokens.
+    pub input: u64,
+    /// Output tokens.
+    pub output: u64,
+    /// Its prompt's blocks, one hash id each (the same id, the same block of text).
+    pub hash_ids: Vec<u64>,
+}
+
+/// The most hash ids [`read_trace`] holds (about 1.6 GB with what an analysis keeps of each).
+pub const MAX_TRACE_HASH_IDS: usize = 25_000_000;
+
+/// Every line of a mooncake trace, checked as a run checks it (blank lines skipped); an error
+/// names the file and the line.
+pub fn read_trace(path: &Path) -> Result<Vec<TraceLine>, WorkloadError> {
+    let (mut r, mut at) = open_text(path)?;
+    let (mut buf, mut lines, mut n, mut ids) = (Vec::new(), Vec::new(), 0, 0);
+    while next_line(&mut r, &mut buf, CAPS.line, &mut at).map_err(|e| err(path, n + 1, e))? {
+        n += 1;
+        if buf.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let v: Value =
+            serde_json::from_slice(&buf).map_err(|e| err(path, n, format!("invalid JSON: {e}")))?;
+        let t = trace_line(&v).map_err(|m| err(path, n, m))?;
+        ids += t.hash_ids.len();
+        if ids > MAX_TRACE_HASH_IDS {
+            return Err(err(
+                path,
+                n,
+                format!("the trace holds more than {MAX_TRACE_HASH_IDS} hash ids, the most one analysis reads (cut the file)"),
+            ));
+        }
+        lines.push(t);
+    }
+    if lines.is_empty() {
+        return Err(err(path, n, "no request in the trace"));
+    }
+    Ok(lines)
 }
 
 /// A count field of a line: absent (`None`), or a whole number of at least 0; anything else

@@ -434,3 +434,65 @@ fn a_streamed_trace_replays_what_a_held_one_replays() {
     assert_eq!(held.0, streamed.0);
     assert_eq!(held.2, streamed.2);
 }
+
+#[test]
+fn analyze_trace_reports_a_traces_prefix_sharing_in_aiperfs_layout() {
+    let _shared = support::shared();
+    let f = write("analyze.jsonl", &trace());
+    let out_file = f.with_file_name("analysis").join("report.json");
+    let out = support::ringperf()
+        .args(["analyze-trace"])
+        .arg(&f)
+        .args(["--block-size", "256", "--output-file"])
+        .arg(&out_file)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("Total requests:     4"), "{stdout}");
+    assert!(stdout.contains("Theoretical Hit Rates"), "{stdout}");
+    let a: serde_json::Value = serde_json::from_slice(&std::fs::read(&out_file).unwrap()).unwrap();
+    // Leading runs [1] [1,2] [1,2,3] [9] [9,10] [1,4]: six; [1] is on three lines, so 3 of
+    // the 8 runs the lines have are reused.
+    assert_eq!(a["unique_prefixes"], 6);
+    assert!(
+        (a["prefix_reuse_ratio"].as_f64().unwrap() - 3.0 / 8.0).abs() < 1e-12,
+        "{a}"
+    );
+    // Hit rates in order: 0, 0, 1/2 (1 seen, 4 new), 1 (1 seen).
+    assert!(
+        (a["cache_hit_rate"].as_f64().unwrap() - 1.5 / 4.0).abs() < 1e-12,
+        "{a}"
+    );
+    // Context: (place 0, id 1) is on three lines: 256 tokens for lines 0 and 2, all 300 of
+    // line 3; nothing of line 1.
+    let ctx = &a["context_length_stats"];
+    assert_eq!(ctx["max"], 300.0);
+    assert!((ctx["mean"].as_f64().unwrap() - (256.0 + 0.0 + 256.0 + 300.0) / 4.0).abs() < 1e-9);
+    assert_eq!(a["isl_stats"]["median"], 650.0);
+    assert_eq!(
+        (a["min_isl"].clone(), a["max_osl"].clone()),
+        (300.into(), 5.into())
+    );
+
+    // A bad line is named with its file and line number, and nothing is written.
+    let bad = write(
+        "analyze-bad.jsonl",
+        &format!("{}\n{{\"timestamp\": 1}}\n", trace()),
+    );
+    let out = support::ringperf()
+        .args(["analyze-trace"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr.contains("analyze-bad.jsonl:5: missing \"input_length\""),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
