@@ -258,8 +258,9 @@ pub struct TraceLine {
     pub hash_ids: Vec<u64>,
 }
 
-/// The most hash ids [`read_trace`] holds (about 1.6 GB with what an analysis keeps of each).
-pub const MAX_TRACE_HASH_IDS: usize = 25_000_000;
+/// The most hash ids [`read_trace`] holds (about 1 GB with what an analysis keeps of each:
+/// the line, its node of the prefix tree, its place and the ids seen).
+pub const MAX_TRACE_HASH_IDS: usize = 10_000_000;
 
 /// Every line of a mooncake trace, checked as a run checks it (blank lines skipped); an error
 /// names the file and the line.
