@@ -687,6 +687,58 @@ pub struct WorkloadArgs {
     #[arg(short = 'b', long, visible_aliases = ["batch-size", "prompt-batch-size"],
           default_value_t = 1, value_name = "N")]
     pub batch_size_text: u32,
+    /// Images in every synthetic chat request (AIPerf's flags): width and height in pixels,
+    /// drawn per image from a normal distribution (both means above 0 to send images).
+    #[arg(long, default_value_t = 0.0, value_name = "PX")]
+    pub image_width_mean: f64,
+    /// See --image-width-mean.
+    #[arg(long, default_value_t = 0.0, value_name = "PX")]
+    pub image_width_stddev: f64,
+    /// See --image-width-mean.
+    #[arg(long, default_value_t = 0.0, value_name = "PX")]
+    pub image_height_mean: f64,
+    /// See --image-width-mean.
+    #[arg(long, default_value_t = 0.0, value_name = "PX")]
+    pub image_height_stddev: f64,
+    /// png, jpeg, or random (each image one or the other); sent as data: URLs.
+    #[arg(long, value_enum, default_value = "png")]
+    pub image_format: ImageFormatArg,
+    /// Images per request.
+    #[arg(
+        long,
+        visible_alias = "image-batch-size",
+        default_value_t = 1,
+        value_name = "N"
+    )]
+    pub batch_size_image: u32,
+    /// Audio in every synthetic chat request (AIPerf's flags): clip length in seconds, drawn
+    /// per clip from a normal distribution (a mean above 0 to send audio), as WAV
+    /// `input_audio` parts.
+    #[arg(long, default_value_t = 0.0, value_name = "SECONDS")]
+    pub audio_length_mean: f64,
+    /// See --audio-length-mean.
+    #[arg(long, default_value_t = 0.0, value_name = "SECONDS")]
+    pub audio_length_stddev: f64,
+    /// wav (mp3 is refused: ringperf encodes no MP3).
+    #[arg(long, default_value = "wav", value_name = "FORMAT")]
+    pub audio_format: String,
+    /// Sample rates to draw from, in kHz.
+    #[arg(long, num_args = 1.., value_delimiter = ',', default_value = "16", value_name = "KHZ")]
+    pub audio_sample_rates: Vec<f64>,
+    /// Bits per sample to draw from: 8, 16, 24 or 32.
+    #[arg(long, num_args = 1.., value_delimiter = ',', default_value = "16", value_name = "BITS")]
+    pub audio_depths: Vec<u16>,
+    /// Channels: 1 or 2.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub audio_num_channels: u16,
+    /// Audio clips per request.
+    #[arg(
+        long,
+        visible_alias = "audio-batch-size",
+        default_value_t = 1,
+        value_name = "N"
+    )]
+    pub batch_size_audio: u32,
     /// Do not send `stream_options.include_usage` (then output tokens are re-tokenized).
     #[arg(long)]
     pub no_usage: bool,
@@ -744,6 +796,124 @@ pub struct WorkloadArgs {
     /// [default: 0s].
     #[arg(long, value_parser = parse_duration_ns, value_name = "DURATION")]
     pub session_turn_delay: Option<u64>,
+}
+
+/// `--image-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ImageFormatArg {
+    /// PNG.
+    Png,
+    /// JPEG.
+    Jpeg,
+    /// Either, drawn per image.
+    Random,
+}
+
+impl WorkloadArgs {
+    /// The images and audio asked for, checked.
+    fn media(&self) -> Result<crate::workload::media::MediaSpec, crate::plan::PlanError> {
+        use crate::workload::media::{AudioSpec, ImageFormat, ImageSpec, MediaSpec};
+        let bad = crate::plan::PlanError::Flag;
+        let dist = |name: &str, mean: f64, std: f64| {
+            if !(mean.is_finite() && std.is_finite() && mean >= 0.0 && std >= 0.0) {
+                return Err(bad(format!(
+                    "--{name}-mean {mean} / --{name}-stddev {std}: expected numbers of 0 or more"
+                )));
+            }
+            Ok((mean, std))
+        };
+        let width = dist(
+            "image-width",
+            self.image_width_mean,
+            self.image_width_stddev,
+        )?;
+        let height = dist(
+            "image-height",
+            self.image_height_mean,
+            self.image_height_stddev,
+        )?;
+        let images = match (width.0 > 0.0, height.0 > 0.0) {
+            (false, false) => None,
+            (true, true) if self.batch_size_image == 0 => None,
+            (true, true) => Some(ImageSpec {
+                width,
+                height,
+                format: match self.image_format {
+                    ImageFormatArg::Png => ImageFormat::Png,
+                    ImageFormatArg::Jpeg => ImageFormat::Jpeg,
+                    ImageFormatArg::Random => ImageFormat::Random,
+                },
+                per_request: self.batch_size_image,
+            }),
+            _ => {
+                return Err(bad(
+                    "--image-width-mean and --image-height-mean: give both above 0 to send \
+                     images (or neither)"
+                        .into(),
+                ))
+            }
+        };
+        let seconds = dist(
+            "audio-length",
+            self.audio_length_mean,
+            self.audio_length_stddev,
+        )?;
+        let audio = if seconds.0 > 0.0 && self.batch_size_audio > 0 {
+            match self.audio_format.to_ascii_lowercase().as_str() {
+                "wav" => {}
+                "mp3" => {
+                    return Err(bad(
+                        "--audio-format mp3: ringperf encodes no MP3 (no well-kept Rust \
+                         encoder); use --audio-format wav"
+                            .into(),
+                    ))
+                }
+                other => {
+                    return Err(bad(format!(
+                        "--audio-format {other:?}: expected wav or mp3"
+                    )))
+                }
+            }
+            if let Some(d) = self
+                .audio_depths
+                .iter()
+                .find(|d| ![8, 16, 24, 32].contains(*d))
+            {
+                return Err(bad(format!(
+                    "--audio-depths {d}: expected 8, 16, 24 or 32 bits"
+                )));
+            }
+            if let Some(r) = self
+                .audio_sample_rates
+                .iter()
+                .find(|r| !(r.is_finite() && **r >= 1.0 && **r <= 384.0))
+            {
+                return Err(bad(format!(
+                    "--audio-sample-rates {r}: expected kHz from 1 to 384"
+                )));
+            }
+            if !(1..=2).contains(&self.audio_num_channels) {
+                return Err(bad(format!(
+                    "--audio-num-channels {}: expected 1 or 2",
+                    self.audio_num_channels
+                )));
+            }
+            Some(AudioSpec {
+                seconds,
+                sample_rates: self
+                    .audio_sample_rates
+                    .iter()
+                    .map(|k| (k * 1000.0).round() as u32)
+                    .collect(),
+                depths: self.audio_depths.clone(),
+                channels: self.audio_num_channels,
+                per_request: self.batch_size_audio,
+            })
+        } else {
+            None
+        };
+        Ok(MediaSpec { images, audio })
+    }
 }
 
 /// The live view (`--ui`).
@@ -1210,6 +1380,7 @@ impl ProfileArgs {
                 random_seed: w.random_seed,
                 num_dataset_entries: w.num_dataset_entries.unwrap_or(100),
                 batch_size: w.batch_size_text,
+                media: w.media()?,
                 no_usage: w.no_usage,
                 input_file: w.input_file.clone(),
                 dataset_type: w.dataset_type,

@@ -53,6 +53,9 @@ pub struct WorkloadSpec {
     /// Inputs per request (embeddings batches; 1 otherwise).
     #[serde(default = "one")]
     pub batch_size: u32,
+    /// Images and audio in every synthetic chat request.
+    #[serde(default)]
+    pub media: crate::workload::media::MediaSpec,
     /// Leave out `stream_options.include_usage`.
     pub no_usage: bool,
     /// Prompts from a file instead of synthetic ones.
@@ -337,6 +340,15 @@ impl Workload {
                 return Err(flag("multi-turn sessions are made of synthetic prompts: drop --fixed-schedule and --input-file"));
             }
         }
+        if s.media.any() {
+            if s.input_file.is_some() || s.session_turns_mean.is_some() {
+                return Err(flag(
+                    "images and audio (--image-*, --audio-*) go with synthetic single-turn \
+                     prompts: drop --input-file and the session flags",
+                ));
+            }
+            s.media.check_budget(s.num_dataset_entries).map_err(flag)?;
+        }
         Ok(())
     }
 
@@ -355,6 +367,12 @@ impl Workload {
             }
             (t, _) => Tokenizer::load(t.as_deref(), revision)?,
         });
+        if s.media.any() && target.kind != Kind::Chat {
+            return Err(flag(
+                "images and audio (--image-*, --audio-*) are sent in chat messages: use \
+                 --endpoint-type chat",
+            ));
+        }
         let gen = Gen {
             body: Body {
                 model: target.model.clone(),
@@ -372,6 +390,7 @@ impl Workload {
             seed: s.random_seed,
             range_ratio: s.range_ratio,
             batch: s.batch_size.max(1) as usize,
+            media: s.media.clone(),
         };
         let (dataset, trace) = match &s.input_file {
             None => (Dataset::synthetic(&gen, &target.head, &tokenizer)?, None),
@@ -508,6 +527,7 @@ pub(in crate::plan) mod tests {
             osl_stddev: 0,
             range_ratio: None,
             batch_size: 1,
+            media: Default::default(),
             osl_deterministic: false,
             extra_inputs: Map::new(),
             random_seed: 3,

@@ -15,6 +15,7 @@
 
 pub mod files;
 pub mod hub;
+pub mod media;
 mod tokenizer;
 
 use rand::{Rng, SeedableRng};
@@ -40,6 +41,9 @@ pub enum WorkloadError {
     /// A dataset file is unreadable or malformed (the text names the file and line).
     #[error("--input-file {0}")]
     Dataset(String),
+    /// An image or audio clip could not be encoded.
+    #[error("images and audio: {0}")]
+    Media(String),
 }
 
 /// How requests are generated: the body's shape and the lengths and prompts to draw.
@@ -62,6 +66,8 @@ pub struct Gen {
     pub range_ratio: Option<(f64, f64)>,
     /// Inputs per request (embeddings batches; 1 otherwise).
     pub batch: usize,
+    /// Images and audio in every chat request.
+    pub media: media::MediaSpec,
 }
 
 impl Gen {
@@ -622,7 +628,15 @@ impl Dataset {
                 (draft, prefix, osl)
             })
             .collect();
-        let items = par_map(&drafts, |(draft, prefix, osl)| {
+        // Each request's images and audio, drawn after the text in a stream of their own (a
+        // run without them draws the same prompts).
+        let mut media_rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x004D_4544_4941);
+        let media: Vec<Vec<media::Draw>> = drafts
+            .iter()
+            .map(|_| spec.media.draw(&mut media_rng))
+            .collect();
+        let work: Vec<_> = drafts.iter().zip(&media).collect();
+        let items = par_map(&work, |((draft, prefix, osl), media)| {
             let (text, count) = maker.text(draft)?;
             let (prompt, tokens) = match prefix {
                 // Where the prefix meets the prompt the tokenizer may merge: count it all.
@@ -633,8 +647,15 @@ impl Dataset {
                 }
                 None => (text, count),
             };
+            let prompt = if media.is_empty() {
+                Prompt::Text(prompt)
+            } else {
+                let parts = media.iter().map(media::Draw::part);
+                let parts = parts.collect::<Result<Vec<_>, _>>()?;
+                Prompt::Messages(vec![media::message(&prompt, parts)])
+            };
             Ok(files::Item {
-                prompt: Prompt::Text(prompt),
+                prompt,
                 max_tokens: *osl,
                 timestamp_ms: None,
                 tokens: Some(tokens),
@@ -899,6 +920,7 @@ mod tests {
             seed: 1,
             range_ratio: None,
             batch: 1,
+            media: Default::default(),
         };
         let target = Target {
             host: "127.0.0.1:1".into(),
@@ -960,6 +982,7 @@ mod tests {
             seed: 4,
             range_ratio: None,
             batch: 1,
+            media: Default::default(),
         };
         let target = Target {
             host: "127.0.0.1:1".into(),

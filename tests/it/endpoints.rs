@@ -162,3 +162,120 @@ fn template_without_a_prompt_placeholder_is_refused() {
     let e = args.plan().expect_err("refused").to_string();
     assert!(e.contains("has no {{prompt}} placeholder"), "{e}");
 }
+
+/// The bytes of a `data:` URL or a base64 string, and its media type.
+fn decoded(s: &str) -> (String, Vec<u8>) {
+    use base64::Engine as _;
+    let (head, data) = s.split_once(";base64,").unwrap_or(("", s));
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .unwrap();
+    (head.to_string(), bytes)
+}
+
+/// An encoded image's (width, height): PNG's header, or JPEG's start-of-frame.
+fn image_size(mime: &str, b: &[u8]) -> (u32, u32) {
+    let be16 = |i: usize| u32::from(u16::from_be_bytes([b[i], b[i + 1]]));
+    let be32 = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    match mime {
+        "data:image/png" => {
+            assert_eq!(&b[..8], b"\x89PNG\r\n\x1a\n");
+            (be32(16), be32(20))
+        }
+        "data:image/jpeg" => {
+            assert_eq!(&b[..2], [0xFF, 0xD8]);
+            let at = b.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
+            (be16(at + 7), be16(at + 5))
+        }
+        other => panic!("not an image: {other}"),
+    }
+}
+
+#[test]
+fn chat_requests_carry_the_images_and_audio_asked_for() {
+    let _shared = support::shared();
+    let s = sim("--ttft 2ms --itl 1ms");
+    let dir = artifact_dir("media");
+    let res = profile(
+        &format!(
+            "--url http://{} --streaming --concurrency 2 --request-count 8 \
+             --num-dataset-entries 8 --output-tokens-mean 4 --image-width-mean 64 \
+             --image-height-mean 48 --image-format random --batch-size-image 2 \
+             --audio-length-mean 0.25 --audio-sample-rates 8,16 --audio-depths 8,24",
+            s.addr
+        ),
+        &dir,
+    )
+    .unwrap();
+    let r = &res.report;
+    assert_eq!((r.completed, r.failed), (8, 0), "{}", res.console);
+    let inputs: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("inputs.json")).unwrap()).unwrap();
+    let (mut pngs, mut jpegs, mut rates) = (0, 0, std::collections::BTreeSet::new());
+    for entry in inputs["data"].as_array().unwrap() {
+        let body = &entry["payload"][0];
+        let content = body["messages"][0]["content"].as_array().unwrap();
+        assert_eq!(content.len(), 4, "text, 2 images, 1 clip: {content:?}");
+        assert_eq!(content[0]["type"], "text");
+        assert!(content[0]["text"].as_str().unwrap().len() > 100);
+        for part in &content[1..3] {
+            assert_eq!(part["type"], "image_url");
+            let (mime, bytes) = decoded(part["image_url"]["url"].as_str().unwrap());
+            assert_eq!(image_size(&mime, &bytes), (64, 48), "{mime}");
+            match mime.as_str() {
+                "data:image/png" => pngs += 1,
+                _ => jpegs += 1,
+            }
+        }
+        assert_eq!(content[3]["type"], "input_audio");
+        assert_eq!(content[3]["input_audio"]["format"], "wav");
+        let (_, wav) = decoded(content[3]["input_audio"]["data"].as_str().unwrap());
+        assert_eq!(&wav[..4], b"RIFF");
+        let le32 = |i: usize| u32::from_le_bytes([wav[i], wav[i + 1], wav[i + 2], wav[i + 3]]);
+        let (rate, bits) = (le32(24), u16::from_le_bytes([wav[34], wav[35]]));
+        assert!(
+            [8000, 16000].contains(&rate) && [8, 24].contains(&bits),
+            "{rate} {bits}"
+        );
+        // The data chunk (after a longer format chunk above 16 bits): a quarter of a second.
+        let data = wav.windows(4).position(|w| w == b"data").unwrap();
+        assert_eq!(
+            le32(data + 4),
+            rate / 4 * u32::from(bits / 8),
+            "{rate} Hz {bits} bits"
+        );
+        rates.insert(rate);
+    }
+    assert_eq!(pngs + jpegs, 16);
+    assert!(
+        pngs > 0 && jpegs > 0,
+        "random formats: {pngs} PNG, {jpegs} JPEG"
+    );
+    assert_eq!(rates.len(), 2, "both rates drawn in 8 clips: {rates:?}");
+
+    // What cannot be sent is refused before anything is: one line each.
+    let url = format!("http://{}", s.addr);
+    for (flags, says) in [
+        ("--image-width-mean 64", "give both above 0"),
+        ("--audio-length-mean 1 --audio-format mp3", "encodes no MP3"),
+        (
+            "--audio-length-mean 1 --audio-depths 12",
+            "expected 8, 16, 24 or 32",
+        ),
+        (
+            "--endpoint-type completions --image-width-mean 8 --image-height-mean 8",
+            "use --endpoint-type chat",
+        ),
+        (
+            "--image-width-mean 4000 --image-height-mean 4000 --num-dataset-entries 200",
+            "over the 4 GB one run prepares",
+        ),
+    ] {
+        let e = match profile(&format!("--url {url} --request-count 2 {flags}"), &dir) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("{flags}: accepted"),
+        };
+        assert!(e.contains(says), "{flags}: {e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+}

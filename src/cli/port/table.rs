@@ -25,9 +25,6 @@ pub(super) enum Treat {
     Refuse(&'static str),
     /// Accepted (with the note) when every value is one of these; refused otherwise.
     Only(&'static [&'static str], &'static str, &'static str),
-    /// Accepted when the value is zero (the peer's default, which sends nothing more); refused
-    /// otherwise.
-    Zero(&'static str),
 }
 
 /// One entry: the flag's spellings, its arity and its treatment.
@@ -38,7 +35,7 @@ pub(super) struct Rare {
 }
 
 use Arity::{Flag, List, One};
-use Treat::{Note, Only, Refuse, Zero};
+use Treat::{Note, Only, Refuse};
 
 const fn r(names: &'static [&'static str], arity: Arity, treat: Treat) -> Rare {
     Rare {
@@ -55,8 +52,6 @@ const SERVICE: &str = "no effect: ringperf runs its shards as threads of one pro
 const LOGGING: &str = "no effect: ringperf says what it does on stderr";
 const TRACE_LOADERS: &str = "no effect: it applies to AIPerf's baseten, weka and agentic trace \
     loaders, which ringperf does not read";
-const MULTIMODAL: &str = "ringperf sends text only so far: images, audio and video inputs are \
-    not generated (leave the flag at 0)";
 const SEARCH: &str = "ringperf's own search: --search max-concurrency|max-rate with --goodput \
     objectives, or a list on --concurrency / --request-rate (e.g. 1,2,4,8), or --sweep auto";
 const EXPORTERS: &str = "no effect: ringperf exports to files only (JSON, CSV, JSONL, HTML); \
@@ -96,10 +91,8 @@ pub(super) const PROFILE: &[Rare] = &[
     // Prefixes and lengths.
     r(&["--seq-dist", "--sequence-distribution"], One, Refuse("mixed (ISL, OSL) distributions are not built in: write the requests as JSONL (one line per request with its max_tokens) and pass --input-file")),
     // Audio, images, video.
-    r(&["--audio-batch-size", "--batch-size-audio", "--image-batch-size", "--batch-size-image", "--video-batch-size", "--batch-size-video"], One, Note("no effect: ringperf sends no images, audio or video")),
-    r(&["--audio-length-mean", "--audio-length-stddev", "--image-width-mean", "--image-width-stddev", "--image-height-mean", "--image-height-stddev"], One, Zero(MULTIMODAL)),
-    r(&["--audio-format", "--image-format", "--image-source", "--image-source-sampling", "--video-synth-type", "--video-format", "--video-codec", "--video-audio-codec", "--video-audio-depth", "--video-audio-sample-rate"], One, Note("no effect: ringperf sends no images, audio or video")),
-    r(&["--audio-depths", "--audio-sample-rates"], List, Note("no effect: ringperf sends no audio")),
+    r(&["--video-batch-size", "--batch-size-video"], One, Note("no effect: ringperf sends no video")),
+    r(&["--image-source", "--image-source-sampling", "--video-synth-type", "--video-format", "--video-codec", "--video-audio-codec", "--video-audio-depth", "--video-audio-sample-rate"], One, Note("no effect: ringperf makes its images from seeded noise and sends no video")),
     r(&["--audio-num-channels"], One, Note("no effect: ringperf sends no audio")),
     r(&["--video-duration", "--video-fps", "--video-width", "--video-height", "--video-audio-num-channels"], One, Note("no effect: ringperf sends no video")),
     r(&["--rankings-passages-mean", "--rankings-passages-stddev", "--rankings-passages-prompt-token-mean", "--rankings-passages-prompt-token-stddev", "--rankings-query-prompt-token-mean", "--rankings-query-prompt-token-stddev"], One, Note("no effect: ranking endpoints are not spoken")),
@@ -213,16 +206,6 @@ pub(super) fn screen(argv: &[String], table: &[Rare], keep: &[&str]) -> Result<S
                     return Err(format!("{name} {}: {refused}", values.join(" ")));
                 }
             }
-            Treat::Zero(refused) => {
-                let zero = values
-                    .iter()
-                    .all(|v| v.trim().parse::<f64>().is_ok_and(|x| x == 0.0));
-                if zero {
-                    note("0: nothing is sent", &mut notes);
-                } else {
-                    return Err(format!("{name} {}: {refused}", values.join(" ")));
-                }
-            }
         }
     }
     Ok(Screened { rest, notes })
@@ -244,7 +227,7 @@ mod tests {
     #[test]
     fn notes_take_their_values_and_refusals_stop_at_once() {
         let s = screen(
-            &words("--isl 100 --log-level DEBUG --audio-depths 16 24 --zmq-dual-bind -m x"),
+            &words("--isl 100 --log-level DEBUG --wandb-tag a b --zmq-dual-bind -m x"),
             PROFILE,
             &[],
         )
@@ -261,12 +244,9 @@ mod tests {
     fn allowed_values_pass_and_others_are_refused() {
         assert!(screen(&words("--cache-bust none"), PROFILE, &[]).is_ok());
         assert!(screen(&words("--cache-bust=system_prefix"), PROFILE, &[]).is_err());
-        assert!(screen(&words("--image-width-mean 0"), PROFILE, &[]).is_ok());
-        assert!(screen(&words("--image-width-mean 0.0"), PROFILE, &[]).is_ok());
-        assert!(screen(&words("--image-width-mean 512"), PROFILE, &[]).is_err());
         // A negative number is a value, not a flag.
         assert_eq!(
-            screen(&words("--audio-depths -1 --isl 5"), PROFILE, &[])
+            screen(&words("--wandb-tag -1 --isl 5"), PROFILE, &[])
                 .unwrap()
                 .rest,
             words("--isl 5")
