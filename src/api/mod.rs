@@ -124,11 +124,25 @@ impl Prompt {
             Prompt::Text(t) => t.clone(),
             Prompt::Messages(msgs) => msgs
                 .iter()
-                .filter_map(|x| x.get("content").and_then(Value::as_str))
+                .flat_map(|x| content_texts(x.get("content")))
                 .collect::<Vec<_>>()
                 .join("\n"),
             Prompt::Batch(texts) => texts.join("\n"),
         }
+    }
+}
+
+/// The texts of a message's `content`: the string, or the `text` of each text part of a list
+/// of parts (images and audio carry none).
+pub fn content_texts(content: Option<&Value>) -> Vec<&str> {
+    match content {
+        Some(Value::String(s)) => vec![s.as_str()],
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => Vec::new(),
     }
 }
 

@@ -333,8 +333,118 @@ fn trace_line(v: &Value) -> Result<TraceLine, String> {
     })
 }
 
-/// A custom JSONL line's request.
-fn jsonl_item(mut v: Value) -> Result<Item, String> {
+/// The folder a dataset file is in (where the files its lines name are looked for).
+fn folder(path: &Path) -> &Path {
+    path.parent().unwrap_or(Path::new("."))
+}
+
+/// A JSONL line's keys for images and audio.
+const MEDIA_KEYS: [&str; 4] = ["image", "images", "audio", "audios"];
+
+/// The largest image or audio file a JSONL line may name.
+const MEDIA_FILE_CAP: u64 = 32 << 20;
+
+/// A JSONL line's images and audio (AIPerf's single-turn fields `image`/`images` and
+/// `audio`/`audios`, each a string or a list) as chat content parts. A URL (`http(s)://`,
+/// `data:`) and AIPerf's `FORMAT,BASE64` audio are sent as given; anything else is a file,
+/// read and sent inline (found as given, else beside the JSONL file).
+fn media_parts(v: &Value, base: &Path) -> Result<Vec<Value>, String> {
+    use base64::Engine as _;
+    let list = |keys: [&str; 2]| -> Result<Vec<String>, String> {
+        let mut out = Vec::new();
+        for k in keys {
+            match v.get(k) {
+                None | Some(Value::Null) => {}
+                Some(Value::String(s)) => out.push(s.clone()),
+                Some(Value::Array(a)) => {
+                    for x in a {
+                        let s = x.as_str().ok_or(format!("\"{k}\" must hold strings"))?;
+                        out.push(s.to_string());
+                    }
+                }
+                Some(_) => return Err(format!("\"{k}\" must be a string or a list of strings")),
+            }
+        }
+        Ok(out)
+    };
+    let read = |name: &str| -> Result<(Vec<u8>, String), String> {
+        let given = Path::new(name);
+        let path = if given.exists() || given.is_absolute() {
+            given.to_path_buf()
+        } else {
+            base.join(given)
+        };
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let size = std::fs::metadata(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?
+            .len();
+        if size > MEDIA_FILE_CAP {
+            return Err(format!(
+                "{}: {} bytes, over the {} MiB one file may be",
+                path.display(),
+                size,
+                MEDIA_FILE_CAP >> 20
+            ));
+        }
+        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok((bytes, ext))
+    };
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let mut parts = Vec::new();
+    let [image_keys, audio_keys] = [
+        [MEDIA_KEYS[0], MEDIA_KEYS[1]],
+        [MEDIA_KEYS[2], MEDIA_KEYS[3]],
+    ];
+    for image in list(image_keys)? {
+        let url = if ["http://", "https://", "data:"]
+            .iter()
+            .any(|p| image.starts_with(p))
+        {
+            image
+        } else {
+            let (bytes, ext) = read(&image)?;
+            let mime = match ext.as_str() {
+                "png" => "png",
+                "jpg" | "jpeg" => "jpeg",
+                "webp" => "webp",
+                "gif" => "gif",
+                _ => {
+                    return Err(format!(
+                        "{image}: an image must be .png, .jpg, .webp or .gif"
+                    ))
+                }
+            };
+            format!("data:image/{mime};base64,{}", b64(&bytes))
+        };
+        parts.push(serde_json::json!({"type": "image_url", "image_url": {"url": url}}));
+    }
+    for audio in list(audio_keys)? {
+        let inline = audio
+            .split_once(',')
+            .filter(|(f, _)| matches!(*f, "wav" | "mp3"));
+        let (format, data) = match inline {
+            Some((f, d)) => (f.to_string(), d.to_string()),
+            None => {
+                let (bytes, ext) = read(&audio)?;
+                if !matches!(ext.as_str(), "wav" | "mp3") {
+                    return Err(format!("{audio}: audio must be .wav or .mp3"));
+                }
+                (ext, b64(&bytes))
+            }
+        };
+        parts.push(
+            serde_json::json!({"type": "input_audio", "input_audio": {"data": data, "format": format}}),
+        );
+    }
+    Ok(parts)
+}
+
+/// A custom JSONL line's request; files it names are found from `base` (its folder).
+fn jsonl_item(mut v: Value, base: &Path) -> Result<Item, String> {
     // `prompt` and `output_tokens` are the names of `vllm bench serve`'s custom dataset.
     // `turns` (a list of user turns: the first is sent) is SpecBench's and MT-Bench's.
     let text = v
@@ -353,6 +463,18 @@ fn jsonl_item(mut v: Value) -> Result<Item, String> {
             "expected a \"text\" (or \"prompt\") string, a \"messages\" array or a \"turns\" list"
                 .into(),
         );
+    };
+    let parts = media_parts(&v, base)?;
+    let prompt = match prompt {
+        _ if parts.is_empty() => prompt,
+        Prompt::Text(t) => Prompt::Messages(vec![super::media::message(&t, parts)]),
+        _ => {
+            return Err(
+                "images and audio go with a \"text\" prompt; with \"messages\", put them in \
+                 the messages' content"
+                    .into(),
+            )
+        }
     };
     let mut max_tokens = None;
     for key in ["max_tokens", "output_length", "output_tokens"] {
@@ -440,8 +562,18 @@ impl Index {
                     (Some(t.timestamp), Some(out), 4 * t.input)
                 }
                 _ => {
-                    let item = jsonl_item(v).map_err(|m| err(path, n, m))?;
-                    (item.timestamp_ms, item.max_tokens, buf.len() as u64)
+                    let has_media = MEDIA_KEYS.iter().any(|k| v.get(k).is_some());
+                    let item = jsonl_item(v, folder(path)).map_err(|m| err(path, n, m))?;
+                    // Images and audio read from files count with the line.
+                    let media = match &item.prompt {
+                        Prompt::Messages(m) if has_media => m[0].to_string().len(),
+                        _ => 0,
+                    };
+                    (
+                        item.timestamp_ms,
+                        item.max_tokens,
+                        (buf.len() + media) as u64,
+                    )
                 }
             };
             if let Some(t) = timestamp {
@@ -521,7 +653,7 @@ impl Index {
                     tokens: None,
                 })
             }
-            _ => jsonl_item(v).map_err(changed),
+            _ => jsonl_item(v, folder(&self.path)).map_err(changed),
         }
     }
 }
@@ -719,7 +851,7 @@ mod tests {
             let v: Value = serde_json::from_str(l).unwrap();
             assert_eq!(
                 index.item(i, &maker).unwrap(),
-                jsonl_item(v).unwrap(),
+                jsonl_item(v, Path::new(".")).unwrap(),
                 "line {i}"
             );
         }

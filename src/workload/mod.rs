@@ -326,7 +326,7 @@ fn count_prompt(p: &Prompt, tokenizer: &Tokenizer) -> Result<u32, WorkloadError>
         Prompt::Text(t) => tokenizer.count(t)? as u32,
         Prompt::Messages(m) => m
             .iter()
-            .filter_map(|x| x.get("content").and_then(Value::as_str))
+            .flat_map(|x| crate::api::content_texts(x.get("content")))
             .map(|c| tokenizer.count(c))
             .sum::<Result<usize, _>>()? as u32,
         Prompt::Batch(texts) => texts

@@ -496,3 +496,90 @@ fn analyze_trace_reports_a_traces_prefix_sharing_in_aiperfs_layout() {
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+#[test]
+fn jsonl_lines_carry_their_images_and_audio_as_chat_parts() {
+    use base64::Engine as _;
+    let _shared = support::shared();
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let f = write(
+        "media.jsonl",
+        &[
+            r#"{"text": "Describe the picture.", "image": "pic.png"}"#,
+            r#"{"text": "Compare them.", "images": ["https://example.com/a.jpg", "data:image/png;base64,AAAA"]}"#,
+            r#"{"text": "Transcribe.", "audio": "wav,UklGRg=="}"#,
+            r#"{"text": "And this one.", "audio": "clip.wav", "max_tokens": 7}"#,
+        ]
+        .join("\n"),
+    );
+    // The files the lines name, beside the JSONL file.
+    let mut png = Vec::new();
+    {
+        let mut e = png::Encoder::new(&mut png, 3, 2);
+        e.set_color(png::ColorType::Rgb);
+        e.write_header()
+            .unwrap()
+            .write_image_data(&[7u8; 18])
+            .unwrap();
+    }
+    std::fs::write(f.with_file_name("pic.png"), &png).unwrap();
+    let wav = b"RIFF....WAVEfmt fake".to_vec();
+    std::fs::write(f.with_file_name("clip.wav"), &wav).unwrap();
+
+    let p = plan(&["--input-file", f.to_str().unwrap()]).unwrap();
+    let bodies = bodies(&p);
+    let content = |i: usize| {
+        bodies[i]["messages"][0]["content"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let c = content(0);
+    assert_eq!(
+        c[0],
+        serde_json::json!({"type": "text", "text": "Describe the picture."})
+    );
+    assert_eq!(
+        c[1]["image_url"]["url"],
+        format!("data:image/png;base64,{}", b64(&png))
+    );
+    let c = content(1);
+    assert_eq!(c[1]["image_url"]["url"], "https://example.com/a.jpg");
+    assert_eq!(c[2]["image_url"]["url"], "data:image/png;base64,AAAA");
+    assert_eq!(
+        content(2)[1],
+        serde_json::json!({"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}})
+    );
+    assert_eq!(content(3)[1]["input_audio"]["data"], b64(&wav));
+    assert_eq!(bodies[3]["max_tokens"], 7);
+    // ISL counts the text parts alone.
+    let tok = &p.workload.tokenizer;
+    for (i, text) in ["Describe the picture.", "Compare them."]
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(
+            p.workload.dataset.entries[i].isl(tok).unwrap() as usize,
+            tok.count(text).unwrap(),
+            "line {i}"
+        );
+    }
+
+    // A file that is not there, or not an image, is named with its line.
+    for (line, says) in [
+        (r#"{"text": "x", "image": "missing.png"}"#, "missing.png"),
+        (
+            r#"{"text": "x", "image": "clip.wav"}"#,
+            "an image must be .png",
+        ),
+        (
+            r#"{"messages": [{"role": "user", "content": "x"}], "audio": "wav,AA"}"#,
+            "put them in the messages",
+        ),
+    ] {
+        let bad = f.with_file_name("bad.jsonl");
+        std::fs::write(&bad, format!("{{\"text\": \"fine\"}}\n{line}\n")).unwrap();
+        let e = plan(&["--input-file", bad.to_str().unwrap()]).unwrap_err();
+        assert!(e.contains("bad.jsonl:2: ") && e.contains(says), "{e}");
+    }
+}
