@@ -228,6 +228,13 @@ pub struct Dashboard {
 
 impl Dashboard {
     fn tick(&mut self, live: &Live<'_>) {
+        // Once stopped (Ctrl-C, q), the terminal is given back at once: the run's last words
+        // print on it, and a second Ctrl-C, which ends the process there and then, leaves it
+        // as it was.
+        if crate::sys::interrupted_by().is_some() {
+            self.end();
+            return;
+        }
         let due = |at: u64, every: u64| live.now_ns.saturating_sub(at) >= every;
         let work = self.screen.is_none()
             || due(self.keys_ns, KEYS_NS)

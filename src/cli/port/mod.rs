@@ -496,7 +496,8 @@ pub struct Ported {
 pub fn foreign_endpoint_type(name: &str) -> Option<&'static str> {
     Some(match name {
         "multimodal" | "vision" => {
-            "images and audio are not generated: send text to chat (--endpoint-type chat)"
+            "images and audio go in chat requests: use --endpoint-type chat with \
+             --image-width-mean/--image-height-mean or --audio-length-mean"
         }
         "huggingface_generate"
         | "rankings"
