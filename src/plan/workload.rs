@@ -148,6 +148,27 @@ fn flag(m: impl Into<String>) -> PlanError {
     PlanError::Flag(m.into())
 }
 
+/// Where an `--input-file` on the Hugging Face hub starts: `hf://datasets/ORG/NAME/FILE`.
+pub const HUB_DATASETS: &str = "hf://datasets/";
+
+/// `path` itself, or for a hub file ([`HUB_DATASETS`]) its place in the local Hugging Face
+/// cache, downloaded there the first time (`HF_ENDPOINT`, `HF_TOKEN`, `HF_HUB_OFFLINE`).
+fn hub_file(path: &std::path::Path) -> Result<PathBuf, PlanError> {
+    let Some(rest) = path.to_str().and_then(|p| p.strip_prefix(HUB_DATASETS)) else {
+        return Ok(path.to_path_buf());
+    };
+    let mut parts = rest.splitn(3, '/');
+    let (Some(org), Some(name), Some(file)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(flag(format!(
+            "--input-file {}: expected {HUB_DATASETS}ORG/NAME/FILE",
+            path.display()
+        )));
+    };
+    crate::workload::hub::Hub::from_env()
+        .dataset_file(&format!("{org}/{name}"), "main", file)
+        .map_err(|e| flag(format!("--input-file {}: {e}", path.display())))
+}
+
 /// What a workload will prepare, known from its flags alone.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Budget {
@@ -392,7 +413,8 @@ impl Workload {
             batch: s.batch_size.max(1) as usize,
             media: s.media.clone(),
         };
-        let (dataset, trace) = match &s.input_file {
+        let input_file = s.input_file.as_deref().map(hub_file).transpose()?;
+        let (dataset, trace) = match &input_file {
             None => (Dataset::synthetic(&gen, &target.head, &tokenizer)?, None),
             Some(path) => {
                 let kind = match s.dataset_type {

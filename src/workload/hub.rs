@@ -1,11 +1,13 @@
-//! Files of a Hugging Face model repository, from the local cache or downloaded into it.
+//! Files of a Hugging Face model or dataset repository, from the local cache or downloaded
+//! into it.
 //!
 //! The cache is the one Python tools share (`$HF_HUB_CACHE`, else `$HF_HOME/hub`, else
-//! `~/.cache/huggingface/hub`), in its layout: `models--org--name/blobs/<etag>`,
-//! `snapshots/<commit>/<file>` linking to the blob, `refs/<revision>` naming the commit. A file
-//! missing there is fetched from `$HF_ENDPOINT` (default `https://huggingface.co`) at
-//! `/<id>/resolve/<revision>/<file>`, following the hub's redirect to its file store, with
-//! `$HF_TOKEN` for gated models; `HF_HUB_OFFLINE=1` never asks the network.
+//! `~/.cache/huggingface/hub`), in its layout: `models--org--name/blobs/<etag>` (a dataset's
+//! under `datasets--org--name`), `snapshots/<commit>/<file>` linking to the blob,
+//! `refs/<revision>` naming the commit. A file missing there is fetched from `$HF_ENDPOINT`
+//! (default `https://huggingface.co`) at `/<id>/resolve/<revision>/<file>` (a dataset's at
+//! `/datasets/<id>/…`), following the hub's redirect to its file store, with `$HF_TOKEN` for
+//! gated repositories; `HF_HUB_OFFLINE=1` never asks the network.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -14,14 +16,37 @@ use super::WorkloadError;
 use crate::blocking::{self, To};
 use crate::endpoint::Endpoint;
 
-/// The largest file fetched (the largest tokenizer.json files are a few tens of MB).
-const FILE_CAP: usize = 512 << 20;
+/// The largest file fetched: the largest tokenizer.json files are a few tens of MB, and
+/// ShareGPT's file about 640 MB.
+const FILE_CAP: usize = 1 << 30;
+
+/// A kind of hub repository.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repo {
+    /// A model's (its tokenizer).
+    Model,
+    /// A dataset's.
+    Dataset,
+}
+
+impl Repo {
+    fn word(self) -> &'static str {
+        match self {
+            Repo::Model => "model",
+            Repo::Dataset => "dataset",
+        }
+    }
+
+    /// What to do instead of downloading.
+    fn instead(self) -> &'static str {
+        match self {
+            Repo::Model => "pass the path of a tokenizer.json",
+            Repo::Dataset => "pass the file with --input-file",
+        }
+    }
+}
 /// Time allowed for one download.
 const TIMEOUT: Duration = Duration::from_secs(300);
-
-fn err(m: impl Into<String>) -> WorkloadError {
-    WorkloadError::Tokenizer(m.into())
-}
 
 /// Where the hub is and how to talk to it, from the environment Python tools read. (No
 /// `Debug`: it holds the token.)
@@ -61,14 +86,18 @@ impl Hub {
         }
     }
 
-    fn repo(&self, id: &str) -> PathBuf {
+    fn repo(&self, kind: Repo, id: &str) -> PathBuf {
         self.cache
-            .join(format!("models--{}", id.replace('/', "--")))
+            .join(format!("{}s--{}", kind.word(), id.replace('/', "--")))
     }
 
     /// `name` of model `id` at `revision`, if the cache holds it.
     pub fn cached(&self, id: &str, revision: &str, name: &str) -> Option<PathBuf> {
-        let repo = self.repo(id);
+        self.cached_in(Repo::Model, id, revision, name)
+    }
+
+    fn cached_in(&self, kind: Repo, id: &str, revision: &str, name: &str) -> Option<PathBuf> {
+        let repo = self.repo(kind, id);
         let snapshots = repo.join("snapshots");
         let commit = if is_commit(revision) {
             revision.to_string()
@@ -85,49 +114,60 @@ impl Hub {
     /// `name` of model `id` at `revision`: from the cache, else downloaded into it (a line on
     /// stderr says so).
     pub fn file(&self, id: &str, revision: &str, name: &str) -> Result<PathBuf, WorkloadError> {
-        if let Some(f) = self.cached(id, revision, name) {
+        self.file_in(Repo::Model, id, revision, name)
+            .map_err(WorkloadError::Tokenizer)
+    }
+
+    /// `name` of dataset `id` at `revision`, as [`Hub::file`] gets a model's; `Err` says why
+    /// not.
+    pub fn dataset_file(&self, id: &str, revision: &str, name: &str) -> Result<PathBuf, String> {
+        self.file_in(Repo::Dataset, id, revision, name)
+    }
+
+    fn file_in(&self, kind: Repo, id: &str, revision: &str, name: &str) -> Result<PathBuf, String> {
+        let (what, instead) = (kind.word(), kind.instead());
+        if let Some(f) = self.cached_in(kind, id, revision, name) {
             return Ok(f);
         }
         if self.offline {
-            return Err(err(format!(
+            return Err(format!(
                 "{name} of {id} (revision {revision}) is not in the Hugging Face cache ({}) and \
-                 HF_HUB_OFFLINE is set: download it once with the network, or pass the path of \
-                 a tokenizer.json",
+                 HF_HUB_OFFLINE is set: download it once with the network, or {instead}",
                 self.cache.display()
-            )));
+            ));
         }
-        let url = format!("{}/{id}/resolve/{revision}/{name}", self.endpoint);
+        let url = match kind {
+            Repo::Model => format!("{}/{id}/resolve/{revision}/{name}", self.endpoint),
+            Repo::Dataset => format!("{}/datasets/{id}/resolve/{revision}/{name}", self.endpoint),
+        };
         crate::redact::say!(
             "ringperf: downloading {name} of {id} from {} …",
             self.endpoint
         );
         let got = self.fetch(&url).map_err(|e| match e {
-            Fetch::Status(401) => err(format!(
-                "{id}: the hub answered 401: the model is gated or private; set HF_TOKEN to a \
+            Fetch::Status(401) => format!(
+                "{id}: the hub answered 401: the {what} is gated or private; set HF_TOKEN to a \
                  token that may read it"
-            )),
-            Fetch::Status(403) => err(format!(
-                "{id}: the hub answered 403: this token may not read the model; accept its \
-                 terms on the model's page, or use a token that has"
-            )),
-            Fetch::Status(404) => err(format!(
+            ),
+            Fetch::Status(403) => format!(
+                "{id}: the hub answered 403: this token may not read the {what}; accept its \
+                 terms on the {what}'s page, or use a token that has"
+            ),
+            Fetch::Status(404) => format!(
                 "{id}: the hub has no {name} at revision {revision} ({url} answered 404): is \
-                 the model id right?"
-            )),
-            Fetch::Status(s) => err(format!("{url}: the hub answered HTTP {s}")),
-            Fetch::Net(why) => err(format!(
-                "cannot reach {} ({why}); {name} of {id} is not in the cache ({}): pass the \
-                 path of a tokenizer.json, or run where the hub can be reached",
+                 the {what} id right?"
+            ),
+            Fetch::Status(s) => format!("{url}: the hub answered HTTP {s}"),
+            Fetch::Net(why) => format!(
+                "cannot reach {} ({why}); {name} of {id} is not in the cache ({}): {instead}, \
+                 or run where the hub can be reached",
                 self.endpoint,
                 self.cache.display()
-            )),
+            ),
         })?;
-        let path = self.store(id, revision, name, &got).map_err(|e| {
-            err(format!(
-                "writing to the cache {}: {e}",
-                self.cache.display()
-            ))
-        })?;
+        let path = self
+            .store(kind, id, revision, name, &got)
+            .map_err(|e| format!("writing to the cache {}: {e}", self.cache.display()))?;
         crate::redact::say!(
             "ringperf: {name} of {id}: {:.1} MB into {}",
             got.body.len() as f64 / 1e6,
@@ -178,8 +218,15 @@ impl Hub {
     }
 
     /// Writes a downloaded file into the cache layout and returns its snapshot path.
-    fn store(&self, id: &str, revision: &str, name: &str, got: &Got) -> std::io::Result<PathBuf> {
-        let repo = self.repo(id);
+    fn store(
+        &self,
+        kind: Repo,
+        id: &str,
+        revision: &str,
+        name: &str,
+        got: &Got,
+    ) -> std::io::Result<PathBuf> {
+        let repo = self.repo(kind, id);
         let commit = got
             .commit
             .clone()

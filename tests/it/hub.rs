@@ -41,6 +41,23 @@ fn tokenizer_json() -> Vec<u8> {
     out
 }
 
+/// Where AIPerf's `--public-dataset sharegpt` lies on the hub.
+const SHAREGPT_PATH: &str = "/datasets/anon8231489123/ShareGPT_Vicuna_unfiltered/resolve/main/ShareGPT_V3_unfiltered_cleaned_split.json";
+
+/// A ShareGPT file of three conversations.
+fn sharegpt_json() -> Vec<u8> {
+    let conv = |q: &str, a: &str| serde_json::json!({"id": q, "conversations": [{"from": "human", "value": q}, {"from": "gpt", "value": a}]});
+    serde_json::to_vec(&[
+        conv("Why is the sky blue?", "Rayleigh scattering of sunlight."),
+        conv("Name three primes.", "Two, three and five."),
+        conv(
+            "What is a monad?",
+            "A monoid in the category of endofunctors.",
+        ),
+    ])
+    .unwrap()
+}
+
 fn mock_hub() -> MockHub {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
@@ -80,6 +97,16 @@ fn mock_hub() -> MockHub {
                 )
                 .into_bytes();
                 r.extend_from_slice(&file);
+                r
+            } else if path == SHAREGPT_PATH {
+                let body = sharegpt_json();
+                let mut r = format!(
+                    "HTTP/1.1 200 OK\r\nX-Repo-Commit: {COMMIT}\r\nETag: \"sharegpt-etag\"\r\n\
+                     Content-Length: {}\r\n\r\n",
+                    body.len()
+                )
+                .into_bytes();
+                r.extend_from_slice(&body);
                 r
             } else if path.starts_with("/org/gated/") {
                 b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n".to_vec()
@@ -210,5 +237,101 @@ fn gated_missing_unreachable_and_offline_models_say_what_to_do() {
     assert!(
         !cache.join("models--org--tiny").exists(),
         "nothing was cached"
+    );
+}
+
+#[test]
+fn aiperfs_public_sharegpt_is_downloaded_once_then_read_offline_from_the_cache() {
+    let _shared = support::shared();
+    let cache = artifact_dir("hub-dataset-cache");
+    let hub = mock_hub();
+    let endpoint = format!("http://{}", hub.addr);
+    let run = |env: &[(&str, &str)]| {
+        let dir = artifact_dir("hub-dataset-run");
+        let mut c = Command::new(env!("CARGO_BIN_EXE_ringperf"));
+        c.args([
+            "profile",
+            "--sim",
+            "--public-dataset",
+            "sharegpt",
+            "--request-count",
+            "3",
+            "--no-progress",
+            "--artifact-dir",
+        ])
+        .arg(&dir)
+        .env_remove("HF_HUB_OFFLINE")
+        .env_remove("HF_HOME")
+        .env("HF_ENDPOINT", &endpoint)
+        .env("HF_HUB_CACHE", &cache);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let out = c.output().unwrap();
+        let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.push_str(&String::from_utf8_lossy(&out.stderr));
+        let inputs = std::fs::read_to_string(dir.join("inputs.json")).unwrap_or_default();
+        (out.status.code().unwrap_or(-1), text, inputs)
+    };
+    let (code, out, inputs) = run(&[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("downloading ShareGPT_V3_unfiltered_cleaned_split.json"),
+        "{out}"
+    );
+    // The first human turns are the prompts.
+    for q in [
+        "Why is the sky blue?",
+        "Name three primes.",
+        "What is a monad?",
+    ] {
+        assert!(inputs.contains(q), "{q} not sent: {inputs}");
+    }
+    // In the cache's dataset layout, by commit and ETag.
+    let repo = cache.join("datasets--anon8231489123--ShareGPT_Vicuna_unfiltered");
+    let snap = repo
+        .join("snapshots")
+        .join(COMMIT)
+        .join("ShareGPT_V3_unfiltered_cleaned_split.json");
+    assert_eq!(std::fs::read(&snap).unwrap(), sharegpt_json());
+    assert!(repo.join("blobs/sharegpt-etag").is_file());
+    assert_eq!(hub.log.lock().unwrap().len(), 1);
+
+    // Offline, with the hub gone: from the cache.
+    drop(hub);
+    let (code, out, inputs) = run(&[("HF_HUB_OFFLINE", "1")]);
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("downloading"), "{out}");
+    assert!(inputs.contains("What is a monad?"));
+
+    // Offline with an empty cache: one line that says what to do.
+    let empty = artifact_dir("hub-dataset-empty");
+    let (code, out, _) = {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_ringperf"));
+        c.args([
+            "profile",
+            "--sim",
+            "--public-dataset",
+            "sharegpt",
+            "--request-count",
+            "1",
+        ])
+        .env("HF_HUB_OFFLINE", "1")
+        .env("HF_HUB_CACHE", &empty);
+        let o = c.output().unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+            (),
+        )
+    };
+    assert_ne!(code, 0);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("error"))
+        .unwrap_or_default();
+    assert!(
+        line.contains("HF_HUB_OFFLINE is set") && line.contains("--input-file"),
+        "{out}"
     );
 }

@@ -692,8 +692,15 @@ fn aiperf_documented_lines_send_aiperfs_load() {
 
     // What ringperf does not send stops at once.
     refused(
-        "aiperf profile --model your-model --url localhost:8000 --public-dataset sharegpt --num-sessions 50",
+        "aiperf profile --model your-model --url localhost:8000 --public-dataset lmsys --num-sessions 50",
         "--public-dataset",
+    );
+    let p =
+        parse("aiperf profile --model m --url localhost:8000 --public-dataset sharegpt").unwrap();
+    let (spec, _) = p.spec_and_notes().unwrap();
+    assert_eq!(
+        spec.workload.input_file.unwrap().to_str().unwrap(),
+        "hf://datasets/anon8231489123/ShareGPT_Vicuna_unfiltered/ShareGPT_V3_unfiltered_cleaned_split.json"
     );
     refused(
         "aiperf profile --model your-model --url localhost:8000 --request-rate-series 1,2",

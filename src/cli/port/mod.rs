@@ -479,6 +479,9 @@ pub struct PortArgs {
     pub genai_perf_line: bool,
 }
 
+/// AIPerf's `--public-dataset sharegpt`: the file it downloads, on the hub.
+const SHAREGPT: &str = "hf://datasets/anon8231489123/ShareGPT_Vicuna_unfiltered/ShareGPT_V3_unfiltered_cleaned_split.json";
+
 /// What the peers' flags mean for the run, beyond the spec.
 #[derive(Debug, Default)]
 pub struct Ported {
@@ -758,11 +761,24 @@ impl PortArgs {
 
         // AIPerf.
         if let Some(d) = &self.public_dataset {
-            return refuse(format!(
-                "--public-dataset {d}: ringperf downloads no dataset; download it (ShareGPT: \
-                 ShareGPT_V3_unfiltered_cleaned_split.json) and pass --input-file FILE \
-                 --dataset-type sharegpt"
-            ));
+            if d != "sharegpt" {
+                return refuse(format!(
+                    "--public-dataset {d}: ringperf knows sharegpt; download another and pass \
+                     --input-file FILE"
+                ));
+            }
+            if spec.workload.input_file.is_some() {
+                return refuse("--public-dataset and --input-file: give one".into());
+            }
+            spec.workload.input_file = Some(SHAREGPT.into());
+            spec.workload.dataset_type = Some(crate::workload::files::DatasetType::Sharegpt);
+            note(
+                "--public-dataset sharegpt",
+                &format!(
+                    "--input-file {SHAREGPT} (from the Hugging Face hub into its local cache \
+                     the first time, as AIPerf takes it)"
+                ),
+            );
         }
         if let Some(n) = self.num_sessions {
             // A conversation per entry; the run sends each once (turns included).
