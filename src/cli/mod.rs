@@ -11,7 +11,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::api::Kind;
 use crate::arrival::Arrival;
-use crate::plan::{EngineSpec, LoadSpec, OutputSpec, Secret, Spec, TargetSpec, WorkloadSpec};
+use crate::plan::{
+    EngineSpec, LoadSpec, OutputSpec, PlanError, Secret, Spec, TargetSpec, WorkloadSpec,
+};
 use crate::runtime::Driver;
 use crate::units::{parse_count, parse_duration_ns, TimeDist};
 use crate::workload::files::DatasetType;
@@ -798,6 +800,51 @@ pub struct WorkloadArgs {
     pub session_turn_delay: Option<u64>,
 }
 
+/// AIPerf's `huggingface_generate`: Hugging Face TGI's `/generate_stream` (streamed) or
+/// `/generate`, with `inputs` and `parameters` (`max_new_tokens`, `--extra-inputs`, `details`
+/// for the token count), read with TGI's pointers. Returns the note that says so.
+fn tgi(spec: &mut Spec) -> Result<String, PlanError> {
+    use serde_json::{json, Value};
+    if spec.target.request_template.is_some() {
+        return Err(PlanError::Flag(
+            "--endpoint-type huggingface_generate brings its own body: drop --request-template"
+                .into(),
+        ));
+    }
+    let mut parameters = std::mem::take(&mut spec.workload.extra_inputs);
+    parameters.insert("details".into(), Value::Bool(true));
+    parameters.insert("max_new_tokens".into(), json!("@@MAX@@"));
+    let body = json!({"inputs": "@@PROMPT@@", "parameters": parameters}).to_string();
+    let template = body
+        .replace("\"@@PROMPT@@\"", "{{prompt}}")
+        .replace("\"@@MAX@@\"", "{{max_tokens}}");
+    let streaming = spec.target.streaming;
+    let path = if streaming {
+        "/generate_stream"
+    } else {
+        "/generate"
+    };
+    let endpoint = spec
+        .target
+        .endpoint
+        .get_or_insert_with(|| path.into())
+        .clone();
+    spec.target.request_template = Some(template);
+    spec.target.response_text_pointer = if streaming {
+        "/token/text"
+    } else {
+        "/generated_text"
+    }
+    .into();
+    spec.target.response_tokens_pointer = Some("/details/generated_tokens".into());
+    Ok(format!(
+        "--endpoint-type huggingface_generate: Hugging Face TGI's API at {endpoint} (inputs, \
+         parameters.max_new_tokens; the text at {}, the token count at \
+         /details/generated_tokens)",
+        spec.target.response_text_pointer
+    ))
+}
+
 /// `--image-format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ImageFormatArg {
@@ -811,9 +858,9 @@ pub enum ImageFormatArg {
 
 impl WorkloadArgs {
     /// The images and audio asked for, checked.
-    fn media(&self) -> Result<crate::workload::media::MediaSpec, crate::plan::PlanError> {
+    fn media(&self) -> Result<crate::workload::media::MediaSpec, PlanError> {
         use crate::workload::media::{AudioSpec, ImageFormat, ImageSpec, MediaSpec};
-        let bad = crate::plan::PlanError::Flag;
+        let bad = PlanError::Flag;
         let dist = |name: &str, mean: f64, std: f64| {
             if !(mean.is_finite() && std.is_finite() && mean >= 0.0 && std >= 0.0) {
                 return Err(bad(format!(
@@ -1201,6 +1248,7 @@ impl ProfileArgs {
         let endpoint_type = t.endpoint_type.as_deref().map(str::trim);
         let asked_kind = match endpoint_type {
             None | Some("kserve" | "generate") => None,
+            Some("huggingface_generate") => Some(Kind::Template),
             Some(name) => match Kind::ALL.into_iter().find(|k| k.name() == name) {
                 Some(k) => Some(k),
                 None => {
@@ -1418,6 +1466,9 @@ impl ProfileArgs {
                 kernel_timestamps: !e.no_kernel_timestamps,
             },
         };
+        if endpoint_type == Some("huggingface_generate") {
+            notes.push(tgi(&mut spec)?);
+        }
         let ported = self.port.apply(&mut spec, &given, endpoint_type)?;
         notes.extend(ported.notes);
         if spec.target.kind == Kind::Embeddings && spec.workload.osl_mean.is_some() {

@@ -16,11 +16,23 @@ use crate::clock::now_ns;
 use crate::net::Conn;
 use crate::otlp::{Out, Phases};
 
+/// The shape of a generation's answer beyond the OpenAI ones.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Native {
+    /// None: the OpenAI kind's.
+    OpenAi,
+    /// Triton's generate extension: `text_output` events, no usage, no `[DONE]`.
+    Triton,
+    /// Hugging Face TGI's `/generate` and `/generate_stream`: a `token` per event, the last
+    /// with `details` (`generated_tokens`), no `[DONE]`; a whole answer's
+    /// `generated_text`.
+    Tgi,
+}
+
 /// What a generation request asked for.
 pub(super) struct Gen {
     api: Kind,
-    /// Triton's generate extension: `text_output` events, no usage, no `[DONE]`.
-    triton: bool,
+    native: Native,
     stream: bool,
     usage: bool,
     max_tokens: u32,
@@ -120,7 +132,7 @@ pub(super) fn read_gen(r: &GenRequest<'_>, api: Kind, default_max: u32) -> Gen {
         .max(1);
     Gen {
         api,
-        triton: false,
+        native: Native::OpenAi,
         stream: r.stream,
         usage: r.stream_options.as_ref().is_some_and(|o| o.include_usage),
         max_tokens,
@@ -166,11 +178,40 @@ pub(super) fn read_triton(body: &[u8], stream: bool, default_max: u32) -> Result
     let wants_stream = one("stream").and_then(|s| s.as_bool()).unwrap_or(false);
     Ok(Gen {
         api: Kind::Template,
-        triton: true,
+        native: Native::Triton,
         stream: stream || wants_stream,
         usage: false,
         max_tokens: max,
         min_tokens: min,
+        ignore_eos: false,
+        prompt_tokens: text.div_ceil(4) as u64,
+        prefixes: Vec::new(),
+        request_id: None,
+    })
+}
+
+/// A request to TGI's `/generate` (`stream`: `/generate_stream`): `inputs`, and the length as
+/// `parameters.max_new_tokens`. `Err` says what is wrong with the body.
+pub(super) fn read_tgi(body: &[u8], stream: bool, default_max: u32) -> Result<Gen, String> {
+    use serde_json::Value;
+    let v: Value = serde_json::from_slice(body).map_err(|e| format!("invalid JSON: {e}"))?;
+    let text = v
+        .get("inputs")
+        .and_then(Value::as_str)
+        .ok_or("inputs is missing")?
+        .len();
+    let max = v
+        .pointer("/parameters/max_new_tokens")
+        .and_then(Value::as_u64)
+        .map_or(default_max, |n| n.min(u64::from(u32::MAX)) as u32)
+        .max(1);
+    Ok(Gen {
+        api: Kind::Template,
+        native: Native::Tgi,
+        stream: stream || v.get("stream").and_then(Value::as_bool).unwrap_or(false),
+        usage: false,
+        max_tokens: max,
+        min_tokens: 0,
         ignore_eos: false,
         prompt_tokens: text.div_ceil(4) as u64,
         prefixes: Vec::new(),
@@ -312,12 +353,16 @@ pub(super) async fn generate(
     // What every event of this response shares, formatted once: the part before the new
     // text, and the part right after it.
     let (prefix, after_text) = match gen.api {
-        _ if gen.triton => (
+        _ if gen.native == Native::Triton => (
             format!(
                 r#"{{"model_name":{},"model_version":"1","text_output":""#,
                 ctx.model_json
             ),
             r#"""#,
+        ),
+        _ if gen.native == Native::Tgi => (
+            r#"{"index":0,"token":{"id":0,"text":""#.to_string(),
+            r#"","logprob":0.0,"special":false},"generated_text":null,"details":"#,
         ),
         Kind::Chat => (
             format!(
@@ -371,7 +416,17 @@ pub(super) async fn generate(
             .fetch_add(u64::from(n), Ordering::Relaxed);
         if gen.stream {
             ev.extend_from_slice(after_text.as_bytes());
-            if gen.triton {
+            if gen.native == Native::Tgi {
+                if sent == n_out {
+                    let _ = write!(
+                        ev,
+                        r#"{{"finish_reason":"length","generated_tokens":{n_out}}}"#
+                    );
+                } else {
+                    ev.extend_from_slice(b"null");
+                }
+                ev.extend_from_slice(std::mem::take(&mut arrival).as_bytes());
+            } else if gen.native == Native::Triton {
                 ev.extend_from_slice(std::mem::take(&mut arrival).as_bytes());
             } else if gen.api != Kind::Responses {
                 if sent == n_out {
@@ -433,8 +488,8 @@ pub(super) async fn generate(
         gen.prompt_tokens + u64::from(n_out)
     );
     if gen.stream {
-        if gen.triton {
-            // Triton ends the stream with the last event.
+        if gen.native != Native::OpenAi {
+            // Triton and TGI end the stream with the last event.
         } else if gen.api == Kind::Responses {
             let ev = format!(
                 r#"{{"type":"response.completed","response":{{"id":"{id}","object":"response","created_at":{created},"status":"completed","model":{},"usage":{responses_usage}}}}}"#,
@@ -456,9 +511,12 @@ pub(super) async fn generate(
         send(stream, out).await && !close
     } else {
         let b = match gen.api {
-            _ if gen.triton => format!(
+            _ if gen.native == Native::Triton => format!(
                 r#"{{"model_name":{},"model_version":"1","text_output":"{text}"{arrival}}}"#,
                 ctx.model_json
+            ),
+            _ if gen.native == Native::Tgi => format!(
+                r#"{{"generated_text":"{text}","details":{{"finish_reason":"length","generated_tokens":{n_out}}}{arrival}}}"#
             ),
             Kind::Chat => format!(
                 r#"{{"id":"{id}","object":"{object}","created":{created},"model":{},"choices":[{{"index":0,"message":{{"role":"assistant","content":"{text}"}},"finish_reason":"{finish}"}}],"usage":{usage}{arrival}}}"#,

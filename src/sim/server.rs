@@ -563,6 +563,23 @@ async fn handle(
             gen.request_id = req.request_id.clone();
             generate(ctx, stream, out, gen, req.close, arrived).await
         }
+        ("POST", "/generate" | "/generate_stream") => {
+            // Hugging Face TGI's API: one model per server, none named in the body.
+            let streamed = path == "/generate_stream";
+            let mut gen = match super::reply::read_tgi(body, streamed, ctx.args.default_max_tokens)
+            {
+                Ok(g) => g,
+                Err(e) => {
+                    let b =
+                        serde_json::json!({ "error": e, "error_type": "validation" }).to_string();
+                    return respond(stream, out, 422, json, b.as_bytes(), req.close).await;
+                }
+            };
+            ctx.counters.requests.fetch_add(1, Ordering::Relaxed);
+            let _busy = Busy::enter(&ctx.counters.in_flight, arrived);
+            gen.request_id = req.request_id.clone();
+            generate(ctx, stream, out, gen, req.close, arrived).await
+        }
         (_, p) if Kind::at(p).is_some() || matches!(p, "/v1/models" | "/health" | "/metrics") => {
             respond(
                 stream,

@@ -279,3 +279,35 @@ fn chat_requests_carry_the_images_and_audio_asked_for() {
         assert_eq!(e.lines().count(), 1, "{e}");
     }
 }
+
+#[test]
+fn aiperfs_huggingface_generate_speaks_tgi_streamed_and_whole() {
+    let _shared = support::shared();
+    let s = sim("--ttft 5ms --itl 2ms");
+    for streamed in [true, false] {
+        let dir = artifact_dir(&format!("ep-tgi-{streamed}"));
+        let res = profile(
+            &format!(
+                "--url http://{} --endpoint-type huggingface_generate {} --request-count 6 \
+                 --output-tokens-mean 8 --extra-inputs temperature:0.5",
+                s.addr,
+                if streamed { "--streaming" } else { "" }
+            ),
+            &dir,
+        )
+        .unwrap();
+        let r = &res.report;
+        assert_eq!((r.completed, r.failed), (6, 0), "{}", res.console);
+        // The count from TGI's details, the text from its tokens (or its generated_text).
+        assert_eq!(r.output_tokens, 48, "{}", res.console);
+        assert_eq!(r.metrics.ttft.count(), if streamed { 6 } else { 0 });
+        let inputs: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("inputs.json")).unwrap()).unwrap();
+        let body = &inputs["data"][0]["payload"][0];
+        assert!(body["inputs"].as_str().unwrap().len() > 100, "{body}");
+        assert_eq!(
+            body["parameters"],
+            serde_json::json!({"max_new_tokens": 8, "temperature": 0.5, "details": true})
+        );
+    }
+}

@@ -502,21 +502,9 @@ pub fn foreign_endpoint_type(name: &str) -> Option<&'static str> {
             "images and audio go in chat requests: use --endpoint-type chat with \
              --image-width-mean/--image-height-mean or --audio-length-mean"
         }
-        "huggingface_generate"
-        | "rankings"
-        | "cohere_rankings"
-        | "hf_tei_rankings"
-        | "nim_rankings"
-        | "image_retrieval"
-        | "image_generation"
-        | "image_edit"
-        | "video_generation"
-        | "nvclip"
-        | "nim_embeddings"
-        | "chat_embeddings"
-        | "solido_rag"
-        | "messages"
-        | "raw" => {
+        "rankings" | "cohere_rankings" | "hf_tei_rankings" | "nim_rankings" | "image_retrieval"
+        | "image_generation" | "image_edit" | "video_generation" | "nvclip" | "nim_embeddings"
+        | "chat_embeddings" | "solido_rag" | "messages" | "raw" => {
             "not spoken: ringperf speaks chat, completions, embeddings, responses and Triton's \
              generate extension; for another JSON API use --endpoint-type template with \
              --request-template and --response-text-pointer"
