@@ -35,8 +35,11 @@ pub struct Scratch {
     pub client_delay: Dist,
     /// JSON pointers for non-OpenAI servers (`--endpoint-type template`).
     pub pointers: Option<openai::Pointers>,
-    /// Responses must carry generated text (every kind but embeddings).
+    /// Responses must carry generated text (every kind but embeddings and rankings).
     pub expects_text: bool,
+    /// Responses are rankings: a list of scores (TEI's array, NIM's `rankings`, Cohere's
+    /// `results`).
+    pub ranks: bool,
     /// Emptied text buffers of finished requests that did not keep their text, for the next
     /// ones to fill without growing a new one token by token.
     pub(crate) spare_texts: Vec<String>,
@@ -85,6 +88,7 @@ impl Default for Scratch {
             client_delay: Dist::new(),
             pointers: None,
             expects_text: true,
+            ranks: false,
             spare_texts: Vec::new(),
             served_model: None,
             model_tries: 0,
@@ -339,6 +343,10 @@ impl Exchange {
     }
 
     fn finish_whole_body(&mut self, t: u64, rec: &mut Record, scratch: &mut Scratch) {
+        if scratch.ranks {
+            self.failure = ranking_failure(&self.body);
+            return;
+        }
         match scratch.decode(&mut self.body) {
             Ok(p) => {
                 if let Some(e) = p.error {
@@ -358,6 +366,30 @@ impl Exchange {
             }
             Err(e) => self.failure = Some((Outcome::BadJson, cut(&e.to_string()))),
         }
+    }
+}
+
+/// What is wrong with a ranking's whole body, if anything: it must hold a list of scores (TEI's
+/// array, NIM's `rankings`, Cohere's `results`).
+fn ranking_failure(body: &[u8]) -> Option<(Outcome, String)> {
+    let v: serde_json::Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(e) => return Some((Outcome::BadJson, cut(&e.to_string()))),
+    };
+    if let Some(e) = v.get("error") {
+        return Some((Outcome::ServerError, cut(&e.to_string())));
+    }
+    let list = v
+        .as_array()
+        .or_else(|| v.get("rankings").and_then(|r| r.as_array()))
+        .or_else(|| v.get("results").and_then(|r| r.as_array()));
+    match list {
+        Some(_) => None,
+        None => Some((
+            Outcome::NoContent,
+            "a ranking answer with no list of scores (an array, \"rankings\" or \"results\")"
+                .into(),
+        )),
     }
 }
 

@@ -225,7 +225,8 @@ pub fn probe(plan: &Plan) -> Result<Probe, Failure> {
     template.write_into(&mut request, PROBE_ID);
     let mut scratch = Scratch {
         pointers: target.pointers.clone(),
-        expects_text: target.kind != crate::api::Kind::Embeddings,
+        expects_text: target.kind.generates(),
+        ranks: target.kind.ranks(),
         ..Scratch::default()
     };
     let mut rec = Record::new(PROBE_ID, 0, Phase::Warmup, 0, Some(isl));

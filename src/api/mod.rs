@@ -26,16 +26,28 @@ pub enum Kind {
     Responses,
     /// Anything else: a body from a template, the text found with a JSON pointer.
     Template,
+    /// `/v1/ranking`, NVIDIA NIM's reranking: a query and passages (request latency only).
+    #[serde(rename = "nim_rankings")]
+    NimRankings,
+    /// `/rerank`, Hugging Face TEI's reranking.
+    #[serde(rename = "hf_tei_rankings")]
+    TeiRankings,
+    /// `/v1/rerank`, Cohere's reranking API as vLLM serves it.
+    #[serde(rename = "cohere_rankings")]
+    CohereRankings,
 }
 
 impl Kind {
     /// Every kind, in the order the command line lists them.
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Chat,
         Kind::Completions,
         Kind::Embeddings,
         Kind::Responses,
         Kind::Template,
+        Kind::NimRankings,
+        Kind::TeiRankings,
+        Kind::CohereRankings,
     ];
 
     /// Its name on the command line, in artifacts and folder names.
@@ -46,6 +58,9 @@ impl Kind {
             Kind::Embeddings => "embeddings",
             Kind::Responses => "responses",
             Kind::Template => "template",
+            Kind::NimRankings => "nim_rankings",
+            Kind::TeiRankings => "hf_tei_rankings",
+            Kind::CohereRankings => "cohere_rankings",
         }
     }
 
@@ -59,6 +74,11 @@ impl Kind {
             Kind::Template => {
                 "anything else: the body from --request-template, the text found with --response-text-pointer (needs --endpoint)"
             }
+            Kind::NimRankings => "/v1/ranking, NVIDIA NIM's reranking (request latency only)",
+            Kind::TeiRankings => "/rerank, Hugging Face TEI's reranking (request latency only)",
+            Kind::CohereRankings => {
+                "/v1/rerank, Cohere's reranking API as vLLM serves it (request latency only)"
+            }
         }
     }
 
@@ -70,6 +90,9 @@ impl Kind {
             Kind::Embeddings => Some("/v1/embeddings"),
             Kind::Responses => Some("/v1/responses"),
             Kind::Template => None,
+            Kind::NimRankings => Some("/v1/ranking"),
+            Kind::TeiRankings => Some("/rerank"),
+            Kind::CohereRankings => Some("/v1/rerank"),
         }
     }
 
@@ -86,6 +109,7 @@ impl Kind {
             Kind::Embeddings => "list",
             Kind::Responses => "response",
             Kind::Template => "object",
+            Kind::NimRankings | Kind::TeiRankings | Kind::CohereRankings => "list",
         }
     }
 
@@ -97,12 +121,27 @@ impl Kind {
             Kind::Embeddings => "embd",
             Kind::Responses => "resp",
             Kind::Template => "gen",
+            Kind::NimRankings | Kind::TeiRankings | Kind::CohereRankings => "rerank",
         }
+    }
+
+    /// Whether it answers with generated text; embeddings and rankings do not (request
+    /// latency only, never streamed).
+    pub fn generates(self) -> bool {
+        !matches!(self, Kind::Embeddings) && !self.ranks()
+    }
+
+    /// Whether it ranks passages against a query.
+    pub fn ranks(self) -> bool {
+        matches!(
+            self,
+            Kind::NimRankings | Kind::TeiRankings | Kind::CohereRankings
+        )
     }
 
     /// Whether its responses can be streamed.
     pub fn streams(self) -> bool {
-        self != Kind::Embeddings
+        self.generates()
     }
 }
 
@@ -172,6 +211,30 @@ impl Body {
         let mut m = Map::new();
         m.insert("model".into(), Value::String(self.model.clone()));
         match (self.kind, prompt) {
+            (k @ (Kind::NimRankings | Kind::TeiRankings | Kind::CohereRankings), p) => {
+                // A ranking's prompt is its query, then its passages.
+                let (query, passages) = match p {
+                    Prompt::Batch(t) if !t.is_empty() => (t[0].clone(), t[1..].to_vec()),
+                    p => (p.text(), Vec::new()),
+                };
+                match k {
+                    Kind::NimRankings => {
+                        m.insert("query".into(), serde_json::json!({ "text": query }));
+                        let all = passages.iter().map(|t| serde_json::json!({ "text": t }));
+                        m.insert("passages".into(), Value::Array(all.collect()));
+                    }
+                    Kind::TeiRankings => {
+                        // TEI serves one model and takes none in the body.
+                        m.remove("model");
+                        m.insert("query".into(), Value::String(query));
+                        m.insert("texts".into(), serde_json::json!(passages));
+                    }
+                    _ => {
+                        m.insert("query".into(), Value::String(query));
+                        m.insert("documents".into(), serde_json::json!(passages));
+                    }
+                }
+            }
             (Kind::Template, _) => {
                 let t = self.template.as_deref().unwrap_or("{}");
                 return fill_template(t, &prompt.text(), osl, &self.model);

@@ -741,6 +741,25 @@ pub struct WorkloadArgs {
         value_name = "N"
     )]
     pub batch_size_audio: u32,
+    /// Ranking endpoints (AIPerf's flags): passages per request, drawn per request from a
+    /// normal distribution [default: 1].
+    #[arg(long, value_name = "N")]
+    pub rankings_passages_mean: Option<f64>,
+    /// See --rankings-passages-mean [default: 0].
+    #[arg(long, value_name = "N")]
+    pub rankings_passages_stddev: Option<f64>,
+    /// Tokens per passage [default: 550].
+    #[arg(long, value_name = "TOKENS")]
+    pub rankings_passages_prompt_token_mean: Option<u32>,
+    /// See --rankings-passages-prompt-token-mean [default: 0].
+    #[arg(long, value_name = "TOKENS")]
+    pub rankings_passages_prompt_token_stddev: Option<u32>,
+    /// Tokens per query [default: 550].
+    #[arg(long, value_name = "TOKENS")]
+    pub rankings_query_prompt_token_mean: Option<u32>,
+    /// See --rankings-query-prompt-token-mean [default: 0].
+    #[arg(long, value_name = "TOKENS")]
+    pub rankings_query_prompt_token_stddev: Option<u32>,
     /// Do not send `stream_options.include_usage` (then output tokens are re-tokenized).
     #[arg(long)]
     pub no_usage: bool,
@@ -857,6 +876,69 @@ pub enum ImageFormatArg {
 }
 
 impl WorkloadArgs {
+    /// The queries and passages of a ranking endpoint `kind` (AIPerf's defaults for what is
+    /// left out), checked; the flags with another kind are refused.
+    fn rankings(&self, kind: Kind) -> Result<Option<crate::workload::RankSpec>, PlanError> {
+        let given = [self.rankings_passages_mean, self.rankings_passages_stddev]
+            .iter()
+            .any(Option::is_some)
+            || [
+                self.rankings_passages_prompt_token_mean,
+                self.rankings_passages_prompt_token_stddev,
+                self.rankings_query_prompt_token_mean,
+                self.rankings_query_prompt_token_stddev,
+            ]
+            .iter()
+            .any(Option::is_some);
+        if !kind.ranks() {
+            return if given {
+                Err(PlanError::Flag(
+                    "--rankings-*: these go with a ranking endpoint type (nim_rankings, \
+                     hf_tei_rankings, cohere_rankings)"
+                        .into(),
+                ))
+            } else {
+                Ok(None)
+            };
+        }
+        let passages = (
+            self.rankings_passages_mean.unwrap_or(1.0),
+            self.rankings_passages_stddev.unwrap_or(0.0),
+        );
+        if !(passages.0 >= 1.0 && passages.0 <= crate::workload::MAX_PASSAGES && passages.1 >= 0.0)
+        {
+            return Err(PlanError::Flag(format!(
+                "--rankings-passages-mean {} / -stddev {}: expected a mean from 1 to {} and a \
+                 standard deviation of 0 or more",
+                passages.0,
+                passages.1,
+                crate::workload::MAX_PASSAGES
+            )));
+        }
+        let tokens = |mean: Option<u32>, std: Option<u32>, name: &str| {
+            let mean = mean.unwrap_or(550);
+            if mean == 0 {
+                return Err(PlanError::Flag(format!(
+                    "--rankings-{name}-prompt-token-mean 0: expected at least 1"
+                )));
+            }
+            Ok((mean, std.unwrap_or(0)))
+        };
+        Ok(Some(crate::workload::RankSpec {
+            passages,
+            passage_tokens: tokens(
+                self.rankings_passages_prompt_token_mean,
+                self.rankings_passages_prompt_token_stddev,
+                "passages",
+            )?,
+            query_tokens: tokens(
+                self.rankings_query_prompt_token_mean,
+                self.rankings_query_prompt_token_stddev,
+                "query",
+            )?,
+        }))
+    }
+
     /// The images and audio asked for, checked.
     fn media(&self) -> Result<crate::workload::media::MediaSpec, PlanError> {
         use crate::workload::media::{AudioSpec, ImageFormat, ImageSpec, MediaSpec};
@@ -1429,6 +1511,7 @@ impl ProfileArgs {
                 num_dataset_entries: w.num_dataset_entries.unwrap_or(100),
                 batch_size: w.batch_size_text,
                 media: w.media()?,
+                rankings: None,
                 no_usage: w.no_usage,
                 input_file: w.input_file.clone(),
                 dataset_type: w.dataset_type,
@@ -1471,13 +1554,15 @@ impl ProfileArgs {
         }
         let ported = self.port.apply(&mut spec, &given, endpoint_type)?;
         notes.extend(ported.notes);
-        if spec.target.kind == Kind::Embeddings && spec.workload.osl_mean.is_some() {
-            notes.push(
-                "--output-tokens-mean: embeddings generate no tokens; no max_tokens is sent".into(),
-            );
+        if !spec.target.kind.generates() && spec.workload.osl_mean.is_some() {
+            notes.push(format!(
+                "--output-tokens-mean: {} generate no tokens; no max_tokens is sent",
+                spec.target.kind.name()
+            ));
             spec.workload.osl_mean = None;
             spec.workload.osl_deterministic = false;
         }
+        spec.workload.rankings = w.rankings(spec.target.kind)?;
         if spec.workload.batch_size > 1 && spec.target.kind != Kind::Embeddings {
             return Err(PlanError::Flag(format!(
                 "--batch-size-text {}: batches of inputs go to embeddings (--endpoint-type \

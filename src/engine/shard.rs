@@ -165,7 +165,8 @@ impl Shard {
             None => Vec::new(),
         };
         let pointers = plan.target.pointers.clone();
-        let expects_text = plan.target.kind != crate::api::Kind::Embeddings;
+        let expects_text = plan.target.kind.generates();
+        let ranks = plan.target.kind.ranks();
         let shard = Rc::new(Shard {
             index,
             plan,
@@ -191,6 +192,7 @@ impl Shard {
             scratch: RefCell::new(Scratch {
                 pointers: pointers.clone(),
                 expects_text,
+                ranks,
                 ..Scratch::default()
             }),
             record_lag: RefCell::new(Dist::new()),

@@ -56,6 +56,9 @@ pub struct WorkloadSpec {
     /// Images and audio in every synthetic chat request.
     #[serde(default)]
     pub media: crate::workload::media::MediaSpec,
+    /// Queries and passages, for a ranking endpoint.
+    #[serde(default)]
+    pub rankings: Option<crate::workload::RankSpec>,
     /// Leave out `stream_options.include_usage`.
     pub no_usage: bool,
     /// Prompts from a file instead of synthetic ones.
@@ -361,6 +364,24 @@ impl Workload {
                 return Err(flag("multi-turn sessions are made of synthetic prompts: drop --fixed-schedule and --input-file"));
             }
         }
+        if let Some(r) = &s.rankings {
+            if s.input_file.is_some() || s.session_turns_mean.is_some() {
+                return Err(flag(
+                    "a ranking endpoint takes synthetic queries and passages (--rankings-*): \
+                     drop --input-file and the session flags",
+                ));
+            }
+            let tokens = r.tokens(s.num_dataset_entries);
+            if tokens > MAX_PLAN_TOKENS as f64 {
+                return Err(flag(format!(
+                    "{} rankings of about {:.0} tokens each take {tokens:.0} tokens, over the \
+                     {MAX_PLAN_TOKENS} one run prepares: ask for fewer passages or distinct \
+                     prompts (--num-dataset-entries)",
+                    s.num_dataset_entries,
+                    tokens / s.num_dataset_entries.max(1) as f64
+                )));
+            }
+        }
         if s.media.any() {
             if s.input_file.is_some() || s.session_turns_mean.is_some() {
                 return Err(flag(
@@ -412,6 +433,7 @@ impl Workload {
             range_ratio: s.range_ratio,
             batch: s.batch_size.max(1) as usize,
             media: s.media.clone(),
+            rankings: s.rankings.clone(),
         };
         let input_file = s.input_file.as_deref().map(hub_file).transpose()?;
         let (dataset, trace) = match &input_file {
@@ -550,6 +572,7 @@ pub(in crate::plan) mod tests {
             range_ratio: None,
             batch_size: 1,
             media: Default::default(),
+            rankings: None,
             osl_deterministic: false,
             extra_inputs: Map::new(),
             random_seed: 3,

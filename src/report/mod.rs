@@ -353,7 +353,7 @@ impl Settings {
                 .filter(|_| plan.workload.sessions.is_none() && plan.load.prefill.is_none()),
             kernel_stamps: plan.spec.engine.kernel_timestamps && plan.target.tls.is_none(),
             streaming: plan.target.streaming,
-            has_output: plan.target.kind != crate::api::Kind::Embeddings,
+            has_output: plan.target.kind.generates(),
             text_pointer: plan.target.pointers.as_ref().map(|p| p.text.clone()),
             min_tokens_sent: plan.spec.workload.osl_deterministic,
             ignore_eos_sent: plan.spec.workload.extra_inputs.get("ignore_eos")

@@ -119,6 +119,8 @@ pub(super) fn read_gen(r: &GenRequest<'_>, api: Kind, default_max: u32) -> Gen {
         Kind::Responses | Kind::Embeddings => {
             r.input.map(|p| p.get().as_bytes()).into_iter().collect()
         }
+        // Rankings are answered before a generation is read.
+        Kind::NimRankings | Kind::TeiRankings | Kind::CohereRankings => Vec::new(),
         Kind::Completions | Kind::Template => {
             r.prompt.map(|p| p.get().as_bytes()).into_iter().collect()
         }
@@ -608,6 +610,65 @@ pub(super) async fn embed(
             String::new()
         }
     );
+    respond(stream, out, 200, "application/json", b.as_bytes(), close).await
+}
+
+/// A ranking endpoint (`api`): a score per passage after the TTFT (the compute time), in the
+/// shape of TEI's array, NIM's `rankings` or Cohere's `results`, best first.
+pub(super) async fn rank(
+    ctx: &Rc<Ctx>,
+    stream: &mut Conn,
+    out: &mut Vec<u8>,
+    body: &[u8],
+    api: Kind,
+    close: bool,
+    arrived: u64,
+) -> bool {
+    let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let list = match api {
+        Kind::NimRankings => "/passages",
+        Kind::TeiRankings => "/texts",
+        _ => "/documents",
+    };
+    let n = v
+        .pointer(list)
+        .and_then(serde_json::Value::as_array)
+        .map_or(0, Vec::len);
+    if v.get("query").is_none() || n == 0 {
+        let b = serde_json::json!({
+            "error": format!("a ranking needs a query and a non-empty {}", &list[1..])
+        })
+        .to_string();
+        return respond(stream, out, 400, "application/json", b.as_bytes(), close).await;
+    }
+    let ttft = ctx.args.ttft.sample(&mut *ctx.rng.borrow_mut());
+    {
+        let _waiting = Gauge::up(&ctx.counters.waiting);
+        let permit = ctx.batch.admit().await;
+        let start = if permit.queued { now_ns() } else { arrived };
+        drop(_waiting);
+        let _running = Gauge::up(&ctx.counters.running);
+        ctx.timer.sleep_until(start + ttft).await;
+        ctx.counters.written(start + ttft);
+    }
+    ctx.counters.finished.fetch_add(1, Ordering::Relaxed);
+    let score = |i: usize| 1.0 / (i as f64 + 1.0);
+    let items: Vec<String> = (0..n)
+        .map(|i| match api {
+            Kind::NimRankings => format!(r#"{{"index":{i},"logit":{}}}"#, score(i)),
+            Kind::TeiRankings => format!(r#"{{"index":{i},"score":{}}}"#, score(i)),
+            _ => format!(r#"{{"index":{i},"relevance_score":{}}}"#, score(i)),
+        })
+        .collect();
+    let items = items.join(",");
+    let b = match api {
+        Kind::NimRankings => format!(r#"{{"rankings":[{items}]}}"#),
+        Kind::TeiRankings => format!("[{items}]"),
+        _ => format!(
+            r#"{{"id":"rerank-{arrived}","model":{},"results":[{items}]}}"#,
+            ctx.model_json
+        ),
+    };
     respond(stream, out, 200, "application/json", b.as_bytes(), close).await
 }
 

@@ -511,7 +511,8 @@ async fn handle(
                 }
             };
             let model = r.model.as_deref().unwrap_or("");
-            if model != ctx.args.model {
+            // TEI serves one model and names none in the body.
+            if model != ctx.args.model && api != Kind::TeiRankings {
                 let b = vllm_error(
                     &format!("The model `{model}` does not exist."),
                     "NotFoundError",
@@ -523,6 +524,9 @@ async fn handle(
             let _busy = Busy::enter(&ctx.counters.in_flight, arrived);
             if api == Kind::Embeddings {
                 return embed(ctx, stream, out, &r, req.close, arrived).await;
+            }
+            if api.ranks() {
+                return super::reply::rank(ctx, stream, out, body, api, req.close, arrived).await;
             }
             let mut gen = read_gen(&r, api, ctx.args.default_max_tokens);
             gen.request_id = req.request_id.clone();

@@ -68,6 +68,34 @@ pub struct Gen {
     pub batch: usize,
     /// Images and audio in every chat request.
     pub media: media::MediaSpec,
+    /// Queries and passages, for a ranking endpoint.
+    pub rankings: Option<RankSpec>,
+}
+
+/// What each ranking request carries (AIPerf's `--rankings-*` flags): a query and passages,
+/// each count and length drawn from a normal distribution (mean, standard deviation).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RankSpec {
+    /// Passages per request (at least 1).
+    pub passages: (f64, f64),
+    /// Tokens per passage.
+    pub passage_tokens: (u32, u32),
+    /// Tokens per query.
+    pub query_tokens: (u32, u32),
+}
+
+/// The most passages one ranking request carries.
+pub const MAX_PASSAGES: f64 = 10_000.0;
+
+impl RankSpec {
+    /// The tokens `entries` requests take, about (means plus three standard deviations).
+    pub fn tokens(&self, entries: u64) -> f64 {
+        let hi = |(m, s): (f64, f64)| m + 3.0 * s;
+        let f = |(m, s): (u32, u32)| (f64::from(m), f64::from(s));
+        let per = hi(f(self.query_tokens))
+            + hi(self.passages).min(MAX_PASSAGES) * hi(f(self.passage_tokens));
+        per * entries as f64
+    }
 }
 
 impl Gen {
@@ -608,6 +636,9 @@ impl Dataset {
         target: &Target,
         tokenizer: &Tokenizer,
     ) -> Result<Dataset, WorkloadError> {
+        if let Some(r) = &spec.rankings {
+            return Dataset::rankings(spec, r, target, tokenizer);
+        }
         let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
         let maker = PromptMaker::new(tokenizer)?;
         let prefixes = match spec.prefixes {
@@ -662,6 +693,57 @@ impl Dataset {
             })
         })?;
         Dataset::from_items(spec, target, items)
+    }
+
+    /// Prepares `spec.entries` ranking requests: each a query and its passages, drawn in the
+    /// seed's order, their text made on every core.
+    fn rankings(
+        spec: &Gen,
+        r: &RankSpec,
+        target: &Target,
+        tokenizer: &Tokenizer,
+    ) -> Result<Dataset, WorkloadError> {
+        use rand_distr::Distribution;
+        let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
+        let maker = PromptMaker::new(tokenizer)?;
+        let drafts: Vec<Vec<Draft>> = (0..spec.entries.max(1))
+            .map(|_| {
+                let n = match r.passages {
+                    (m, s) if s > 0.0 => rand_distr::Normal::new(m, s)
+                        .expect("finite")
+                        .sample(&mut rng),
+                    (m, _) => m,
+                };
+                let n = n.round().clamp(1.0, MAX_PASSAGES) as usize;
+                let (q, p) = (r.query_tokens, r.passage_tokens);
+                let mut d = vec![maker.draft(sample_len(&mut rng, q.0, q.1) as usize, &mut rng)];
+                for _ in 0..n {
+                    d.push(maker.draft(sample_len(&mut rng, p.0, p.1) as usize, &mut rng));
+                }
+                d
+            })
+            .collect();
+        let items = par_map(&drafts, |drafts| {
+            let mut texts = Vec::with_capacity(drafts.len());
+            let mut tokens = 0;
+            for d in drafts {
+                let (text, count) = maker.text(d)?;
+                texts.push(text);
+                tokens += count;
+            }
+            Ok(files::Item {
+                prompt: Prompt::Batch(texts),
+                max_tokens: None,
+                timestamp_ms: None,
+                tokens: Some(tokens),
+            })
+        })?;
+        // The passages are the request's own batch: one item, one request.
+        let one = Gen {
+            batch: 1,
+            ..spec.clone()
+        };
+        Dataset::from_items(&one, target, items)
     }
 
     /// Prepares one request per item; an item's own `max_tokens` wins over `--output-tokens-*`.
@@ -921,6 +1003,7 @@ mod tests {
             range_ratio: None,
             batch: 1,
             media: Default::default(),
+            rankings: None,
         };
         let target = Target {
             host: "127.0.0.1:1".into(),
@@ -983,6 +1066,7 @@ mod tests {
             range_ratio: None,
             batch: 1,
             media: Default::default(),
+            rankings: None,
         };
         let target = Target {
             host: "127.0.0.1:1".into(),

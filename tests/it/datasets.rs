@@ -499,8 +499,8 @@ fn analyze_trace_reports_a_traces_prefix_sharing_in_aiperfs_layout() {
 
 #[test]
 fn jsonl_lines_carry_their_images_and_audio_as_chat_parts() {
-    use base64::Engine as _;
     let _shared = support::shared();
+    use base64::Engine as _;
     let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
     let f = write(
         "media.jsonl",

@@ -311,3 +311,70 @@ fn aiperfs_huggingface_generate_speaks_tgi_streamed_and_whole() {
         );
     }
 }
+
+#[test]
+fn aiperfs_ranking_endpoints_send_a_query_and_its_passages() {
+    let _shared = support::shared();
+    let s = sim("--ttft 3ms --itl 1ms");
+    for (kind, passages_at) in [
+        ("nim_rankings", "passages"),
+        ("hf_tei_rankings", "texts"),
+        ("cohere_rankings", "documents"),
+    ] {
+        let dir = artifact_dir(&format!("ep-{kind}"));
+        let res = profile(
+            &format!(
+                "--url http://{} --endpoint-type {kind} --concurrency 2 --request-count 6 \
+                 --num-dataset-entries 6 --rankings-passages-mean 3 \
+                 --rankings-passages-prompt-token-mean 32 --rankings-query-prompt-token-mean 16",
+                s.addr
+            ),
+            &dir,
+        )
+        .unwrap();
+        let r = &res.report;
+        assert_eq!((r.completed, r.failed), (6, 0), "{kind}: {}", res.console);
+        assert_eq!(r.metrics.ttft.count(), 0, "{kind}: no tokens to time");
+        let doc: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(dir.join("profile_export_ringperf.json")).unwrap(),
+        )
+        .unwrap();
+        assert!(
+            doc["request_latency"]["avg"].as_f64().unwrap() >= 3.0,
+            "{kind}"
+        );
+        // ISL: the query's 16 tokens and three passages of 32.
+        let isl = doc["input_sequence_length"]["avg"].as_f64().unwrap();
+        assert!((100.0..=125.0).contains(&isl), "{kind}: ISL {isl}");
+        let inputs: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("inputs.json")).unwrap()).unwrap();
+        for entry in inputs["data"].as_array().unwrap() {
+            let body = &entry["payload"][0];
+            let passages = body[passages_at].as_array().unwrap();
+            assert_eq!(passages.len(), 3, "{kind}: {body}");
+            let (query, first) = match kind {
+                "nim_rankings" => (&body["query"]["text"], &passages[0]["text"]),
+                _ => (&body["query"], &passages[0]),
+            };
+            let (q, p) = (query.as_str().unwrap(), first.as_str().unwrap());
+            assert!(!q.is_empty() && q.len() < p.len(), "{kind}: {q:?} {p:?}");
+            assert_eq!(
+                body.get("model").is_some(),
+                kind != "hf_tei_rankings",
+                "{kind}: TEI takes no model"
+            );
+        }
+    }
+    // The rankings flags go with a ranking endpoint.
+    let e = profile(
+        &format!(
+            "--url http://{} --rankings-passages-mean 3 --request-count 1",
+            s.addr
+        ),
+        &artifact_dir("ep-rank-refused"),
+    )
+    .err()
+    .expect("refused")
+    .to_string();
+    assert!(e.contains("--rankings-*") && e.lines().count() == 1, "{e}");
+}

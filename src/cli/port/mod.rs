@@ -502,12 +502,15 @@ pub fn foreign_endpoint_type(name: &str) -> Option<&'static str> {
             "images and audio go in chat requests: use --endpoint-type chat with \
              --image-width-mean/--image-height-mean or --audio-length-mean"
         }
-        "rankings" | "cohere_rankings" | "hf_tei_rankings" | "nim_rankings" | "image_retrieval"
-        | "image_generation" | "image_edit" | "video_generation" | "nvclip" | "nim_embeddings"
-        | "chat_embeddings" | "solido_rag" | "messages" | "raw" => {
-            "not spoken: ringperf speaks chat, completions, embeddings, responses and Triton's \
-             generate extension; for another JSON API use --endpoint-type template with \
-             --request-template and --response-text-pointer"
+        "rankings" => {
+            "GenAI-Perf's rankings: use AIPerf's nim_rankings, hf_tei_rankings or \
+             cohere_rankings"
+        }
+        "image_retrieval" | "image_generation" | "image_edit" | "video_generation" | "nvclip"
+        | "nim_embeddings" | "chat_embeddings" | "solido_rag" | "messages" | "raw" => {
+            "not spoken: ringperf speaks chat, completions, embeddings, responses, rankings, \
+             TGI's and Triton's generate; for another JSON API use --endpoint-type template \
+             with --request-template and --response-text-pointer"
         }
         "dynamic_grpc" | "tensorrtllm_engine" => {
             "ringperf speaks HTTP: serve the model behind an OpenAI-compatible or Triton HTTP \

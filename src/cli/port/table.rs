@@ -95,7 +95,6 @@ pub(super) const PROFILE: &[Rare] = &[
     r(&["--image-source", "--image-source-sampling", "--video-synth-type", "--video-format", "--video-codec", "--video-audio-codec", "--video-audio-depth", "--video-audio-sample-rate"], One, Note("no effect: ringperf makes its images from seeded noise and sends no video")),
     r(&["--audio-num-channels"], One, Note("no effect: ringperf sends no audio")),
     r(&["--video-duration", "--video-fps", "--video-width", "--video-height", "--video-audio-num-channels"], One, Note("no effect: ringperf sends no video")),
-    r(&["--rankings-passages-mean", "--rankings-passages-stddev", "--rankings-passages-prompt-token-mean", "--rankings-passages-prompt-token-stddev", "--rankings-query-prompt-token-mean", "--rankings-query-prompt-token-stddev"], One, Note("no effect: ranking endpoints are not spoken")),
     r(&["--synthesis-speedup-ratio", "--synthesis-prefix-len-multiplier", "--synthesis-prompt-len-multiplier", "--synthesis-output-len-multiplier", "--synthesis-prefix-root-multiplier"], One, Only(&["1", "1.0"], "the trace is replayed as written", "trace synthesis is not built in: replay the trace as it is (--fixed-schedule)")),
     r(&["--synthesis-max-isl", "--synthesis-max-osl"], One, Refuse("trace synthesis is not built in: filter the trace's lines yourself")),
     // Load.
