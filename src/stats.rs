@@ -639,6 +639,17 @@ impl LiveBuckets {
             .collect()
     }
 
+    /// The counts of several, added bucket by bucket (the shards' into the run's).
+    pub fn sum<'a>(all: impl IntoIterator<Item = &'a LiveBuckets>) -> Vec<u64> {
+        let mut sum = vec![0u64; LIVE_BUCKETS];
+        for b in all {
+            for (s, c) in sum.iter_mut().zip(b.snapshot()) {
+                *s += c;
+            }
+        }
+        sum
+    }
+
     /// The `p`-th percentile (0–100) of summed snapshots: the middle of the bucket it falls
     /// in; `None` when empty.
     pub fn quantile(counts: &[u64], p: f64) -> Option<f64> {

@@ -128,15 +128,8 @@ struct Counters {
 impl Counters {
     fn read(live: &Live<'_>) -> Counters {
         let sum = |f: fn(&Progress) -> u64| live.progress.iter().map(|p| f(p)).sum();
-        let merged = |f: fn(&Progress) -> &LiveBuckets| {
-            let mut all = vec![0u64; 256];
-            for p in live.progress {
-                for (a, c) in all.iter_mut().zip(f(p).snapshot()) {
-                    *a += c;
-                }
-            }
-            all
-        };
+        let merged =
+            |f: fn(&Progress) -> &LiveBuckets| LiveBuckets::sum(live.progress.iter().map(|p| f(p)));
         Counters {
             at_ns: live.now_ns,
             tokens: sum(|p| p.output_tokens.load(std::sync::atomic::Ordering::Relaxed)),

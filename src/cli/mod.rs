@@ -833,10 +833,7 @@ fn tgi(spec: &mut Spec) -> Result<String, PlanError> {
     let mut parameters = std::mem::take(&mut spec.workload.extra_inputs);
     parameters.insert("details".into(), Value::Bool(true));
     parameters.insert("max_new_tokens".into(), json!("@@MAX@@"));
-    let body = json!({"inputs": "@@PROMPT@@", "parameters": parameters}).to_string();
-    let template = body
-        .replace("\"@@PROMPT@@\"", "{{prompt}}")
-        .replace("\"@@MAX@@\"", "{{max_tokens}}");
+    let template = port::template_text(&json!({"inputs": "@@PROMPT@@", "parameters": parameters}));
     let streaming = spec.target.streaming;
     let path = if streaming {
         "/generate_stream"

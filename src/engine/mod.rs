@@ -490,12 +490,7 @@ pub fn progress_line(
         _ => (String::new(), "?".into()),
     };
     let merged = |f: fn(&Progress) -> &crate::stats::LiveBuckets| {
-        let mut all = vec![0u64; 256];
-        for p in progress {
-            for (a, c) in all.iter_mut().zip(f(p).snapshot()) {
-                *a += c;
-            }
-        }
+        let all = crate::stats::LiveBuckets::sum(progress.iter().map(|p| f(p)));
         let q = |p| crate::stats::LiveBuckets::quantile(&all, p);
         match (q(50.0), q(99.0)) {
             (Some(a), Some(b)) => format!("p50 {:.1} p99 {:.1} ms", a / 1e3, b / 1e3),

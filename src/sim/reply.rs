@@ -580,17 +580,10 @@ impl Account<'_> {
     }
 }
 
-/// `/v1/embeddings`: a small fixed vector after the TTFT (the compute time).
-pub(super) async fn embed(
-    ctx: &Rc<Ctx>,
-    stream: &mut Conn,
-    out: &mut Vec<u8>,
-    r: &GenRequest<'_>,
-    close: bool,
-    arrived: u64,
-) -> bool {
+/// A request answered whole after one compute time (a TTFT draw), holding a place in the
+/// batch meanwhile (embeddings, rankings).
+async fn compute(ctx: &Rc<Ctx>, arrived: u64) {
     let ttft = ctx.args.ttft.sample(&mut *ctx.rng.borrow_mut());
-    let tokens = r.input.map_or(0, |i| i.get().len()).div_ceil(4);
     {
         let _waiting = Gauge::up(&ctx.counters.waiting);
         let permit = ctx.batch.admit().await;
@@ -601,6 +594,19 @@ pub(super) async fn embed(
         ctx.counters.written(start + ttft);
     }
     ctx.counters.finished.fetch_add(1, Ordering::Relaxed);
+}
+
+/// `/v1/embeddings`: a small fixed vector after the TTFT (the compute time).
+pub(super) async fn embed(
+    ctx: &Rc<Ctx>,
+    stream: &mut Conn,
+    out: &mut Vec<u8>,
+    r: &GenRequest<'_>,
+    close: bool,
+    arrived: u64,
+) -> bool {
+    let tokens = r.input.map_or(0, |i| i.get().len()).div_ceil(4);
+    compute(ctx, arrived).await;
     let b = format!(
         r#"{{"object":"list","data":[{{"object":"embedding","index":0,"embedding":[0.125,-0.25,0.5,0.0625,-0.5,0.25,0.375,-0.125]}}],"model":{},"usage":{{"prompt_tokens":{tokens},"total_tokens":{tokens}}}{}}}"#,
         ctx.model_json,
@@ -641,17 +647,7 @@ pub(super) async fn rank(
         .to_string();
         return respond(stream, out, 400, "application/json", b.as_bytes(), close).await;
     }
-    let ttft = ctx.args.ttft.sample(&mut *ctx.rng.borrow_mut());
-    {
-        let _waiting = Gauge::up(&ctx.counters.waiting);
-        let permit = ctx.batch.admit().await;
-        let start = if permit.queued { now_ns() } else { arrived };
-        drop(_waiting);
-        let _running = Gauge::up(&ctx.counters.running);
-        ctx.timer.sleep_until(start + ttft).await;
-        ctx.counters.written(start + ttft);
-    }
-    ctx.counters.finished.fetch_add(1, Ordering::Relaxed);
+    compute(ctx, arrived).await;
     let score = |i: usize| 1.0 / (i as f64 + 1.0);
     let items: Vec<String> = (0..n)
         .map(|i| match api {

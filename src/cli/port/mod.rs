@@ -520,6 +520,16 @@ pub fn foreign_endpoint_type(name: &str) -> Option<&'static str> {
     })
 }
 
+/// A request template's text from a JSON body whose string values `"@@PROMPT@@"` and
+/// `"@@MAX@@"` stand for the prompt and the output length (and `@@MAXSTR@@` inside a string
+/// for a length written in one).
+pub(crate) fn template_text(body: &serde_json::Value) -> String {
+    body.to_string()
+        .replace("\"@@PROMPT@@\"", "{{prompt}}")
+        .replace("\"@@MAX@@\"", "{{max_tokens}}")
+        .replace("@@MAXSTR@@", "{{max_tokens}}")
+}
+
 /// Triton's generate extension, as GenAI-Perf sends it to each backend: the body template and
 /// the path. `osl` tells whether an output length is asked for; `min` whether it is also the
 /// minimum; `extra` the `--extra-inputs`.
@@ -568,11 +578,7 @@ pub fn triton_template(
     for (k, v) in extra {
         body.insert(k.clone(), v.clone());
     }
-    let text = Value::Object(body)
-        .to_string()
-        .replace("\"@@PROMPT@@\"", "{{prompt}}")
-        .replace("\"@@MAX@@\"", "{{max_tokens}}")
-        .replace("@@MAXSTR@@", "{{max_tokens}}");
+    let text = template_text(&Value::Object(body));
     let path = if streaming {
         "/v2/models/{model}/generate_stream"
     } else {
