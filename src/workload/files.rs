@@ -338,17 +338,16 @@ fn folder(path: &Path) -> &Path {
     path.parent().unwrap_or(Path::new("."))
 }
 
-/// A JSONL line's keys for images and audio.
-const MEDIA_KEYS: [&str; 4] = ["image", "images", "audio", "audios"];
-
 /// The largest image or audio file a JSONL line may name.
 const MEDIA_FILE_CAP: u64 = 32 << 20;
 
 /// A JSONL line's images and audio (AIPerf's single-turn fields `image`/`images` and
 /// `audio`/`audios`, each a string or a list) as chat content parts. A URL (`http(s)://`,
 /// `data:`) and AIPerf's `FORMAT,BASE64` audio are sent as given; anything else is a file,
-/// read and sent inline (found as given, else beside the JSONL file).
-fn media_parts(v: &Value, base: &Path) -> Result<Vec<Value>, String> {
+/// read and sent inline (found as given, else beside the JSONL file). Returns the parts and
+/// the bytes files add inline. With `read` false a file is only checked (that it is there and
+/// not too large), and its part left empty: for the first pass over a file, which counts.
+fn media_parts(v: &Value, base: &Path, read: bool) -> Result<(Vec<Value>, u64), String> {
     use base64::Engine as _;
     let list = |keys: [&str; 2]| -> Result<Vec<String>, String> {
         let mut out = Vec::new();
@@ -367,7 +366,8 @@ fn media_parts(v: &Value, base: &Path) -> Result<Vec<Value>, String> {
         }
         Ok(out)
     };
-    let read = |name: &str| -> Result<(Vec<u8>, String), String> {
+    let mut inlined = 0u64;
+    let mut file = |name: &str| -> Result<(Vec<u8>, String), String> {
         let given = Path::new(name);
         let path = if given.exists() || given.is_absolute() {
             given.to_path_buf()
@@ -390,23 +390,25 @@ fn media_parts(v: &Value, base: &Path) -> Result<Vec<Value>, String> {
                 MEDIA_FILE_CAP >> 20
             ));
         }
-        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        // Base64: four bytes for every three.
+        inlined += size.div_ceil(3) * 4;
+        let bytes = if read {
+            std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?
+        } else {
+            Vec::new()
+        };
         Ok((bytes, ext))
     };
     let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
     let mut parts = Vec::new();
-    let [image_keys, audio_keys] = [
-        [MEDIA_KEYS[0], MEDIA_KEYS[1]],
-        [MEDIA_KEYS[2], MEDIA_KEYS[3]],
-    ];
-    for image in list(image_keys)? {
+    for image in list(["image", "images"])? {
         let url = if ["http://", "https://", "data:"]
             .iter()
             .any(|p| image.starts_with(p))
         {
             image
         } else {
-            let (bytes, ext) = read(&image)?;
+            let (bytes, ext) = file(&image)?;
             let mime = match ext.as_str() {
                 "png" => "png",
                 "jpg" | "jpeg" => "jpeg",
@@ -422,14 +424,14 @@ fn media_parts(v: &Value, base: &Path) -> Result<Vec<Value>, String> {
         };
         parts.push(serde_json::json!({"type": "image_url", "image_url": {"url": url}}));
     }
-    for audio in list(audio_keys)? {
+    for audio in list(["audio", "audios"])? {
         let inline = audio
             .split_once(',')
             .filter(|(f, _)| matches!(*f, "wav" | "mp3"));
         let (format, data) = match inline {
             Some((f, d)) => (f.to_string(), d.to_string()),
             None => {
-                let (bytes, ext) = read(&audio)?;
+                let (bytes, ext) = file(&audio)?;
                 if !matches!(ext.as_str(), "wav" | "mp3") {
                     return Err(format!("{audio}: audio must be .wav or .mp3"));
                 }
@@ -440,11 +442,12 @@ fn media_parts(v: &Value, base: &Path) -> Result<Vec<Value>, String> {
             serde_json::json!({"type": "input_audio", "input_audio": {"data": data, "format": format}}),
         );
     }
-    Ok(parts)
+    Ok((parts, inlined))
 }
 
-/// A custom JSONL line's request; files it names are found from `base` (its folder).
-fn jsonl_item(mut v: Value, base: &Path) -> Result<Item, String> {
+/// A custom JSONL line's request, and the bytes the files it names add; those files are found
+/// from `base` (its folder), and read only with `read` (see [`media_parts`]).
+fn jsonl_item(mut v: Value, base: &Path, read: bool) -> Result<(Item, u64), String> {
     // `prompt` and `output_tokens` are the names of `vllm bench serve`'s custom dataset.
     // `turns` (a list of user turns: the first is sent) is SpecBench's and MT-Bench's.
     let text = v
@@ -464,7 +467,7 @@ fn jsonl_item(mut v: Value, base: &Path) -> Result<Item, String> {
                 .into(),
         );
     };
-    let parts = media_parts(&v, base)?;
+    let (parts, inlined) = media_parts(&v, base, read)?;
     let prompt = match prompt {
         _ if parts.is_empty() => prompt,
         Prompt::Text(t) => Prompt::Messages(vec![super::media::message(&t, parts)]),
@@ -483,12 +486,13 @@ fn jsonl_item(mut v: Value, base: &Path) -> Result<Item, String> {
             break;
         }
     }
-    Ok(Item {
+    let item = Item {
         prompt,
         max_tokens,
         timestamp_ms: v.get("timestamp").and_then(Value::as_f64),
         tokens: None,
-    })
+    };
+    Ok((item, inlined))
 }
 
 impl Index {
@@ -562,18 +566,10 @@ impl Index {
                     (Some(t.timestamp), Some(out), 4 * t.input)
                 }
                 _ => {
-                    let has_media = MEDIA_KEYS.iter().any(|k| v.get(k).is_some());
-                    let item = jsonl_item(v, folder(path)).map_err(|m| err(path, n, m))?;
-                    // Images and audio read from files count with the line.
-                    let media = match &item.prompt {
-                        Prompt::Messages(m) if has_media => m[0].to_string().len(),
-                        _ => 0,
-                    };
-                    (
-                        item.timestamp_ms,
-                        item.max_tokens,
-                        (buf.len() + media) as u64,
-                    )
+                    // Images and audio in files count with the line.
+                    let (item, media) =
+                        jsonl_item(v, folder(path), false).map_err(|m| err(path, n, m))?;
+                    (item.timestamp_ms, item.max_tokens, buf.len() as u64 + media)
                 }
             };
             if let Some(t) = timestamp {
@@ -653,7 +649,9 @@ impl Index {
                     tokens: None,
                 })
             }
-            _ => jsonl_item(v, folder(&self.path)).map_err(changed),
+            _ => jsonl_item(v, folder(&self.path), true)
+                .map(|(item, _)| item)
+                .map_err(changed),
         }
     }
 }
@@ -851,7 +849,7 @@ mod tests {
             let v: Value = serde_json::from_str(l).unwrap();
             assert_eq!(
                 index.item(i, &maker).unwrap(),
-                jsonl_item(v, Path::new(".")).unwrap(),
+                jsonl_item(v, Path::new("."), true).unwrap().0,
                 "line {i}"
             );
         }
