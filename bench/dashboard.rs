@@ -16,37 +16,8 @@
 //! Both are printed as a share of one core over the run's length.
 
 use std::io::Read;
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
-
-fn pty() -> (std::fs::File, OwnedFd) {
-    let (mut master, mut slave) = (0, 0);
-    let ws = libc::winsize {
-        ws_row: 40,
-        ws_col: 120,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: openpty fills two descriptors we then own.
-    let r = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            &ws,
-        )
-    };
-    assert_eq!(r, 0, "openpty: {}", std::io::Error::last_os_error());
-    // SAFETY: just opened, owned by nobody else.
-    unsafe {
-        (
-            std::fs::File::from_raw_fd(master),
-            OwnedFd::from_raw_fd(slave),
-        )
-    }
-}
+use std::time::Duration;
 
 fn arg(name: &str, default: u64) -> u64 {
     let args: Vec<String> = std::env::args().collect();
@@ -65,7 +36,7 @@ struct Run {
 }
 
 fn run(ui: &str, port: u16, streams: u64, seconds: u64) -> Run {
-    let (mut master, slave) = pty();
+    let (mut master, slave) = ringperf::sys::open_pty(120, 40).unwrap();
     let dir = std::env::temp_dir().join(format!("ringperf-bench-dashboard-{}", std::process::id()));
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ringperf"))
         .args([
@@ -104,12 +75,24 @@ fn run(ui: &str, port: u16, streams: u64, seconds: u64) -> Run {
         }
         String::from_utf8_lossy(&all).to_string()
     });
-    let end = Instant::now() + Duration::from_secs(seconds * 10 + 120);
-    while child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < end, "the run did not end");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // A run past its bound is killed; its terminal then closes and the reads end.
+    let (done, watch) = std::sync::mpsc::channel::<()>();
+    let pid = child.id() as libc::pid_t;
+    let limit = Duration::from_secs(seconds * 10 + 120);
+    std::thread::spawn(move || {
+        if watch.recv_timeout(limit) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+            // SAFETY: kill() only sends a signal to the process this bench started.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    });
+    // The reads end when the run's side of the terminal closes: when it has ended.
     let text = reader.join().unwrap();
+    let status = child.wait().unwrap();
+    let _ = done.send(());
+    assert!(
+        status.code().is_some(),
+        "the run did not end within {limit:?}"
+    );
     let doc: serde_json::Value = serde_json::from_slice(
         &std::fs::read(dir.join("profile_export_ringperf.json")).expect("the run's JSON"),
     )

@@ -346,6 +346,39 @@ impl Drop for Keys {
     }
 }
 
+/// A new pseudo-terminal of `cols` × `rows`: (the side that reads what is drawn and types,
+/// the side a program gets as its terminal). For the dashboard's test and bench.
+pub fn open_pty(cols: u16, rows: u16) -> io::Result<(std::fs::File, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let (mut master, mut slave) = (0, 0);
+    let ws = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty fills two descriptors we then own; the name buffer is not asked for.
+    let r = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &ws,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just opened and are owned by nobody else.
+    Ok(unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::os::fd::OwnedFd::from_raw_fd(slave),
+        )
+    })
+}
+
 /// Stops the run as Ctrl-C does: raises SIGINT in this process.
 pub fn interrupt() {
     // SAFETY: raise() sends a signal to this thread; its handler is async-signal-safe.

@@ -3,41 +3,11 @@
 
 use crate::support;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::process::Stdio;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// A pseudo-terminal of `cols` × `rows`: (the side this test reads and types on, the side the
-/// program gets).
-fn pty(cols: u16, rows: u16) -> (std::fs::File, OwnedFd) {
-    let (mut master, mut slave) = (0, 0);
-    let ws = libc::winsize {
-        ws_row: rows,
-        ws_col: cols,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: openpty fills two descriptors we then own; the name buffer is not asked for.
-    let r = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            &ws,
-        )
-    };
-    assert_eq!(r, 0, "openpty: {}", std::io::Error::last_os_error());
-    // SAFETY: both descriptors were just opened and are owned by nobody else.
-    unsafe {
-        (
-            std::fs::File::from_raw_fd(master),
-            OwnedFd::from_raw_fd(slave),
-        )
-    }
-}
 
 /// The screen as the emulator holds it, fed by a thread that reads the terminal.
 struct Screen {
@@ -112,7 +82,7 @@ fn drawn_cells(s: &vt100::Screen) -> usize {
 fn the_dashboard_draws_the_run_pauses_and_quits_as_ctrl_c() {
     let _alone = support::alone();
     let (cols, rows) = (80, 24);
-    let (master, slave) = pty(cols, rows);
+    let (master, slave) = ringperf::sys::open_pty(cols, rows).unwrap();
     let typing = master.try_clone().unwrap();
     let dir = support::artifact_dir("dashboard");
     // Two points, each long enough to be watched: the second shows the first in its table.
@@ -206,13 +176,16 @@ fn the_dashboard_draws_the_run_pauses_and_quits_as_ctrl_c() {
     // measured written.
     typing.try_clone().unwrap().write_all(b"q").unwrap();
     let end = Instant::now() + limit;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
+    // The program's side of the terminal closes when it ends.
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        match screen.reads.recv_timeout(left) {
+            Ok(true) => {}
+            Ok(false) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => panic!("still running after q"),
         }
-        assert!(Instant::now() < end, "still running after q");
-        let _ = screen.reads.recv_timeout(Duration::from_millis(100));
-    };
+    }
+    let status = child.wait().unwrap();
     let mut stdout = String::new();
     child
         .stdout
