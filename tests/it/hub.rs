@@ -122,26 +122,37 @@ fn mock_hub() -> MockHub {
 /// `ringperf profile --sim --tokenizer MODEL …` with the hub's environment; (exit code,
 /// stdout and stderr together).
 fn run(model: &str, endpoint: &str, cache: &Path, extra_env: &[(&str, &str)]) -> (i32, String) {
-    let dir = artifact_dir("hub-run");
-    let mut c = Command::new(env!("CARGO_BIN_EXE_ringperf"));
-    c.args([
-        "profile",
-        "--sim",
+    let flags = [
         "--tokenizer",
         model,
         "--request-count",
         "2",
         "--output-tokens-mean",
         "2",
-        "--no-progress",
-        "--artifact-dir",
-        dir.to_str().unwrap(),
-    ])
-    .env_remove("HF_HUB_OFFLINE")
-    .env_remove("HF_HOME")
-    .env("HF_ENDPOINT", endpoint)
-    .env("HF_HUB_CACHE", cache)
-    .env("HF_TOKEN", TOKEN);
+    ];
+    let (code, text, _) = run_with(&flags, endpoint, cache, extra_env);
+    (code, text)
+}
+
+/// `ringperf profile --sim FLAGS…` with the hub's environment; (exit code, stdout and stderr
+/// together, the artifact folder).
+fn run_with(
+    flags: &[&str],
+    endpoint: &str,
+    cache: &Path,
+    extra_env: &[(&str, &str)],
+) -> (i32, String, std::path::PathBuf) {
+    let dir = artifact_dir("hub-run");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ringperf"));
+    c.args(["profile", "--sim"])
+        .args(flags)
+        .args(["--no-progress", "--artifact-dir"])
+        .arg(&dir)
+        .env_remove("HF_HUB_OFFLINE")
+        .env_remove("HF_HOME")
+        .env("HF_ENDPOINT", endpoint)
+        .env("HF_HUB_CACHE", cache)
+        .env("HF_TOKEN", TOKEN);
     for (k, v) in extra_env {
         c.env(k, v);
     }
@@ -154,7 +165,7 @@ fn run(model: &str, endpoint: &str, cache: &Path, extra_env: &[(&str, &str)]) ->
         let body = std::fs::read(&f).unwrap();
         assert!(!String::from_utf8_lossy(&body).contains(TOKEN), "{f:?}",);
     }
-    (out.status.code().unwrap_or(-1), text)
+    (out.status.code().unwrap_or(-1), text, dir)
 }
 
 #[test]
@@ -246,32 +257,11 @@ fn aiperfs_public_sharegpt_is_downloaded_once_then_read_offline_from_the_cache()
     let cache = artifact_dir("hub-dataset-cache");
     let hub = mock_hub();
     let endpoint = format!("http://{}", hub.addr);
+    let flags = ["--public-dataset", "sharegpt", "--request-count", "3"];
     let run = |env: &[(&str, &str)]| {
-        let dir = artifact_dir("hub-dataset-run");
-        let mut c = Command::new(env!("CARGO_BIN_EXE_ringperf"));
-        c.args([
-            "profile",
-            "--sim",
-            "--public-dataset",
-            "sharegpt",
-            "--request-count",
-            "3",
-            "--no-progress",
-            "--artifact-dir",
-        ])
-        .arg(&dir)
-        .env_remove("HF_HUB_OFFLINE")
-        .env_remove("HF_HOME")
-        .env("HF_ENDPOINT", &endpoint)
-        .env("HF_HUB_CACHE", &cache);
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        let out = c.output().unwrap();
-        let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-        text.push_str(&String::from_utf8_lossy(&out.stderr));
+        let (code, text, dir) = run_with(&flags, &endpoint, &cache, env);
         let inputs = std::fs::read_to_string(dir.join("inputs.json")).unwrap_or_default();
-        (out.status.code().unwrap_or(-1), text, inputs)
+        (code, text, inputs)
     };
     let (code, out, inputs) = run(&[]);
     assert_eq!(code, 0, "{out}");
@@ -306,25 +296,7 @@ fn aiperfs_public_sharegpt_is_downloaded_once_then_read_offline_from_the_cache()
 
     // Offline with an empty cache: one line that says what to do.
     let empty = artifact_dir("hub-dataset-empty");
-    let (code, out, _) = {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_ringperf"));
-        c.args([
-            "profile",
-            "--sim",
-            "--public-dataset",
-            "sharegpt",
-            "--request-count",
-            "1",
-        ])
-        .env("HF_HUB_OFFLINE", "1")
-        .env("HF_HUB_CACHE", &empty);
-        let o = c.output().unwrap();
-        (
-            o.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-            (),
-        )
-    };
+    let (code, out, _) = run_with(&flags, &endpoint, &empty, &[("HF_HUB_OFFLINE", "1")]);
     assert_ne!(code, 0);
     let line = out
         .lines()

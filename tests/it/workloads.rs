@@ -719,6 +719,14 @@ fn most_in_flight_sent_within(reqs: &[Value], from: u64, to: u64) -> usize {
         .unwrap_or(0)
 }
 
+/// When the first of `reqs` was sent.
+fn first_send(reqs: &[Value]) -> u64 {
+    reqs.iter()
+        .filter_map(|r| r["start_ns"].as_u64())
+        .min()
+        .unwrap()
+}
+
 #[test]
 fn aiperfs_ramps_start_low_reach_their_target_and_are_measured() {
     let _alone = support::alone();
@@ -735,11 +743,7 @@ fn aiperfs_ramps_start_low_reach_their_target_and_are_measured() {
     )
     .unwrap();
     let reqs = requests(&dir);
-    let t0 = reqs
-        .iter()
-        .filter_map(|r| r["start_ns"].as_u64())
-        .min()
-        .unwrap();
+    let t0 = first_send(&reqs);
     let early = most_in_flight_sent_within(&reqs, t0, t0 + 200_000_000);
     let late = most_in_flight_sent_within(&reqs, t0 + 1_200_000_000, u64::MAX);
     assert!(
@@ -769,11 +773,7 @@ fn aiperfs_ramps_start_low_reach_their_target_and_are_measured() {
     )
     .unwrap();
     let reqs = requests(&dir);
-    let t0 = reqs
-        .iter()
-        .filter_map(|r| r["start_ns"].as_u64())
-        .min()
-        .unwrap();
+    let t0 = first_send(&reqs);
     let window = |from: u64, to: u64| {
         let within: Vec<Value> = reqs
             .iter()
