@@ -965,7 +965,11 @@ fn measure(
         Some(m) => format!("{m} (asked: {})", plan.target.model),
         None => plan.target.model.clone(),
     };
-    let title = format!("ringperf | LLM Metrics | {model} | {title}");
+    let what = match plan.target.kind.answer() {
+        crate::api::Answer::Images => "Image Generation Metrics",
+        _ => "LLM Metrics",
+    };
+    let title = format!("ringperf | {what} | {model} | {title}");
     let console = report::console::render(&report, &title);
     if print {
         crate::redact::print(&console);

@@ -8,7 +8,8 @@
 //! A *content event* is one that carries non-empty generated text or reasoning text; the role
 //! chunk, empty-text chunks (vLLM's `ignore_eos` tail) and usage-only chunks are not.
 
-use crate::api::openai;
+use crate::api::openai::{self, ImageScan, Images};
+use crate::api::Answer;
 use crate::http::response::{Head, Parser, Part};
 use crate::http::ProtocolError;
 use crate::record::{Outcome, Phase, Record};
@@ -35,11 +36,8 @@ pub struct Scratch {
     pub client_delay: Dist,
     /// JSON pointers for non-OpenAI servers (`--endpoint-type template`).
     pub pointers: Option<openai::Pointers>,
-    /// Responses must carry generated text (every kind but embeddings and rankings).
-    pub expects_text: bool,
-    /// Responses are rankings: a list of scores (TEI's array, NIM's `rankings`, Cohere's
-    /// `results`).
-    pub ranks: bool,
+    /// What a successful response must hold.
+    pub answer: Answer,
     /// Emptied text buffers of finished requests that did not keep their text, for the next
     /// ones to fill without growing a new one token by token.
     pub(crate) spare_texts: Vec<String>,
@@ -87,8 +85,7 @@ impl Default for Scratch {
             doc: Vec::new(),
             client_delay: Dist::new(),
             pointers: None,
-            expects_text: true,
-            ranks: false,
+            answer: Answer::Text,
             spare_texts: Vec::new(),
             served_model: None,
             model_tries: 0,
@@ -102,6 +99,8 @@ pub struct Exchange {
     parser: Parser,
     framer: crate::sse::Framer,
     body: Vec<u8>,
+    /// Image generation: the 2xx body's images, counted as it arrives instead of kept.
+    images: ImageScan,
     streaming: bool,
     status: u16,
     keep_alive: bool,
@@ -118,6 +117,7 @@ impl Exchange {
         self.parser = Parser::new();
         self.framer.reset();
         self.body.clear();
+        self.images.reset();
         self.streaming = false;
         self.status = 0;
         self.keep_alive = false;
@@ -166,6 +166,7 @@ impl Exchange {
             parser,
             framer,
             body,
+            images,
             streaming,
             status,
             keep_alive,
@@ -207,6 +208,8 @@ impl Exchange {
                             ),
                         ));
                     }
+                } else if scratch.answer == Answer::Images && (200..300).contains(status) {
+                    images.feed(data);
                 } else if body.len() + data.len() <= BODY_LIMIT {
                     body.extend_from_slice(data);
                 } else if (200..300).contains(status) {
@@ -320,7 +323,7 @@ impl Exchange {
             rec.error = Some(text);
             return;
         }
-        if scratch.expects_text && rec.last_content_ns.is_none() {
+        if scratch.answer == Answer::Text && rec.last_content_ns.is_none() {
             rec.outcome = Outcome::NoContent;
             rec.error = Some(match rec.osl {
                 Some(n) if n > 0 => {
@@ -343,9 +346,37 @@ impl Exchange {
     }
 
     fn finish_whole_body(&mut self, t: u64, rec: &mut Record, scratch: &mut Scratch) {
-        if scratch.ranks {
-            self.failure = ranking_failure(&self.body);
-            return;
+        match scratch.answer {
+            Answer::Ranking => {
+                self.failure = ranking_failure(&self.body);
+                return;
+            }
+            Answer::Images => {
+                self.failure = match self.images.finish() {
+                    Images::Counted(n @ 1..) => {
+                        rec.images = n;
+                        None
+                    }
+                    Images::Counted(0) => Some((
+                        Outcome::NoContent,
+                        "an image generation answer with an empty \"data\" list".into(),
+                    )),
+                    Images::Error => Some((
+                        Outcome::ServerError,
+                        "an image generation answer with an \"error\" and no \"data\"".into(),
+                    )),
+                    Images::NoData => Some((
+                        Outcome::NoContent,
+                        "an image generation answer with no \"data\" list of images".into(),
+                    )),
+                    Images::Broken(why) => Some((
+                        Outcome::BadJson,
+                        format!("an image generation answer that is not whole JSON: {why}"),
+                    )),
+                };
+                return;
+            }
+            Answer::Text | Answer::Vector => {}
         }
         match scratch.decode(&mut self.body) {
             Ok(p) => {

@@ -225,8 +225,7 @@ pub fn probe(plan: &Plan) -> Result<Probe, Failure> {
     template.write_into(&mut request, PROBE_ID);
     let mut scratch = Scratch {
         pointers: target.pointers.clone(),
-        expects_text: target.kind.generates(),
-        ranks: target.kind.ranks(),
+        answer: target.kind.answer(),
         ..Scratch::default()
     };
     let mut rec = Record::new(PROBE_ID, 0, Phase::Warmup, 0, Some(isl));

@@ -272,6 +272,8 @@ pub struct Record {
     pub first_byte_us: u32,
     /// The server it went to (`--url` repeated: their index, in order).
     pub server: u16,
+    /// Image generation: the images the answer held.
+    pub images: u32,
     /// Response text kept for re-tokenizing when the server sent no usage; emptied after.
     #[serde(skip)]
     pub text: String,
@@ -323,6 +325,7 @@ impl Record {
             sending_ns: 0,
             first_byte_us: 0,
             server: 0,
+            images: 0,
             text: String::new(),
             keep_text: false,
         }

@@ -35,11 +35,29 @@ pub enum Kind {
     /// `/v1/rerank`, Cohere's reranking API as vLLM serves it.
     #[serde(rename = "cohere_rankings")]
     CohereRankings,
+    /// `/v1/images/generations`, OpenAI's image generation API as SGLang serves it: a prompt
+    /// in, images out (request latency and images per second).
+    #[serde(rename = "image_generation")]
+    ImageGeneration,
+}
+
+/// What a kind's successful answer must hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Answer {
+    /// Generated text (chat, completions, responses, templates).
+    #[default]
+    Text,
+    /// A vector per input (embeddings): nothing is checked beyond the status.
+    Vector,
+    /// A list of scores (TEI's array, NIM's `rankings`, Cohere's `results`).
+    Ranking,
+    /// Images in a `data` list, counted as they arrive.
+    Images,
 }
 
 impl Kind {
     /// Every kind, in the order the command line lists them.
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Chat,
         Kind::Completions,
         Kind::Embeddings,
@@ -48,6 +66,7 @@ impl Kind {
         Kind::NimRankings,
         Kind::TeiRankings,
         Kind::CohereRankings,
+        Kind::ImageGeneration,
     ];
 
     /// Its name on the command line, in artifacts and folder names.
@@ -61,6 +80,7 @@ impl Kind {
             Kind::NimRankings => "nim_rankings",
             Kind::TeiRankings => "hf_tei_rankings",
             Kind::CohereRankings => "cohere_rankings",
+            Kind::ImageGeneration => "image_generation",
         }
     }
 
@@ -79,6 +99,9 @@ impl Kind {
             Kind::CohereRankings => {
                 "/v1/rerank, Cohere's reranking API as vLLM serves it (request latency only)"
             }
+            Kind::ImageGeneration => {
+                "/v1/images/generations (request latency and images per second; never streamed)"
+            }
         }
     }
 
@@ -93,6 +116,7 @@ impl Kind {
             Kind::NimRankings => Some("/v1/ranking"),
             Kind::TeiRankings => Some("/rerank"),
             Kind::CohereRankings => Some("/v1/rerank"),
+            Kind::ImageGeneration => Some("/v1/images/generations"),
         }
     }
 
@@ -110,6 +134,7 @@ impl Kind {
             Kind::Responses => "response",
             Kind::Template => "object",
             Kind::NimRankings | Kind::TeiRankings | Kind::CohereRankings => "list",
+            Kind::ImageGeneration => "list",
         }
     }
 
@@ -122,21 +147,29 @@ impl Kind {
             Kind::Responses => "resp",
             Kind::Template => "gen",
             Kind::NimRankings | Kind::TeiRankings | Kind::CohereRankings => "rerank",
+            Kind::ImageGeneration => "img",
         }
     }
 
-    /// Whether it answers with generated text; embeddings and rankings do not (request
-    /// latency only, never streamed).
+    /// What its successful answers hold.
+    pub fn answer(self) -> Answer {
+        match self {
+            Kind::Embeddings => Answer::Vector,
+            Kind::NimRankings | Kind::TeiRankings | Kind::CohereRankings => Answer::Ranking,
+            Kind::ImageGeneration => Answer::Images,
+            Kind::Chat | Kind::Completions | Kind::Responses | Kind::Template => Answer::Text,
+        }
+    }
+
+    /// Whether it answers with generated text; embeddings, rankings and image generation do
+    /// not (request latency only, never streamed).
     pub fn generates(self) -> bool {
-        !matches!(self, Kind::Embeddings) && !self.ranks()
+        self.answer() == Answer::Text
     }
 
     /// Whether it ranks passages against a query.
     pub fn ranks(self) -> bool {
-        matches!(
-            self,
-            Kind::NimRankings | Kind::TeiRankings | Kind::CohereRankings
-        )
+        self.answer() == Answer::Ranking
     }
 
     /// Whether its responses can be streamed.
@@ -245,6 +278,13 @@ impl Body {
             }
             (Kind::Embeddings, _) => {
                 m.insert("input".into(), Value::String(prompt.text()));
+            }
+            (Kind::ImageGeneration, p) => {
+                // AIPerf's body: one image, as base64 (SGLang answers nothing else);
+                // --extra-inputs overrides both (n:4, size:512x512, quality:standard).
+                m.insert("prompt".into(), Value::String(p.text()));
+                m.insert("response_format".into(), Value::from("b64_json"));
+                m.insert("n".into(), Value::from(1));
             }
             (Kind::Responses, p) => {
                 let input = match p {
@@ -371,6 +411,12 @@ mod tests {
         assert_eq!(
             json(&body(Kind::Embeddings, false), &batch)["input"],
             serde_json::json!(["a", "b"])
+        );
+        let img = json(&body(Kind::ImageGeneration, false), &hi);
+        assert_eq!(
+            img,
+            serde_json::json!({"model": "m", "prompt": "hi", "response_format": "b64_json",
+                "n": 1, "ignore_eos": true})
         );
         let history = Prompt::Messages(vec![serde_json::json!({"role": "user", "content": "a"})]);
         assert_eq!(

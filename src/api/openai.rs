@@ -14,7 +14,10 @@ use std::fmt;
 use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::Deserialize;
 
+mod images;
 mod scan;
+
+pub use images::{ImageScan, Images};
 
 /// Token counts the server reported (chat and completions names; the Responses API's
 /// `input_tokens`/`output_tokens` read into the same fields).

@@ -1332,8 +1332,10 @@ impl ProfileArgs {
                 Some(k) => Some(k),
                 None => {
                     let why = port::foreign_endpoint_type(name).unwrap_or(
-                        "expected chat, completions, embeddings, responses or template (or \
-                             GenAI-Perf's kserve and generate, for Triton)",
+                        "expected chat, completions, embeddings, responses, template, \
+                             nim_rankings, hf_tei_rankings, cohere_rankings, image_generation or \
+                             huggingface_generate (or GenAI-Perf's kserve and generate, for \
+                             Triton)",
                     );
                     return Err(PlanError::Flag(format!("--endpoint-type {name}: {why}")));
                 }

@@ -794,8 +794,12 @@ fn shard_thread(
     })
 }
 
-/// Fills in `osl` from the response text for successful requests without server usage.
+/// Fills in `osl` from the response text for successful requests without server usage (of
+/// kinds that generate text: an embedding, a ranking or an image has no output length).
 pub fn retokenize<'a>(records: impl Iterator<Item = &'a mut Record>, plan: &Plan) {
+    if !plan.target.kind.generates() {
+        return;
+    }
     for r in records {
         if r.outcome == Outcome::Ok && r.osl.is_some() && !r.text.is_empty() {
             r.tokenizer_osl = plan

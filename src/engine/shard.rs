@@ -165,8 +165,7 @@ impl Shard {
             None => Vec::new(),
         };
         let pointers = plan.target.pointers.clone();
-        let expects_text = plan.target.kind.generates();
-        let ranks = plan.target.kind.ranks();
+        let answer = plan.target.kind.answer();
         let shard = Rc::new(Shard {
             index,
             plan,
@@ -191,8 +190,7 @@ impl Shard {
             fds: RefCell::new(FdSet::default()),
             scratch: RefCell::new(Scratch {
                 pointers: pointers.clone(),
-                expects_text,
-                ranks,
+                answer,
                 ..Scratch::default()
             }),
             record_lag: RefCell::new(Dist::new()),

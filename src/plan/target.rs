@@ -340,6 +340,13 @@ impl Target {
                 )));
             }
         }
+        if s.streaming && s.kind == Kind::ImageGeneration {
+            return Err(PlanError::Flag(
+                "--streaming with image_generation: streamed partial images are not read; \
+                 drop --streaming (images then come whole, as SGLang serves them)"
+                    .into(),
+            ));
+        }
         let streaming = s.streaming && s.kind.streams();
         Ok(Target {
             head: Head {

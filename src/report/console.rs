@@ -121,6 +121,20 @@ pub(crate) fn value_rows(r: &Report) -> Vec<(&'static str, &'static str, &'stati
             r.failed as f64,
         ),
     ];
+    if r.images > 0 {
+        rows.push((
+            "generated_image_throughput",
+            "Generated Image Throughput (images/sec)",
+            "images/sec",
+            r.image_tps(),
+        ));
+        rows.push((
+            "generated_image_count",
+            "Generated Image Count (images)",
+            "images",
+            r.images as f64,
+        ));
+    }
     if r.request_cancelled > 0 {
         rows.push((
             "request_cancelled_count",
@@ -338,6 +352,7 @@ pub fn health(r: &Report) -> String {
         h.shards.len(),
         h.placement.reason,
         match (r.osl_from_usage, r.osl_from_tokenizer) {
+            (0, 0) if r.completed > 0 => "nothing (these answers carry no text)".to_string(),
             (0, 0) => "nothing (no completed request)".to_string(),
             (_, 0) => "server usage".to_string(),
             (0, _) => "re-tokenized text".to_string(),

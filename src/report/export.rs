@@ -379,6 +379,12 @@ fn records_into(r: &Report, mut w: &mut dyn Write) -> std::io::Result<()> {
                     json!({"value": o, "unit": "tokens"}),
                 );
             }
+            if rec.images > 0 {
+                metrics.insert(
+                    "generated_images".into(),
+                    json!({"value": rec.images, "unit": "images"}),
+                );
+            }
         }
         if let Some(n) = rec.isl {
             metrics.insert(

@@ -496,6 +496,7 @@ fn build(nodes: &[NodeRun], incomplete: &[String], first_start: u64) -> Result<R
         warmup_ns: 0,
         output_tokens: sum(|f| f.output_tokens),
         input_tokens: sum(|f| f.input_tokens),
+        images: sum(|f| f.images),
         osl_from_usage: sum(|f| f.osl_from_usage),
         osl_from_tokenizer: sum(|f| f.osl_from_tokenizer),
         errors: errors.into_values().collect(),

@@ -99,6 +99,8 @@ pub struct Report {
     pub output_tokens: u64,
     /// Σ input tokens of completed requests.
     pub input_tokens: u64,
+    /// Σ images in the answers of completed requests (image generation).
+    pub images: u64,
     /// Requests whose OSL came from server usage / the tokenizer.
     pub osl_from_usage: u64,
     /// Requests whose OSL was re-tokenized.
@@ -292,6 +294,10 @@ impl Report {
     pub fn request_tps(&self) -> f64 {
         per_sec(self.completed, self.window_ns)
     }
+    /// Generated images per second (image generation).
+    pub fn image_tps(&self) -> f64 {
+        per_sec(self.images, self.window_ns)
+    }
 }
 
 fn per_sec(n: u64, ns: u64) -> f64 {
@@ -458,6 +464,7 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
     let mut tx = u64::MAX;
     let mut ty = 0u64;
     let (mut completed, mut failed, mut out_tok, mut in_tok) = (0u64, 0u64, 0u64, 0u64);
+    let mut images = 0u64;
     let (mut from_usage, mut from_tok) = (0u64, 0u64);
     let mut errors: BTreeMap<Outcome, (String, u64)> = BTreeMap::new();
     let (mut osl_off, mut with_request, mut one_choice) = (0u64, 0u64, 0u64);
@@ -509,6 +516,7 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         one_chunk += u64::from(osl >= 2 && r.second_content_ns.is_none());
         shared.first_tokens += u64::from(r.first_token_shared_read());
         in_tok += u64::from(r.isl.unwrap_or(0));
+        images += u64::from(r.images);
         if let (Some(c), Some(p)) = (r.server_cached, r.server_isl) {
             (cache_hits, cache_prompt) = (cache_hits + u64::from(c), cache_prompt + p);
         }
@@ -788,6 +796,7 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         warmup_ns,
         output_tokens: out_tok,
         input_tokens: in_tok,
+        images,
         osl_from_usage: from_usage,
         osl_from_tokenizer: from_tok,
         errors: errors

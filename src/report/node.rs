@@ -69,6 +69,9 @@ pub struct NodeFile {
     pub output_tokens: u64,
     /// Σ input tokens of completed requests.
     pub input_tokens: u64,
+    /// Σ images in the answers of completed requests (image generation).
+    #[serde(default)]
+    pub images: u64,
     /// Completed requests whose output length the server reported.
     pub osl_from_usage: u64,
     /// Completed requests whose output was re-tokenized.
@@ -218,6 +221,7 @@ pub(crate) fn write(
         ramp_up: r.ramp_up,
         output_tokens: r.output_tokens,
         input_tokens: r.input_tokens,
+        images: r.images,
         osl_from_usage: r.osl_from_usage,
         osl_from_tokenizer: r.osl_from_tokenizer,
         shared_reads: [r.shared.events, r.shared.of_events, r.shared.first_tokens],

@@ -119,8 +119,10 @@ pub(super) fn read_gen(r: &GenRequest<'_>, api: Kind, default_max: u32) -> Gen {
         Kind::Responses | Kind::Embeddings => {
             r.input.map(|p| p.get().as_bytes()).into_iter().collect()
         }
-        // Rankings are answered before a generation is read.
-        Kind::NimRankings | Kind::TeiRankings | Kind::CohereRankings => Vec::new(),
+        // Rankings and images are answered before a generation is read.
+        Kind::NimRankings | Kind::TeiRankings | Kind::CohereRankings | Kind::ImageGeneration => {
+            Vec::new()
+        }
         Kind::Completions | Kind::Template => {
             r.prompt.map(|p| p.get().as_bytes()).into_iter().collect()
         }
@@ -665,6 +667,48 @@ pub(super) async fn rank(
             ctx.model_json
         ),
     };
+    respond(stream, out, 200, "application/json", b.as_bytes(), close).await
+}
+
+/// The one image the simulator draws: a 1 × 1 PNG, as base64.
+const PIXEL_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+/// Images asked in one request past this many are refused, as OpenAI's API does past 10.
+const MAX_IMAGES: u64 = 10;
+
+/// `/v1/images/generations`: `n` images (1 when not asked) after the TTFT (the compute time),
+/// in OpenAI's shape, as base64 unless `response_format` asks for URLs.
+pub(super) async fn draw(
+    ctx: &Rc<Ctx>,
+    stream: &mut Conn,
+    out: &mut Vec<u8>,
+    body: &[u8],
+    close: bool,
+    arrived: u64,
+) -> bool {
+    let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let n = v.get("n").map_or(Some(1), serde_json::Value::as_u64);
+    let prompt = v.get("prompt").and_then(serde_json::Value::as_str);
+    let (Some(n @ 1..=MAX_IMAGES), Some(prompt)) = (n, prompt.filter(|p| !p.is_empty())) else {
+        let b = serde_json::json!({ "error": {
+            "message": format!("an image generation needs a non-empty prompt and n from 1 to {MAX_IMAGES}"),
+            "type": "invalid_request_error",
+        }})
+        .to_string();
+        return respond(stream, out, 400, "application/json", b.as_bytes(), close).await;
+    };
+    let url = v.get("response_format").and_then(serde_json::Value::as_str) == Some("url");
+    compute(ctx, arrived).await;
+    let item = if url {
+        r#"{"url":"http://127.0.0.1/ringperf-sim.png"}"#.to_string()
+    } else {
+        format!(r#"{{"b64_json":"{PIXEL_PNG}"}}"#)
+    };
+    let items = vec![item; n as usize].join(",");
+    let tokens = prompt.len().div_ceil(4);
+    let b = format!(
+        r#"{{"created":{},"data":[{items}],"usage":{{"input_tokens":{tokens},"output_tokens":0,"total_tokens":{tokens}}}}}"#,
+        (arrived as i64 + ctx.unix_offset_ns) / 1_000_000_000
+    );
     respond(stream, out, 200, "application/json", b.as_bytes(), close).await
 }
 

@@ -528,6 +528,9 @@ async fn handle(
             if api.ranks() {
                 return super::reply::rank(ctx, stream, out, body, api, req.close, arrived).await;
             }
+            if api == Kind::ImageGeneration {
+                return super::reply::draw(ctx, stream, out, body, req.close, arrived).await;
+            }
             let mut gen = read_gen(&r, api, ctx.args.default_max_tokens);
             gen.request_id = req.request_id.clone();
             generate(ctx, stream, out, gen, req.close, arrived).await

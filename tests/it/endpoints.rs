@@ -378,3 +378,120 @@ fn aiperfs_ranking_endpoints_send_a_query_and_its_passages() {
     .to_string();
     assert!(e.contains("--rankings-*") && e.lines().count() == 1, "{e}");
 }
+
+#[test]
+fn aiperfs_image_generation_sends_a_prompt_and_counts_the_images() {
+    let _shared = support::shared();
+    let s = sim("--ttft 20ms");
+    let dir = artifact_dir("ep-image-generation");
+    let res = profile(
+        &format!(
+            "--url http://{} --endpoint-type image_generation --concurrency 2 --request-count 6 \
+             --synthetic-input-tokens-mean 40 --extra-inputs n:3 --extra-inputs size:512x512",
+            s.addr
+        ),
+        &dir,
+    )
+    .unwrap();
+    let r = &res.report;
+    assert_eq!((r.completed, r.failed), (6, 0), "{}", res.console);
+    assert_eq!(r.images, 18, "three images an answer");
+    assert_eq!(r.metrics.ttft.count() + r.metrics.osl.count(), 0);
+    assert!(
+        res.console.contains("Image Generation Metrics"),
+        "{}",
+        res.console
+    );
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("profile_export_ringperf.json")).unwrap())
+            .unwrap();
+    assert!(doc["request_latency"]["avg"].as_f64().unwrap() >= 20.0);
+    // Images per second: three times the requests per second, over the same window.
+    let ips = doc["generated_image_throughput"]["avg"].as_f64().unwrap();
+    let rps = doc["request_throughput"]["avg"].as_f64().unwrap();
+    assert!((ips / rps - 3.0).abs() < 1e-9 && rps > 10.0, "{ips} {rps}");
+    assert_eq!(doc["generated_image_count"]["avg"], 18.0);
+    let csv = std::fs::read_to_string(dir.join("profile_export_ringperf.csv")).unwrap();
+    assert!(
+        csv.contains("Generated Image Throughput (images/sec)"),
+        "{csv}"
+    );
+    let inputs: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("inputs.json")).unwrap()).unwrap();
+    let body = &inputs["data"][0]["payload"][0];
+    assert_eq!(
+        (&body["n"], &body["size"], &body["response_format"]),
+        (&3.into(), &"512x512".into(), &"b64_json".into()),
+        "{body}"
+    );
+    assert!(body["prompt"].as_str().unwrap().len() > 60 && body.get("stream").is_none());
+    let lines = std::fs::read_to_string(dir.join("profile_export.jsonl")).unwrap();
+    for line in lines.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["metrics"]["generated_images"]["value"], 3, "{line}");
+    }
+    // Streamed partial images are not read: refused in one line, nothing sent.
+    let e = profile(
+        &format!(
+            "--url http://{} --endpoint-type image_generation --streaming --request-count 1",
+            s.addr
+        ),
+        &artifact_dir("ep-image-streaming"),
+    )
+    .err()
+    .expect("refused")
+    .to_string();
+    assert!(e.contains("--streaming") && e.lines().count() == 1, "{e}");
+}
+
+/// Answers of every shape an image server can give: a 6 MiB image (past the cap on kept
+/// bodies: it is counted as it arrives, not kept), an empty list, an error, a cut body.
+#[test]
+fn image_answers_are_counted_as_they_arrive_and_bad_ones_fail_by_kind() {
+    let _shared = support::shared();
+    let big = format!(
+        r#"{{"created":1,"data":[{{"b64_json":"{}","revised_prompt":"a \"fox\" ]}}"}}]}}"#,
+        "QUJD".repeat(6 << 18)
+    );
+    let server = fake_server(move |n, _| {
+        // Whether or not a first request checks the server, the first measured one succeeds.
+        let body = match n % 5 {
+            0 | 1 => big.clone(),
+            2 => r#"{"created":1,"data":[]}"#.to_string(),
+            3 => r#"{"error":{"message":"out of memory","type":"server_error"}}"#.to_string(),
+            _ => r#"{"created":1,"data":[{"b64_json":"QUJD"}"#.to_string(),
+        };
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        ([head.into_bytes(), body.into_bytes()].concat(), false)
+    });
+    let res = profile(
+        &format!(
+            "--url http://{} --endpoint-type image_generation -m m \
+             --concurrency 1 --request-count 10",
+            server.addr
+        ),
+        &artifact_dir("ep-image-answers"),
+    )
+    .unwrap();
+    let r = &res.report;
+    assert_eq!(
+        (r.completed, r.failed, r.images),
+        (4, 6, 4),
+        "{}",
+        res.console
+    );
+    let by_kind: std::collections::BTreeMap<&str, u64> = r
+        .errors
+        .iter()
+        .map(|e| (e.kind.as_str(), e.count))
+        .collect();
+    assert_eq!(
+        by_kind,
+        [("bad_json", 2), ("no_content", 2), ("server_error", 2)].into(),
+        "{}",
+        res.console
+    );
+}

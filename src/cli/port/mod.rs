@@ -506,10 +506,10 @@ pub fn foreign_endpoint_type(name: &str) -> Option<&'static str> {
             "GenAI-Perf's rankings: use AIPerf's nim_rankings, hf_tei_rankings or \
              cohere_rankings"
         }
-        "image_retrieval" | "image_generation" | "image_edit" | "video_generation" | "nvclip"
+        "image_retrieval" | "image_edit" | "video_generation" | "nvclip"
         | "nim_embeddings" | "chat_embeddings" | "solido_rag" | "messages" | "raw" => {
             "not spoken: ringperf speaks chat, completions, embeddings, responses, rankings, \
-             TGI's and Triton's generate; for another JSON API use --endpoint-type template \
+             image generation, TGI's and Triton's generate; for another JSON API use --endpoint-type template \
              with --request-template and --response-text-pointer"
         }
         "dynamic_grpc" | "tensorrtllm_engine" => {
