@@ -902,6 +902,8 @@ impl WorkloadArgs {
             self.rankings_passages_mean.unwrap_or(1.0),
             self.rankings_passages_stddev.unwrap_or(0.0),
         );
+        let passages_given =
+            self.rankings_passages_mean.is_some() || self.rankings_passages_stddev.is_some();
         if !(passages.0 >= 1.0 && passages.0 <= crate::workload::MAX_PASSAGES && passages.1 >= 0.0)
         {
             return Err(PlanError::Flag(format!(
@@ -922,7 +924,7 @@ impl WorkloadArgs {
             Ok((mean, std.unwrap_or(0)))
         };
         Ok(Some(crate::workload::RankSpec {
-            passages,
+            passages: passages_given.then_some(passages),
             passage_tokens: tokens(
                 self.rankings_passages_prompt_token_mean,
                 self.rankings_passages_prompt_token_stddev,
@@ -1562,10 +1564,13 @@ impl ProfileArgs {
             spec.workload.osl_deterministic = false;
         }
         spec.workload.rankings = w.rankings(spec.target.kind)?;
-        if spec.workload.batch_size > 1 && spec.target.kind != Kind::Embeddings {
+        if spec.workload.batch_size > 1
+            && spec.target.kind != Kind::Embeddings
+            && !spec.target.kind.ranks()
+        {
             return Err(PlanError::Flag(format!(
                 "--batch-size-text {}: batches of inputs go to embeddings (--endpoint-type \
-                     embeddings); chat and completions take one prompt a request",
+                     embeddings) and passages to rankings; other kinds take one prompt a request",
                 spec.workload.batch_size
             )));
         }

@@ -371,7 +371,14 @@ impl Workload {
                      drop --input-file and the session flags",
                 ));
             }
-            let tokens = r.tokens(s.num_dataset_entries);
+            if s.batch_size > 1 && r.passages.is_some() {
+                return Err(flag(format!(
+                    "--batch-size-text {} with --rankings-passages-mean: both set the passages \
+                     of a ranking request; give one",
+                    s.batch_size
+                )));
+            }
+            let tokens = r.tokens(s.num_dataset_entries, s.batch_size as usize);
             if tokens > MAX_PLAN_TOKENS as f64 {
                 return Err(flag(format!(
                     "{} rankings of about {:.0} tokens each take {tokens:.0} tokens, over the \

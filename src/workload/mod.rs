@@ -76,8 +76,9 @@ pub struct Gen {
 /// each count and length drawn from a normal distribution (mean, standard deviation).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RankSpec {
-    /// Passages per request (at least 1).
-    pub passages: (f64, f64),
+    /// Passages per request (at least 1): `--rankings-passages-mean/-stddev`, or when not
+    /// given, `--batch-size-text` passages (GenAI-Perf's rule; 1 by default, AIPerf's).
+    pub passages: Option<(f64, f64)>,
     /// Tokens per passage.
     pub passage_tokens: (u32, u32),
     /// Tokens per query.
@@ -88,12 +89,17 @@ pub struct RankSpec {
 pub const MAX_PASSAGES: f64 = 10_000.0;
 
 impl RankSpec {
+    /// Passages per request with `batch` inputs a request asked (`--batch-size-text`).
+    pub fn passages(&self, batch: usize) -> (f64, f64) {
+        self.passages.unwrap_or((batch.max(1) as f64, 0.0))
+    }
+
     /// The tokens `entries` requests take, about (means plus three standard deviations).
-    pub fn tokens(&self, entries: u64) -> f64 {
+    pub fn tokens(&self, entries: u64, batch: usize) -> f64 {
         let hi = |(m, s): (f64, f64)| m + 3.0 * s;
         let f = |(m, s): (u32, u32)| (f64::from(m), f64::from(s));
         let per = hi(f(self.query_tokens))
-            + hi(self.passages).min(MAX_PASSAGES) * hi(f(self.passage_tokens));
+            + hi(self.passages(batch)).min(MAX_PASSAGES) * hi(f(self.passage_tokens));
         per * entries as f64
     }
 }
@@ -708,7 +714,7 @@ impl Dataset {
         let maker = PromptMaker::new(tokenizer)?;
         let drafts: Vec<Vec<Draft>> = (0..spec.entries.max(1))
             .map(|_| {
-                let n = match r.passages {
+                let n = match r.passages(spec.batch) {
                     (m, s) if s > 0.0 => rand_distr::Normal::new(m, s)
                         .expect("finite")
                         .sample(&mut rng),

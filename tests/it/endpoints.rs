@@ -365,6 +365,38 @@ fn aiperfs_ranking_endpoints_send_a_query_and_its_passages() {
             );
         }
     }
+    // GenAI-Perf's --batch-size-text sets the passages when --rankings-passages-mean does not.
+    let dir = artifact_dir("ep-rank-batch");
+    let res = profile(
+        &format!(
+            "--url http://{} --endpoint-type cohere_rankings --batch-size-text 4 \
+             --request-count 2 --rankings-passages-prompt-token-mean 8",
+            s.addr
+        ),
+        &dir,
+    )
+    .unwrap();
+    assert_eq!(res.report.completed, 2, "{}", res.console);
+    let inputs: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("inputs.json")).unwrap()).unwrap();
+    for entry in inputs["data"].as_array().unwrap() {
+        assert_eq!(
+            entry["payload"][0]["documents"].as_array().unwrap().len(),
+            4
+        );
+    }
+    let e = profile(
+        &format!(
+            "--url http://{} --endpoint-type cohere_rankings --batch-size-text 4 \
+             --rankings-passages-mean 2 --request-count 1",
+            s.addr
+        ),
+        &artifact_dir("ep-rank-both"),
+    )
+    .err()
+    .expect("refused")
+    .to_string();
+    assert!(e.contains("give one") && e.lines().count() == 1, "{e}");
     // The rankings flags go with a ranking endpoint.
     let e = profile(
         &format!(
