@@ -531,6 +531,46 @@ impl Points {
     }
 }
 
+/// `--image-sizes`: width, height and weight of each size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImageSizes(pub Vec<(u32, u32, f64)>);
+
+/// Parses `WxH:WEIGHT,…` (the weight may be left out: 1).
+pub fn parse_image_sizes(s: &str) -> Result<ImageSizes, String> {
+    let max = crate::workload::media::MAX_SIDE;
+    let mut out = Vec::new();
+    for item in s.split(',').map(str::trim) {
+        let (size, weight) = item.split_once(':').unwrap_or((item, "1"));
+        let side = |v: &str| {
+            v.trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|n| (1..=max).contains(n))
+        };
+        let (w, h) = size
+            .split_once(['x', 'X'])
+            .and_then(|(w, h)| Some((side(w)?, side(h)?)))
+            .ok_or(format!(
+                "{item:?}: expected WIDTHxHEIGHT[:WEIGHT], each side from 1 to {max}"
+            ))?;
+        let weight: f64 = weight
+            .trim()
+            .parse()
+            .ok()
+            .filter(|x: &f64| x.is_finite() && *x >= 0.0)
+            .ok_or(format!(
+                "{item:?}: the weight must be a number of 0 or more"
+            ))?;
+        if weight > 0.0 {
+            out.push((w, h, weight));
+        }
+    }
+    if out.is_empty() {
+        return Err("no size has a weight above 0".into());
+    }
+    Ok(ImageSizes(out))
+}
+
 /// vLLM's `--random-range-ratio`: one ratio, or a JSON object with `input` and `output`.
 pub fn parse_range_ratio(s: &str) -> Result<(f64, f64), String> {
     let t = s.trim();
@@ -713,6 +753,15 @@ pub struct WorkloadArgs {
         value_name = "N"
     )]
     pub batch_size_image: u32,
+    /// Each request carries from --batch-size-image to this many images, drawn uniformly
+    /// (vLLM's random-mm item count; the same as --batch-size-image when not given).
+    #[arg(long, value_name = "N")]
+    pub batch_size_image_max: Option<u32>,
+    /// Image sizes to draw from by weight, instead of --image-width-mean and
+    /// --image-height-mean: `WxH:WEIGHT,…` (vLLM's random-mm buckets), e.g.
+    /// `256x256:0.5,1280x720:0.5`.
+    #[arg(long, value_name = "WxH:WEIGHT,…", value_parser = parse_image_sizes)]
+    pub image_sizes: Option<ImageSizes>,
     /// Audio in every synthetic chat request (AIPerf's flags): clip length in seconds, drawn
     /// per clip from a normal distribution (a mean above 0 to send audio), as WAV
     /// `input_audio` parts.
@@ -960,18 +1009,35 @@ impl WorkloadArgs {
             self.image_height_mean,
             self.image_height_stddev,
         )?;
-        let images = match (width.0 > 0.0, height.0 > 0.0) {
-            (false, false) => None,
-            (true, true) if self.batch_size_image == 0 => None,
-            (true, true) => Some(ImageSpec {
+        let sizes = self.image_sizes.clone().map(|s| s.0).unwrap_or_default();
+        let most = self.batch_size_image_max.unwrap_or(self.batch_size_image);
+        if most < self.batch_size_image {
+            return Err(bad(format!(
+                "--batch-size-image-max {most} is below --batch-size-image {}",
+                self.batch_size_image
+            )));
+        }
+        let given = (width.0 > 0.0, height.0 > 0.0);
+        if !sizes.is_empty() && given != (false, false) {
+            return Err(bad(
+                "--image-sizes with --image-width-mean/--image-height-mean: both say how large \
+                 the images are; give one"
+                    .into(),
+            ));
+        }
+        let images = match given {
+            (false, false) if sizes.is_empty() => None,
+            _ if most == 0 => None,
+            (false, false) | (true, true) => Some(ImageSpec {
                 width,
                 height,
+                sizes,
                 format: match self.image_format {
                     ImageFormatArg::Png => ImageFormat::Png,
                     ImageFormatArg::Jpeg => ImageFormat::Jpeg,
                     ImageFormatArg::Random => ImageFormat::Random,
                 },
-                per_request: self.batch_size_image,
+                per_request: (self.batch_size_image, most),
             }),
             _ => {
                 return Err(bad(

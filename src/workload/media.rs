@@ -27,7 +27,7 @@ pub const MAX_BYTES: f64 = 4.0 * (1u64 << 30) as f64;
 pub enum ImageFormat {
     /// PNG (lossless: about 3 bytes a pixel of noise).
     Png,
-    /// JPEG (quality 85).
+    /// JPEG (quality 75, Pillow's default, which AIPerf and vLLM both encode with).
     Jpeg,
     /// PNG or JPEG, drawn per image.
     Random,
@@ -40,10 +40,48 @@ pub struct ImageSpec {
     pub width: (f64, f64),
     /// Height in pixels: mean, standard deviation.
     pub height: (f64, f64),
+    /// Sizes to draw from instead, by weight: width, height, weight (vLLM's `random-mm`
+    /// buckets).
+    #[serde(default)]
+    pub sizes: Vec<(u32, u32, f64)>,
     /// Encoding.
     pub format: ImageFormat,
-    /// Images per request.
-    pub per_request: u32,
+    /// Images per request: fewest, most (drawn uniformly between them, both included).
+    pub per_request: (u32, u32),
+}
+
+impl ImageSpec {
+    /// One image's width and height.
+    fn size(&self, rng: &mut impl Rng) -> (u32, u32) {
+        if self.sizes.is_empty() {
+            let mut side = |d| normal(rng, d).round().clamp(1.0, f64::from(MAX_SIDE)) as u32;
+            return (side(self.width), side(self.height));
+        }
+        let total: f64 = self.sizes.iter().map(|s| s.2).sum();
+        let mut at = rng.random_range(0.0..total);
+        for &(w, h, weight) in &self.sizes {
+            if at < weight {
+                return (w, h);
+            }
+            at -= weight;
+        }
+        let last = self.sizes[self.sizes.len() - 1];
+        (last.0, last.1)
+    }
+
+    /// The most pixels one image can have (means plus three standard deviations).
+    fn most_pixels(&self) -> f64 {
+        let hi = |(m, s): (f64, f64)| (m + 3.0 * s).min(f64::from(MAX_SIDE));
+        match self
+            .sizes
+            .iter()
+            .map(|s| f64::from(s.0) * f64::from(s.1))
+            .reduce(f64::max)
+        {
+            Some(p) => p,
+            None => hi(self.width) * hi(self.height),
+        }
+    }
 }
 
 /// Audio clips in every request (WAV, integer samples).
@@ -82,8 +120,7 @@ impl MediaSpec {
         let hi = |(m, s): (f64, f64)| m + 3.0 * s;
         let mut bytes = 0.0;
         if let Some(i) = &self.images {
-            let side = |d| hi(d).min(f64::from(MAX_SIDE));
-            bytes += f64::from(i.per_request) * side(i.width) * side(i.height) * 3.0;
+            bytes += f64::from(i.per_request.1) * i.most_pixels() * 3.0;
         }
         if let Some(a) = &self.audio {
             let rate = a.sample_rates.iter().copied().max().unwrap_or(0);
@@ -153,10 +190,14 @@ impl MediaSpec {
     pub fn draw(&self, rng: &mut impl Rng) -> Vec<Draw> {
         let mut out = Vec::new();
         if let Some(i) = &self.images {
-            for _ in 0..i.per_request {
-                let side = |rng: &mut _, d| normal(rng, d).round().clamp(1.0, f64::from(MAX_SIDE));
-                let width = side(rng, i.width) as u32;
-                let height = side(rng, i.height) as u32;
+            let (few, most) = i.per_request;
+            let n = if few < most {
+                rng.random_range(few..=most)
+            } else {
+                few
+            };
+            for _ in 0..n {
+                let (width, height) = i.size(rng);
                 let format = match i.format {
                     ImageFormat::Random if rng.random_bool(0.5) => ImageFormat::Jpeg,
                     ImageFormat::Random => ImageFormat::Png,
@@ -205,7 +246,7 @@ impl Draw {
                 let mut bytes = Vec::new();
                 let mime = match format {
                     ImageFormat::Jpeg => {
-                        jpeg_encoder::Encoder::new(&mut bytes, 85)
+                        jpeg_encoder::Encoder::new(&mut bytes, 75)
                             .encode(
                                 &pixels,
                                 width as u16,
@@ -344,8 +385,9 @@ mod tests {
             images: Some(ImageSpec {
                 width: (100.0, 0.0),
                 height: (50.0, 10.0),
+                sizes: Vec::new(),
                 format: ImageFormat::Random,
-                per_request: 2,
+                per_request: (2, 2),
             }),
             audio: Some(AudioSpec {
                 seconds: (1.5, 0.0),
@@ -379,5 +421,47 @@ mod tests {
         }
         assert!(spec.check_budget(100).is_ok());
         assert!(spec.check_budget(100_000_000).is_err());
+    }
+
+    #[test]
+    fn sizes_by_weight_and_counts_in_a_range() {
+        let spec = MediaSpec {
+            images: Some(ImageSpec {
+                width: (0.0, 0.0),
+                height: (0.0, 0.0),
+                sizes: vec![(256, 256, 0.25), (1280, 720, 0.75)],
+                format: ImageFormat::Jpeg,
+                per_request: (0, 3),
+            }),
+            audio: None,
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let (mut counts, mut small, mut large) = ([0u32; 4], 0, 0);
+        for _ in 0..4000 {
+            let draws = spec.draw(&mut rng);
+            counts[draws.len()] += 1;
+            for d in draws {
+                match d {
+                    Draw::Image {
+                        width: 256,
+                        height: 256,
+                        ..
+                    } => small += 1,
+                    Draw::Image {
+                        width: 1280,
+                        height: 720,
+                        ..
+                    } => large += 1,
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+        assert!(counts.iter().all(|c| (900..1100).contains(c)), "{counts:?}");
+        let share = f64::from(large) / f64::from(small + large);
+        assert!((0.72..0.78).contains(&share), "{share}");
+        // The budget takes the largest size and the most images.
+        let per = 3.0 * 1280.0 * 720.0 * 3.0;
+        let fits = (MAX_BYTES / per) as u64;
+        assert!(spec.check_budget(fits).is_ok() && spec.check_budget(fits + 1).is_err());
     }
 }

@@ -946,6 +946,59 @@ fn vllm_documented_lines_send_vllms_load() {
         closed(12, 12, true, "/v1/completions"),
     );
 
+    // vLLM's random-mm: images as JPEG data URLs in the chat message, their sizes drawn from
+    // the buckets (height, width, frames), their count from [floor(n(1-r)), min(limit,
+    // ceil(n(1+r)))], ignore_eos on as for random.
+    let line = format!(
+        "vllm bench serve --backend openai-chat --model meta-llama/Llama-3.1-8B-Instruct \
+         --endpoint /v1/chat/completions --dataset-name random-mm --num-prompts 12 \
+         --max-concurrency 4 --random-input-len 64 --random-output-len 8 \
+         --random-mm-base-items-per-request 2 --random-mm-num-mm-items-range-ratio 0.5 \
+         --random-mm-limit-mm-per-prompt '{{\"image\": 3, \"video\": 0}}' \
+         --random-mm-bucket-config '{{(224, 224, 1): 0.5, (96, 160, 1): 0.5, (224, 224, 16): 0.0}}' \
+         --seed 42 --port {}",
+        port(1)
+    );
+    let ran = run(&line, "port-vllm-random-mm");
+    check(&line, &ran, closed(12, 4, true, "/v1/chat/completions"));
+    let (mut counts, mut sizes) = (
+        std::collections::BTreeSet::new(),
+        std::collections::BTreeSet::new(),
+    );
+    for body in bodies(&ran) {
+        assert_eq!(body["ignore_eos"], true);
+        let parts = body["messages"][0]["content"].as_array().unwrap();
+        let images: Vec<&str> = parts
+            .iter()
+            .filter(|p| p["type"] == "image_url")
+            .map(|p| p["image_url"]["url"].as_str().unwrap())
+            .collect();
+        assert!(parts[0]["type"] == "text" && parts.len() == images.len() + 1);
+        counts.insert(images.len());
+        for url in images {
+            use base64::Engine as _;
+            let b64 = url.strip_prefix("data:image/jpeg;base64,").unwrap();
+            let b = base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .unwrap();
+            // SOF0: FF C0, length, precision, then height and width.
+            let at = b.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
+            let hw = |i: usize| u16::from_be_bytes([b[at + i], b[at + i + 1]]);
+            sizes.insert((hw(7), hw(5)));
+        }
+    }
+    assert_eq!(counts, [1, 2, 3].into(), "one to three images a request");
+    assert_eq!(sizes, [(160, 96), (224, 224)].into(), "width, height");
+    refused(
+        "vllm bench serve --model m --dataset-name random-mm --num-prompts 4",
+        "--backend openai-chat",
+    );
+    refused(
+        "vllm bench serve --backend openai-chat --endpoint /v1/chat/completions --model m \
+         --dataset-name random-mm --random-mm-bucket-config '{(64, 64, 8): 1.0}'",
+        "video",
+    );
+
     // What needs the hub, or sends what ringperf does not, stops at once.
     refused(
         "vllm bench serve --backend openai-chat --model Qwen/Qwen2-VL-7B-Instruct --endpoint \

@@ -12,6 +12,47 @@ use clap::{Args, Subcommand};
 
 use super::{Dialect, Native, ParseError, Peer};
 
+/// vLLM's `--random-mm-bucket-config`, a Python dict literal of `(height, width, frames):
+/// probability` items.
+fn parse_buckets(s: &str) -> Result<Vec<(u32, u32, u32, f64)>, String> {
+    let body = s
+        .trim()
+        .strip_prefix('{')
+        .and_then(|b| b.strip_suffix('}'))
+        .ok_or("not a {…} dict")?;
+    let mut out = Vec::new();
+    let mut rest = body.trim();
+    while !rest.is_empty() {
+        let open = rest.strip_prefix('(').ok_or("a key is not a (…) tuple")?;
+        let (key, after) = open.split_once(')').ok_or("a tuple is not closed")?;
+        let nums: Vec<u32> = key
+            .split(',')
+            .map(|n| n.trim().parse::<u32>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| format!("({key}) holds something other than whole numbers"))?;
+        let [h, w, f] = nums[..] else {
+            return Err(format!("({key}) is not (height, width, frames)"));
+        };
+        let after = after
+            .trim_start()
+            .strip_prefix(':')
+            .ok_or("a key has no value")?;
+        let (value, next) = after.split_once(',').unwrap_or((after, ""));
+        let p: f64 = value
+            .trim()
+            .parse()
+            .map_err(|_| format!("{:?} is not a probability", value.trim()))?;
+        if !(1..=crate::workload::media::MAX_SIDE).contains(&h)
+            || !(1..=crate::workload::media::MAX_SIDE).contains(&w)
+        {
+            return Err(format!("({key}): sides must be from 1 to 8192"));
+        }
+        out.push((h, w, f, p));
+        rest = next.trim();
+    }
+    Ok(out)
+}
+
 /// vLLM's `bench` group.
 #[derive(Debug, Clone, Args)]
 pub struct Bench {
@@ -409,6 +450,94 @@ impl Bench {
 }
 
 impl Serve {
+    /// vLLM's random-mm images as ringperf's flags, with vLLM's defaults and checks: the sizes
+    /// (`WxH:weight,…`) and the fewest and most images a request carries.
+    fn random_mm(&self) -> Result<(String, u32, u32), ParseError> {
+        let base: u32 = match &self.random_mm_base_items_per_request {
+            None => 1,
+            Some(v) => v.trim().parse().map_err(|_| {
+                refused(format!(
+                    "--random-mm-base-items-per-request {v}: expected a whole number"
+                ))
+            })?,
+        };
+        let ratio: f64 = match &self.random_mm_num_mm_items_range_ratio {
+            None => 0.0,
+            Some(v) => v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|r| (0.0..=1.0).contains(r))
+                .ok_or_else(|| {
+                    refused(format!(
+                        "--random-mm-num-mm-items-range-ratio {v}: must be in [0, 1]"
+                    ))
+                })?,
+        };
+        let limits: serde_json::Map<String, serde_json::Value> =
+            match &self.random_mm_limit_mm_per_prompt {
+                None => serde_json::json!({"image": 255, "video": 1})
+                    .as_object()
+                    .cloned()
+                    .expect("an object"),
+                Some(v) => serde_json::from_str(v).map_err(|e| {
+                    refused(format!(
+                        "--random-mm-limit-mm-per-prompt {v}: expected a JSON object such as \
+                         '{{\"image\": 3}}' ({e})"
+                    ))
+                })?,
+            };
+        let buckets = match &self.random_mm_bucket_config {
+            None => vec![
+                (256, 256, 1, 0.5),
+                (720, 1280, 1, 0.5),
+                (720, 1280, 16, 0.0),
+            ],
+            Some(v) => parse_buckets(v).map_err(|e| {
+                refused(format!(
+                    "--random-mm-bucket-config {v}: {e}: expected '{{(HEIGHT, WIDTH, FRAMES): \
+                     PROBABILITY, …}}'"
+                ))
+            })?,
+        };
+        if buckets.iter().any(|b| b.3 < 0.0) {
+            return Err(refused(
+                "--random-mm-bucket-config: bucket probabilities must not be negative",
+            ));
+        }
+        let live: Vec<_> = buckets.into_iter().filter(|b| b.3 > 0.0).collect();
+        if live.is_empty() {
+            return Err(refused(
+                "--random-mm-bucket-config: no bucket has a probability above 0",
+            ));
+        }
+        if live.iter().any(|b| b.2 != 1) {
+            return Err(refused(
+                "--random-mm-bucket-config: a bucket with more than 1 frame is a video, and \
+                 ringperf makes images only: give those buckets probability 0",
+            ));
+        }
+        let Some(limit) = limits.get("image").and_then(serde_json::Value::as_u64) else {
+            return Err(refused(
+                "--random-mm-limit-mm-per-prompt: no limit for \"image\" (vLLM stops here too)",
+            ));
+        };
+        // vLLM's count: uniform on [floor(n(1 - r)), min(limit, ceil(n(1 + r)))].
+        let most = (f64::from(base) * (1.0 + ratio)).ceil().min(limit as f64) as u32;
+        let few = (f64::from(base) * (1.0 - ratio)).floor().max(0.0) as u32;
+        if few > most {
+            return Err(refused(format!(
+                "random-mm: the fewest images a request carries ({few}) is above the most \
+                 ({most}): raise --random-mm-limit-mm-per-prompt's image limit"
+            )));
+        }
+        let sizes: Vec<String> = live
+            .iter()
+            .map(|(h, w, _, p)| format!("{w}x{h}:{p}"))
+            .collect();
+        Ok((sizes.join(","), few, most))
+    }
+
     /// Translates the line into ringperf's flags, with vLLM's defaults.
     pub fn translate(&self) -> Result<crate::cli::ProfileArgs, ParseError> {
         let mut n = Native::default();
@@ -644,7 +773,7 @@ impl Serve {
         }
 
         // The dataset.
-        let random = matches!(self.dataset_name.as_str(), "random");
+        let random = matches!(self.dataset_name.as_str(), "random" | "random-mm");
         let ignore_eos = self.ignore_eos || (random && !pooling);
         if ignore_eos {
             extra.insert("ignore_eos".into(), true.into());
@@ -656,7 +785,7 @@ impl Serve {
             ));
         }
         match self.dataset_name.as_str() {
-            "random" => {
+            name @ ("random" | "random-mm") => {
                 let isl = self.input_len.unwrap_or(self.random_input_len);
                 let osl = self.output_len.unwrap_or(self.random_output_len);
                 n.set("--synthetic-input-tokens-mean", isl);
@@ -683,6 +812,19 @@ impl Serve {
                 n.set("--num-dataset-entries", count);
                 if self.random_batch_size > 1 {
                     n.set("--batch-size-text", self.random_batch_size);
+                }
+                if name == "random-mm" {
+                    if kind != "chat" {
+                        return Err(refused(
+                            "--dataset-name random-mm sends its images in chat messages: give \
+                             --backend openai-chat --endpoint /v1/chat/completions",
+                        ));
+                    }
+                    let (sizes, few, most) = self.random_mm()?;
+                    n.set("--image-sizes", sizes)
+                        .set("--image-format", "jpeg")
+                        .set("--batch-size-image", few)
+                        .set("--batch-size-image-max", most);
                 }
             }
             "prefix_repetition" => {
@@ -793,7 +935,7 @@ impl Serve {
                         .unwrap_or_default()
                 )))
             }
-            name @ ("random-mm" | "custom_image" | "custom_audio") => {
+            name @ ("custom_image" | "custom_audio") => {
                 return Err(refused(format!(
                     "--dataset-name {name}: images and audio are not sent yet: ringperf sends \
                      text (--dataset-name random or custom)"
@@ -904,7 +1046,7 @@ impl Serve {
             (
                 self.enable_multimodal_chat || self.custom_ensure_client_side_data,
                 "--enable-multimodal-chat",
-                "no effect: ringperf sends text only",
+                "no effect: images go in the chat message's content parts either way",
             ),
             (
                 self.skip_chat_template && self.dataset_name != "custom",
