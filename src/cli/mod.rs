@@ -54,6 +54,7 @@ value_enum!(DatasetType {
     DatasetType::Jsonl => "jsonl": "One JSON object per line: text (or prompt) or messages, optional max_tokens, timestamp (ms)",
     DatasetType::Sharegpt => "sharegpt": "ShareGPT JSON: the first human turn is the prompt, the reply's length the output length",
     DatasetType::Mooncake => "mooncake": "Mooncake trace JSONL: timestamp (ms), input_length, output_length, hash_ids",
+    DatasetType::Parquet => "parquet": "Parquet, as the Hugging Face hub converts datasets: each row read as a jsonl line (or by vLLM's rule for the hub datasets it knows)",
 });
 
 /// AIPerf's names for the same formats (`--custom-dataset-type`).
@@ -62,7 +63,7 @@ fn parse_dataset_type(s: &str) -> Result<DatasetType, String> {
         "single_turn" => Ok(DatasetType::Jsonl),
         "mooncake_trace" => Ok(DatasetType::Mooncake),
         _ => DatasetType::from_str(s, true).map_err(|_| {
-            format!("{s:?}: expected jsonl (single_turn), sharegpt or mooncake (mooncake_trace)")
+            format!("{s:?}: expected jsonl (single_turn), sharegpt, mooncake (mooncake_trace) or parquet")
         }),
     }
 }

@@ -154,8 +154,18 @@ fn flag(m: impl Into<String>) -> PlanError {
 /// Where an `--input-file` on the Hugging Face hub starts: `hf://datasets/ORG/NAME/FILE`.
 pub const HUB_DATASETS: &str = "hf://datasets/";
 
-/// `path` itself, or for a hub file ([`HUB_DATASETS`]) its place in the local Hugging Face
-/// cache, downloaded there the first time (`HF_ENDPOINT`, `HF_TOKEN`, `HF_HUB_OFFLINE`).
+/// The dataset id (`ORG/NAME`) of a hub file ([`HUB_DATASETS`]).
+fn hub_dataset_id(path: &std::path::Path) -> Option<String> {
+    let rest = path.to_str()?.strip_prefix(HUB_DATASETS)?;
+    let mut parts = rest.splitn(3, '/');
+    let (org, name) = (parts.next()?, parts.next()?);
+    Some(format!("{org}/{}", name.split('@').next().unwrap_or(name)))
+}
+
+/// `path` itself, or for a hub file ([`HUB_DATASETS`]`ORG/NAME[@REVISION]/FILE`, the
+/// revision `main` unless given, URL-encoded as in `@refs%2Fconvert%2Fparquet`) its place in
+/// the local Hugging Face cache, downloaded there the first time (`HF_ENDPOINT`, `HF_TOKEN`,
+/// `HF_HUB_OFFLINE`).
 fn hub_file(path: &std::path::Path) -> Result<PathBuf, PlanError> {
     let Some(rest) = path.to_str().and_then(|p| p.strip_prefix(HUB_DATASETS)) else {
         return Ok(path.to_path_buf());
@@ -163,12 +173,16 @@ fn hub_file(path: &std::path::Path) -> Result<PathBuf, PlanError> {
     let mut parts = rest.splitn(3, '/');
     let (Some(org), Some(name), Some(file)) = (parts.next(), parts.next(), parts.next()) else {
         return Err(flag(format!(
-            "--input-file {}: expected {HUB_DATASETS}ORG/NAME/FILE",
+            "--input-file {}: expected {HUB_DATASETS}ORG/NAME[@REVISION]/FILE",
             path.display()
         )));
     };
+    let (name, revision) = match name.split_once('@') {
+        Some((n, r)) => (n, r.replace("%2F", "/").replace("%2f", "/")),
+        None => (name, "main".to_string()),
+    };
     crate::workload::hub::Hub::from_env()
-        .dataset_file(&format!("{org}/{name}"), "main", file)
+        .dataset_file(&format!("{org}/{name}"), &revision, file)
         .map_err(|e| flag(format!("--input-file {}: {e}", path.display())))
 }
 
@@ -476,6 +490,26 @@ impl Workload {
                         .collect()
                 };
                 match kind {
+                    DatasetType::Parquet => {
+                        let id = s.input_file.as_deref().and_then(hub_dataset_id);
+                        let rule = id
+                            .map(|id| crate::workload::parquet::Rule::of(&id))
+                            .transpose()
+                            .map_err(|why| flag(format!("--input-file {}: {why}", path.display())))?
+                            .flatten()
+                            .unwrap_or(crate::workload::parquet::Rule::Fields);
+                        let items = crate::workload::parquet::read(
+                            path,
+                            rule,
+                            limit,
+                            &tokenizer,
+                            files::CAPS,
+                        )?;
+                        if s.fixed_schedule {
+                            return Err(no_timestamp(items.len(), items.len()));
+                        }
+                        (Dataset::from_items(&gen, &target.head, items)?, None)
+                    }
                     DatasetType::Sharegpt => {
                         let items = files::read_sharegpt(path, limit, &tokenizer, files::CAPS)?;
                         if s.fixed_schedule {

@@ -30,6 +30,8 @@ pub enum DatasetType {
     Sharegpt,
     /// Mooncake trace JSONL: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`.
     Mooncake,
+    /// Parquet (as the Hugging Face hub converts datasets): each row read as a JSONL line.
+    Parquet,
 }
 
 /// One dataset item.
@@ -49,11 +51,14 @@ fn err(path: &Path, line: usize, msg: impl std::fmt::Display) -> WorkloadError {
     WorkloadError::Dataset(format!("{}:{line}: {msg}", path.display()))
 }
 
-/// Guesses the format: `.json` is ShareGPT; JSONL whose first object has `hash_ids` or
+/// Guesses the format: `.json` is ShareGPT, `.parquet` Parquet; JSONL whose first object has `hash_ids` or
 /// `input_length` is a mooncake trace; other JSONL is custom.
 pub fn detect(path: &Path) -> Result<DatasetType, WorkloadError> {
     if path.extension().is_some_and(|e| e == "json") {
         return Ok(DatasetType::Sharegpt);
+    }
+    if path.extension().is_some_and(|e| e == "parquet") {
+        return Ok(DatasetType::Parquet);
     }
     let mut r = open(path)?;
     let mut line = Vec::new();
@@ -447,7 +452,7 @@ fn media_parts(v: &Value, base: &Path, read: bool) -> Result<(Vec<Value>, u64), 
 
 /// A custom JSONL line's request, and the bytes the files it names add; those files are found
 /// from `base` (its folder), and read only with `read` (see [`media_parts`]).
-fn jsonl_item(mut v: Value, base: &Path, read: bool) -> Result<(Item, u64), String> {
+pub(super) fn jsonl_item(mut v: Value, base: &Path, read: bool) -> Result<(Item, u64), String> {
     // `prompt` and `output_tokens` are the names of `vllm bench serve`'s custom dataset.
     // `turns` (a list of user turns: the first is sent) is SpecBench's and MT-Bench's.
     let text = v
@@ -509,8 +514,8 @@ impl Index {
     ) -> Result<Index, WorkloadError> {
         let filter = select.filter;
         assert!(
-            kind != DatasetType::Sharegpt,
-            "ShareGPT is not line by line"
+            !matches!(kind, DatasetType::Sharegpt | DatasetType::Parquet),
+            "ShareGPT and Parquet are not line by line"
         );
         let (mut r, skipped) = open_text(path)?;
         let file = r.get_ref().try_clone().map_err(|e| err(path, 0, e))?;

@@ -138,7 +138,11 @@ impl Hub {
         }
         let url = match kind {
             Repo::Model => format!("{}/{id}/resolve/{revision}/{name}", self.endpoint),
-            Repo::Dataset => format!("{}/datasets/{id}/resolve/{revision}/{name}", self.endpoint),
+            Repo::Dataset => format!(
+                "{}/datasets/{id}/resolve/{}/{name}",
+                self.endpoint,
+                revision.replace('/', "%2F")
+            ),
         };
         crate::redact::say!(
             "ringperf: downloading {name} of {id} from {} …",
@@ -255,8 +259,11 @@ impl Hub {
             std::fs::copy(&blob, &dest)?;
         }
         if revision != commit {
-            std::fs::create_dir_all(repo.join("refs"))?;
-            std::fs::write(repo.join("refs").join(revision), &commit)?;
+            // A revision with slashes (`refs/convert/parquet`) nests, as huggingface_hub lays
+            // it out.
+            let at = repo.join("refs").join(revision);
+            std::fs::create_dir_all(at.parent().unwrap_or(&repo))?;
+            std::fs::write(at, &commit)?;
         }
         Ok(dest)
     }

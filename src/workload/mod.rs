@@ -16,6 +16,7 @@
 pub mod files;
 pub mod hub;
 pub mod media;
+pub mod parquet;
 mod tokenizer;
 
 use rand::{Rng, SeedableRng};

@@ -58,6 +58,54 @@ fn sharegpt_json() -> Vec<u8> {
     .unwrap()
 }
 
+/// Where the hub's Parquet conversion of InstructCoder's train split starts.
+const CODER_PATH: &str =
+    "/datasets/likaixin/InstructCoder/resolve/refs%2Fconvert%2Fparquet/default/train/0000.parquet";
+
+/// InstructCoder's columns, three rows, snappy-compressed as the hub converts them.
+fn coder_parquet() -> Vec<u8> {
+    use parquet::data_type::{ByteArray, ByteArrayType};
+    let schema = parquet::schema::parser::parse_message_type(
+        "message m { required binary instruction (UTF8); required binary input (UTF8); \
+         required binary output (UTF8); }",
+    )
+    .unwrap();
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::SNAPPY)
+        .build();
+    let mut out = Vec::new();
+    let mut w = parquet::file::writer::SerializedFileWriter::new(
+        &mut out,
+        Arc::new(schema),
+        Arc::new(props),
+    )
+    .unwrap();
+    let mut group = w.next_row_group().unwrap();
+    for col in [
+        [
+            "Add a docstring",
+            "Rename x to count",
+            "Use a list comprehension",
+        ],
+        [
+            "def f(): pass",
+            "x = 1",
+            "out = []\nfor i in r: out.append(i)",
+        ],
+        ["…", "…", "…"],
+    ] {
+        let mut c = group.next_column().unwrap().unwrap();
+        let values: Vec<ByteArray> = col.iter().map(|v| ByteArray::from(*v)).collect();
+        c.typed::<ByteArrayType>()
+            .write_batch(&values, None, None)
+            .unwrap();
+        c.close().unwrap();
+    }
+    group.close().unwrap();
+    w.close().unwrap();
+    out
+}
+
 fn mock_hub() -> MockHub {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
@@ -108,6 +156,16 @@ fn mock_hub() -> MockHub {
                 .into_bytes();
                 r.extend_from_slice(&body);
                 r
+            } else if path == CODER_PATH {
+                let body = coder_parquet();
+                let mut r = format!(
+                    "HTTP/1.1 200 OK\r\nX-Repo-Commit: {COMMIT}\r\nETag: \"coder-etag\"\r\n\
+                     Content-Length: {}\r\n\r\n",
+                    body.len()
+                )
+                .into_bytes();
+                r.extend_from_slice(&body);
+                r
             } else if path.starts_with("/org/gated/") {
                 b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n".to_vec()
             } else {
@@ -144,9 +202,15 @@ fn run_with(
 ) -> (i32, String, std::path::PathBuf) {
     let dir = artifact_dir("hub-run");
     let mut c = Command::new(env!("CARGO_BIN_EXE_ringperf"));
+    // A vLLM line (it names a --backend) turns its progress bar off in vLLM's words.
+    let quiet = if flags.contains(&"--backend") {
+        "--disable-tqdm"
+    } else {
+        "--no-progress"
+    };
     c.args(["profile", "--sim"])
         .args(flags)
-        .args(["--no-progress", "--artifact-dir"])
+        .args([quiet, "--artifact-dir"])
         .arg(&dir)
         .env_remove("HF_HUB_OFFLINE")
         .env_remove("HF_HOME")
@@ -306,4 +370,59 @@ fn aiperfs_public_sharegpt_is_downloaded_once_then_read_offline_from_the_cache()
         line.contains("HF_HUB_OFFLINE is set") && line.contains("--input-file"),
         "{out}"
     );
+}
+
+#[test]
+fn vllms_hub_datasets_read_the_hubs_parquet_once_then_offline() {
+    let _shared = support::shared();
+    let cache = artifact_dir("hub-parquet-cache");
+    let hub = mock_hub();
+    let endpoint = format!("http://{}", hub.addr);
+    // vLLM's documented line, against the simulator.
+    let flags = [
+        "--backend",
+        "openai-chat",
+        "--endpoint",
+        "/v1/chat/completions",
+        "--dataset-name",
+        "hf",
+        "--dataset-path",
+        "likaixin/InstructCoder",
+        "--num-prompts",
+        "3",
+    ];
+    let run = |env: &[(&str, &str)]| {
+        let (code, text, dir) = run_with(&flags, &endpoint, &cache, env);
+        let inputs = std::fs::read_to_string(dir.join("inputs.json")).unwrap_or_default();
+        (code, text, inputs)
+    };
+    let (code, out, inputs) = run(&[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("downloading default/train/0000.parquet"),
+        "{out}"
+    );
+    let inputs: serde_json::Value = serde_json::from_str(&inputs).unwrap();
+    let bodies: Vec<&serde_json::Value> = inputs["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["payload"][0])
+        .collect();
+    assert_eq!(bodies.len(), 3);
+    // vLLM's prompt for the dataset, and its 200 output tokens.
+    assert_eq!(
+        bodies[1]["messages"][0]["content"],
+        "x = 1\n\nRename x to count Just output the code, do not include any explanation."
+    );
+    assert!(bodies.iter().all(|b| b["max_tokens"] == 200), "{bodies:?}");
+    let repo = cache.join("datasets--likaixin--InstructCoder");
+    assert!(repo.join("refs/refs/convert/parquet").is_file());
+    assert!(repo.join("blobs/coder-etag").is_file());
+    assert_eq!(hub.log.lock().unwrap().len(), 1);
+    // Offline, with the hub gone: from the cache.
+    drop(hub);
+    let (code, out, inputs) = run(&[("HF_HUB_OFFLINE", "1")]);
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("downloading") && inputs.contains("Use a list comprehension"));
 }

@@ -1004,12 +1004,16 @@ fn vllm_documented_lines_send_vllms_load() {
         "vllm bench serve --backend openai-chat --model Qwen/Qwen2-VL-7B-Instruct --endpoint \
          /v1/chat/completions --dataset-name hf --dataset-path lmarena-ai/VisionArena-Chat \
          --hf-split train --num-prompts 1000",
-        "Hugging Face",
+        "images or videos",
     );
     refused(
         "vllm bench serve --model meta-llama/Meta-Llama-3-8B-Instruct --dataset-name hf \
-         --dataset-path likaixin/InstructCoder --num-prompts 2048",
-        "Hugging Face",
+         --dataset-path likaixin/InstructCoder --num-prompts 2048 --hf-output-len 100",
+        "--hf-output-len",
+    );
+    refused(
+        "vllm bench serve --model m --dataset-name hf --dataset-path someone/unknown",
+        "--dataset-name custom",
     );
     refused(
         "vllm bench serve --model Qwen/Qwen2.5-VL-3B-Instruct --backend openai-chat --endpoint \

@@ -925,15 +925,42 @@ impl Serve {
                 }
             }
             "hf" => {
-                return Err(refused(format!(
-                    "--dataset-name hf{}: downloading Hugging Face datasets is not built in: \
-                     save the prompts as JSONL ({{\"prompt\": …}} a line) and pass \
-                     --dataset-name custom --dataset-path FILE",
-                    self.dataset_path
-                        .as_ref()
-                        .map(|p| format!(" --dataset-path {}", p.display()))
-                        .unwrap_or_default()
-                )))
+                let Some(id) = self.dataset_path.as_ref().and_then(|p| p.to_str()) else {
+                    return Err(refused("--dataset-name hf needs --dataset-path ORG/NAME"));
+                };
+                let rule = crate::workload::parquet::Rule::of(id)
+                    .map_err(|why| refused(format!("--dataset-path {id}: {why}")))?;
+                if rule.is_none() || self.hf_name.is_some() {
+                    return Err(refused(format!(
+                        "--dataset-path {id}: not one of the hub datasets ringperf reads as vLLM \
+                         does (likaixin/InstructCoder, philschmid/mt-bench, AI-MO's, \
+                         Aeala/ShareGPT_Vicuna_unfiltered): save its prompts as JSONL and pass \
+                         --dataset-name custom --dataset-path FILE"
+                    )));
+                }
+                if self.output_len.or(self.hf_output_len).is_some() {
+                    return Err(refused(
+                        "--hf-output-len/--output-len with --dataset-name hf: each request \
+                         keeps the dataset's own output length in ringperf; drop the flag",
+                    ));
+                }
+                // The hub's own Parquet conversion of the dataset: its first file.
+                n.set(
+                    "--input-file",
+                    format!(
+                        "hf://datasets/{id}@refs%2Fconvert%2Fparquet/{}/{}/0000.parquet",
+                        self.hf_subset.as_deref().unwrap_or("default"),
+                        self.hf_split.as_deref().unwrap_or("train")
+                    ),
+                )
+                .set("--dataset-type", "parquet")
+                .set("--num-dataset-entries", count);
+                n.note(
+                    "--dataset-name hf",
+                    "rows are read from the first file of the hub's Parquet conversion, in its \
+                     order (vLLM streams and shuffles them with --seed); prompts are sent as \
+                     written, without the model's chat template",
+                );
             }
             name @ ("custom_image" | "custom_audio") => {
                 return Err(refused(format!(
@@ -1064,7 +1091,7 @@ impl Serve {
             ("--hf-name", self.hf_name.is_some()),
             ("--hf-output-len", self.hf_output_len.is_some()),
         ] {
-            if given {
+            if given && self.dataset_name != "hf" {
                 n.note(name, "no effect: no Hugging Face dataset is read");
             }
         }
@@ -1225,7 +1252,10 @@ mod tests {
         for (line, says) in [
             ("--backend openai-chat", "--endpoint"),
             ("--dataset-path x.json", "Cannot use 'random'"),
-            ("--dataset-name hf --dataset-path org/x", "Hugging Face"),
+            (
+                "--dataset-name hf --dataset-path org/x",
+                "--dataset-name custom",
+            ),
             ("--dataset-name sonnet", "not built in"),
             ("--ramp-up-strategy linear", "--ramp-up"),
             ("--lora-modules a b", "one model per run"),
