@@ -72,8 +72,9 @@ impl Rule {
         }))
     }
 
-    /// One row's request, or `None` when vLLM would skip the row.
-    fn item(self, mut v: Value, tokenizer: &Tokenizer) -> Result<Option<Item>, String> {
+    /// One row's request (files a row names are found from `base`), or `None` when vLLM
+    /// would skip the row.
+    fn item(self, v: Value, base: &Path, tokenizer: &Tokenizer) -> Result<Option<Item>, String> {
         let text = |v: &Value, key: &str| -> Result<String, String> {
             v.get(key)
                 .and_then(Value::as_str)
@@ -83,8 +84,7 @@ impl Rule {
         let count = |t: &str| tokenizer.count(t).map_err(|e| e.to_string());
         let (prompt, max_tokens) = match self {
             Rule::Fields => {
-                let (item, _) =
-                    super::files::jsonl_item(std::mem::take(&mut v), Path::new("."), true)?;
+                let (item, _) = super::files::jsonl_item(v, base, true)?;
                 return Ok(Some(item));
             }
             Rule::InstructCoder => (
@@ -148,6 +148,7 @@ pub fn read(
         };
         WorkloadError::Dataset(format!("{}{at}: {m}", path.display()))
     };
+    let base = path.parent().unwrap_or(Path::new("."));
     let file = std::fs::File::open(path).map_err(|e| fail(0, &e))?;
     let reader = SerializedFileReader::new(file)
         .map_err(|e| fail(0, &format!("not a Parquet file ringperf can read: {e}")))?;
@@ -159,7 +160,7 @@ pub fn read(
         }
         let row = row.map_err(|e| fail(i + 1, &e))?;
         let Some(item) = rule
-            .item(row.to_json_value(), tokenizer)
+            .item(row.to_json_value(), base, tokenizer)
             .map_err(|e| fail(i + 1, &e))?
         else {
             continue;
