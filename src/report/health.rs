@@ -277,18 +277,22 @@ pub(super) fn mark_starved(records: &mut [Record], watch: &[ShardWatch]) -> Vec<
     counts
 }
 
-/// Mean requests in flight over `[from, to]` from a probe's integral readings.
+/// Mean requests in flight over `[from, to]` from a probe's integral readings, between the
+/// first and the last reading inside the window; `None` when they span less than half of it.
+///
+/// Readings outside the window are never used: interpolating the integral between a reading
+/// before the window and one inside it would spread the ramp's edges (fewer in flight) over
+/// the window, and a run shorter than the probe's period would read as a client that held too
+/// few in flight.
 pub(super) fn mean_in_flight(samples: &[InFlightSample], from: u64, to: u64) -> Option<f64> {
-    if to <= from {
+    let lo = samples.partition_point(|s| s.t_ns < from);
+    let hi = samples.partition_point(|s| s.t_ns <= to);
+    let (a, b) = (samples.get(lo)?, samples.get(hi.checked_sub(1)?)?);
+    let span = b.t_ns.checked_sub(a.t_ns).filter(|&d| d > 0)?;
+    if span.saturating_mul(2) < to.saturating_sub(from) {
         return None;
     }
-    let at = |t: u64| -> Option<f64> {
-        let i = samples.partition_point(|s| s.t_ns < t);
-        let (a, b) = (samples.get(i.checked_sub(1)?)?, samples.get(i)?);
-        let f = (t - a.t_ns) as f64 / (b.t_ns - a.t_ns).max(1) as f64;
-        Some(a.integral as f64 + (b.integral - a.integral) as f64 * f)
-    };
-    Some((at(to)? - at(from)?) / (to - from) as f64)
+    Some(b.integral.saturating_sub(a.integral) as f64 / span as f64)
 }
 
 /// What the report needs to judge the client.
@@ -927,35 +931,29 @@ mod tests {
     }
 
     #[test]
-    fn mean_in_flight_interpolates_the_integral() {
-        // 10 in flight for 1 s, then 20 for 1 s.
+    fn mean_in_flight_reads_only_inside_the_window() {
+        // Readings every 0.5 s: none in flight for 0.5 s (the ramp), then 10, then 20.
+        let at = |t_ms: u64, integral_ms: u64| InFlightSample {
+            t_ns: t_ms * 1_000_000,
+            integral: u128::from(integral_ms) * 1_000_000,
+            late_events: 0,
+            worst_late_ns: 0,
+        };
         let s = [
-            InFlightSample {
-                t_ns: 0,
-                integral: 0,
-                late_events: 0,
-                worst_late_ns: 0,
-            },
-            InFlightSample {
-                t_ns: 1_000_000_000,
-                integral: 10_000_000_000,
-                late_events: 0,
-                worst_late_ns: 0,
-            },
-            InFlightSample {
-                t_ns: 2_000_000_000,
-                integral: 30_000_000_000,
-                late_events: 0,
-                worst_late_ns: 0,
-            },
+            at(0, 0),
+            at(500, 0),
+            at(1000, 5000),
+            at(1500, 10_000),
+            at(2000, 20_000),
         ];
-        let m = mean_in_flight(&s, 500_000_000, 1_500_000_000).unwrap();
-        assert!((m - 15.0).abs() < 1e-9, "{m}");
-        assert_eq!(
-            mean_in_flight(&s, 0, 3_000_000_000),
-            None,
-            "outside the readings"
-        );
+        // From 0.5 s to 1.5 s: 10 in flight; the ramp before it is not spread over it.
+        let m = mean_in_flight(&s, 400_000_000, 1_600_000_000).unwrap();
+        assert!((m - 10.0).abs() < 1e-9, "{m}");
+        let m = mean_in_flight(&s, 500_000_000, 2_000_000_000).unwrap();
+        assert!((m - 40.0 / 3.0).abs() < 1e-9, "{m}");
+        // A window the readings cover less than half of is not judged.
+        assert_eq!(mean_in_flight(&s, 900_000_000, 3_000_000_000), None);
+        assert_eq!(mean_in_flight(&s, 1_100_000_000, 1_400_000_000), None);
         assert_eq!(mean_in_flight(&[], 0, 1), None);
     }
 }
