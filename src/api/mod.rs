@@ -133,8 +133,10 @@ impl Kind {
             Kind::Embeddings => "list",
             Kind::Responses => "response",
             Kind::Template => "object",
-            Kind::NimRankings | Kind::TeiRankings | Kind::CohereRankings => "list",
-            Kind::ImageGeneration => "list",
+            Kind::NimRankings
+            | Kind::TeiRankings
+            | Kind::CohereRankings
+            | Kind::ImageGeneration => "list",
         }
     }
 

@@ -154,21 +154,13 @@ fn flag(m: impl Into<String>) -> PlanError {
 /// Where an `--input-file` on the Hugging Face hub starts: `hf://datasets/ORG/NAME/FILE`.
 pub const HUB_DATASETS: &str = "hf://datasets/";
 
-/// The dataset id (`ORG/NAME`) of a hub file ([`HUB_DATASETS`]).
-fn hub_dataset_id(path: &std::path::Path) -> Option<String> {
-    let rest = path.to_str()?.strip_prefix(HUB_DATASETS)?;
-    let mut parts = rest.splitn(3, '/');
-    let (org, name) = (parts.next()?, parts.next()?);
-    Some(format!("{org}/{}", name.split('@').next().unwrap_or(name)))
-}
-
 /// `path` itself, or for a hub file ([`HUB_DATASETS`]`ORG/NAME[@REVISION]/FILE`, the
 /// revision `main` unless given, URL-encoded as in `@refs%2Fconvert%2Fparquet`) its place in
 /// the local Hugging Face cache, downloaded there the first time (`HF_ENDPOINT`, `HF_TOKEN`,
-/// `HF_HUB_OFFLINE`).
-fn hub_file(path: &std::path::Path) -> Result<PathBuf, PlanError> {
+/// `HF_HUB_OFFLINE`), with the dataset's id (`ORG/NAME`).
+fn hub_file(path: &std::path::Path) -> Result<(PathBuf, Option<String>), PlanError> {
     let Some(rest) = path.to_str().and_then(|p| p.strip_prefix(HUB_DATASETS)) else {
-        return Ok(path.to_path_buf());
+        return Ok((path.to_path_buf(), None));
     };
     let mut parts = rest.splitn(3, '/');
     let (Some(org), Some(name), Some(file)) = (parts.next(), parts.next(), parts.next()) else {
@@ -181,9 +173,11 @@ fn hub_file(path: &std::path::Path) -> Result<PathBuf, PlanError> {
         Some((n, r)) => (n, r.replace("%2F", "/").replace("%2f", "/")),
         None => (name, "main".to_string()),
     };
-    crate::workload::hub::Hub::from_env()
-        .dataset_file(&format!("{org}/{name}"), &revision, file)
-        .map_err(|e| flag(format!("--input-file {}: {e}", path.display())))
+    let id = format!("{org}/{name}");
+    let file = crate::workload::hub::Hub::from_env()
+        .dataset_file(&id, &revision, file)
+        .map_err(|e| flag(format!("--input-file {}: {e}", path.display())))?;
+    Ok((file, Some(id)))
 }
 
 /// What a workload will prepare, known from its flags alone.
@@ -456,7 +450,10 @@ impl Workload {
             media: s.media.clone(),
             rankings: s.rankings.clone(),
         };
-        let input_file = s.input_file.as_deref().map(hub_file).transpose()?;
+        let (input_file, hub_id) = match s.input_file.as_deref().map(hub_file).transpose()? {
+            Some((file, id)) => (Some(file), id),
+            None => (None, None),
+        };
         let (dataset, trace) = match &input_file {
             None => (Dataset::synthetic(&gen, &target.head, &tokenizer)?, None),
             Some(path) => {
@@ -491,8 +488,7 @@ impl Workload {
                 };
                 match kind {
                     DatasetType::Parquet => {
-                        let id = s.input_file.as_deref().and_then(hub_dataset_id);
-                        let rule = id
+                        let rule = hub_id
                             .map(|id| crate::workload::parquet::Rule::of(&id))
                             .transpose()
                             .map_err(|why| flag(format!("--input-file {}: {why}", path.display())))?
