@@ -1,0 +1,173 @@
+//! The commands, as the binary runs them: parse, plan, run, report. One file per command:
+//! [`profile`] (one run), [`sweep`] (several loads or repeats), `sim` (the simulator alone),
+//! and `tools` (doctor, merge, compare, report, analyze-trace, completions, man). `prepare`
+//! holds what every run of a command line shares, set up before its first request.
+//!
+//! Errors that stop a run before or without any measurement come back as [`Fatal`]: one clear
+//! line for the user and exit code 2. A run that measured something always writes its
+//! artifacts, even when requests failed or the user pressed Ctrl-C.
+
+use std::io::Write;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use crate::cli::{Cli, Command, ProfileArgs};
+use crate::plan::sweep::SweepSpec;
+use crate::plan::Spec;
+
+mod prepare;
+mod profile;
+mod sim;
+mod sweep;
+mod tools;
+
+pub use profile::{profile, ProfileResult};
+pub use sweep::{search_text, sweep, SweepResult};
+
+/// A run that could not measure anything, with the reason.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Fatal(pub String);
+
+impl Fatal {
+    fn from(e: impl std::fmt::Display) -> Fatal {
+        Fatal(e.to_string())
+    }
+}
+
+/// The exit code of a run that crossed a `--fail-on` gate.
+pub const GATES_CROSSED: i32 = 3;
+
+/// The exit code of a merge that is missing a node (it still writes what it merged).
+pub const MERGE_INCOMPLETE: i32 = 4;
+
+/// A `profile` command line resolved once into plain values: every later step reads these,
+/// never clap's flags again.
+struct Flags {
+    /// The run's spec, before the plan validates it.
+    spec: Spec,
+    /// One line each, for flags of another tool accepted without effect or mapped.
+    notes: Vec<String>,
+    /// The load points and repeats.
+    sweep: SweepSpec,
+    /// GPU and server-metrics telemetry.
+    telemetry: crate::telemetry::Config,
+    /// `--server-traces`' address, and how long to wait for late spans (ns).
+    traces: Option<(String, u64)>,
+    /// `--slo-attainment`, for the staircase's verdict.
+    slo_attainment: f64,
+    /// What a peer's command line asked for beyond the native flags.
+    peer: crate::cli::port::Peer,
+    /// `--sim`'s flags.
+    sim: Option<String>,
+}
+
+impl Flags {
+    fn of(args: &ProfileArgs) -> Result<Flags, Fatal> {
+        let (spec, notes) = args.spec_and_notes().map_err(Fatal::from)?;
+        let t = &args.telemetry;
+        Ok(Flags {
+            spec,
+            notes,
+            sweep: args.sweep_spec().map_err(Fatal::from)?,
+            telemetry: t.config(),
+            traces: t
+                .server_traces
+                .clone()
+                .map(|addr| (addr, t.server_traces_wait)),
+            slo_attainment: args.sweep.slo_attainment,
+            peer: args.peer.clone(),
+            sim: args.sim.clone(),
+        })
+    }
+
+    /// A sweep of several loads, or one load run several times.
+    fn several(&self) -> bool {
+        self.sweep.is_sweep || self.sweep.repeats.runs > 1
+    }
+}
+
+/// Runs a parsed command line. `stop` is set by Ctrl-C. Returns the exit code of a run that
+/// measured: 0, or [`GATES_CROSSED`].
+pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
+    // A peer's subcommand parsed by clap alone is translated here.
+    let cli = crate::cli::port::resolve(cli).map_err(Fatal::from)?;
+    let done = match cli.command {
+        Command::Bench(_) | Command::Benchmark(_) | Command::Run(_) | Command::Analyze(_) => {
+            unreachable!("translated into profile")
+        }
+        Command::Profile(args) => {
+            install_secrets(&args.target);
+            let flags = Flags::of(&args)?;
+            let crossed = if flags.several() {
+                sweep::run(flags, stop, true).map(|r| r.gates_crossed)
+            } else {
+                profile::run(flags, stop, true).map(|r| r.gates.iter().any(|g| g.failure.is_some()))
+            };
+            // A stopped run says so in its exit code (128 + the signal, as a shell does),
+            // whatever it measured: a script or a CI job can tell it from a finished one.
+            if let Some(sig) = crate::sys::interrupted_by() {
+                let name = crate::sys::signal_name(sig);
+                match crossed {
+                    Ok(_) => crate::redact::say!(
+                        "ringperf: interrupted by {name}: the artifacts hold what was measured \
+                         until then"
+                    ),
+                    Err(e) => crate::redact::say!("ringperf: interrupted by {name}: {e}"),
+                }
+                return Ok(128 + sig);
+            }
+            return Ok(if crossed? { GATES_CROSSED } else { 0 });
+        }
+        Command::Sim(args) => sim::serve(&args, stop),
+        Command::Doctor(a) => tools::doctor(&a),
+        Command::Merge { dirs, artifact_dir } => return tools::merge(&dirs, &artifact_dir),
+        Command::AnalyzeTrace {
+            input_file,
+            block_size,
+            output_file,
+        } => tools::analyze_trace(&input_file, block_size, output_file.as_deref()),
+        Command::Compare {
+            dirs,
+            labels,
+            artifact_dir,
+        } => tools::compare(&dirs, &labels, &artifact_dir),
+        Command::Report { dir } => {
+            let page = crate::report::html::write(&dir).map_err(Fatal::from)?;
+            crate::redact::say!("ringperf: wrote {}", page.display());
+            Ok(())
+        }
+        Command::Completions { shell } => tools::completions(shell),
+        Command::Man { subcommand } => tools::man(subcommand.as_deref()),
+    };
+    done.map(|()| 0)
+}
+
+/// Makes every secret on the command line (or in its environment) one that nothing ringperf
+/// prints or writes can show, before anything can.
+fn install_secrets(t: &crate::cli::TargetArgs) {
+    crate::redact::install(crate::plan::target::secrets_of(
+        t.api_key.as_deref(),
+        t.url.first().map(String::as_str),
+        t.headers.iter().map(String::as_str),
+    ));
+}
+
+/// Writes `bytes` to stdout; a reader that stopped reading (`| head`) is no error.
+fn write_out(bytes: &[u8]) -> Result<(), Fatal> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r.map_err(Fatal::from),
+    }
+}
+
+/// Writes `report.html` and `plots/` for what `dir` holds.
+fn write_report(dir: &std::path::Path, print: bool) -> Result<(), Fatal> {
+    let page = crate::report::html::write(dir)
+        .map_err(|e| Fatal(format!("writing the HTML report in {}: {e}", dir.display())))?;
+    if print {
+        crate::redact::say!("ringperf: report: {}", page.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,533 @@
+//! What every run of a `profile` command line shares, set up once before its first request:
+//! the simulator, the model, the prepared prompts, the checked host and artifact folder, and
+//! each point's plan.
+
+use super::{Fatal, Flags};
+use crate::cli::SimArgs;
+use crate::plan::sweep::{Point, SweepSpec};
+use crate::plan::{Load, Plan, Spec};
+
+/// The `n` CPUs this process may use that other work kept least busy over 100 ms (ties to
+/// the lower number), or none when there are not more than `n` (then nothing is pinned).
+fn quietest_cpus(n: usize) -> Vec<usize> {
+    let cpus = crate::cpus::usable_cpus();
+    if cpus.len() <= n {
+        return Vec::new();
+    }
+    let before = crate::host::cpu_times();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let shares = crate::host::busy_shares(&before, &crate::host::cpu_times());
+    let busy = |c: usize| shares.iter().find(|(i, _)| *i == c).map_or(0.0, |s| s.1);
+    let mut ranked = cpus;
+    // Shares within 5 points of each other count as equally quiet.
+    ranked.sort_by_key(|c| ((busy(*c) * 20.0) as u64, *c));
+    ranked.truncate(n);
+    ranked.sort_unstable();
+    ranked
+}
+
+/// Starts `profile --sim`'s simulator and points `spec` at it. Unless told otherwise, the
+/// simulator gets the quietest CPUs to itself; those are returned, for the shards to avoid.
+/// With `--server-traces`, its spans go to `traces` unless its flags say where.
+fn start_sim(
+    flags: &str,
+    spec: &mut Spec,
+    traces: Option<&crate::otlp::Receiver>,
+) -> Result<(crate::sim::SimHandle, Vec<usize>), Fatal> {
+    let args = SimArgs::parse_inline(flags).map_err(|e| {
+        Fatal(format!(
+            "--sim: {}",
+            e.to_string().lines().next().unwrap_or("")
+        ))
+    })?;
+    let mut cfg = args.config().map_err(Fatal::from)?;
+    cfg.bind = "127.0.0.1:0".into();
+    cfg.model = spec.target.model.clone();
+    if let (None, Some(r)) = (&cfg.otlp_traces, traces) {
+        cfg.otlp_traces = Some((r.endpoint(), crate::otlp::Encoding::Protobuf));
+    }
+    let e = &spec.engine;
+    if cfg.cpus.is_empty() && e.cpus.is_none() && !e.no_pin {
+        cfg.cpus = quietest_cpus(cfg.shards);
+    }
+    let h = crate::sim::start(&cfg).map_err(Fatal::from)?;
+    crate::redact::say!(
+        "ringperf: benchmarking the built-in simulator on http://{} (ttft {}, itl {}, max batch {}, CPUs {})",
+        h.addr,
+        cfg.ttft,
+        cfg.itl,
+        if cfg.max_batch == 0 {
+            "unlimited".to_string()
+        } else {
+            cfg.max_batch.to_string()
+        },
+        if cfg.cpus.is_empty() {
+            "any".to_string()
+        } else {
+            crate::cpus::cpu_list(&cfg.cpus)
+        },
+    );
+    spec.target.url = format!("http://{}", h.addr);
+    Ok((h, cfg.cpus))
+}
+
+fn preparing(w: &crate::plan::WorkloadSpec) -> String {
+    let n = w.prepared_entries();
+    match (&w.input_file, w.session_turns_mean) {
+        (Some(f), _) => format!("the requests of {}", f.display()),
+        (None, Some(t)) => format!(
+            "{n} sessions of about {t:.0} turns, each turn's prompt about {} tokens",
+            w.isl_mean
+        ),
+        (None, None) => format!("{n} prompts of about {} tokens", w.isl_mean),
+    }
+}
+
+/// Asks the server which models it serves (waiting up to `ready_ns` for it to come up) and
+/// takes the first when `-m` named none. Returns the list (empty when it is unknown).
+fn choose_model(
+    spec: &mut crate::plan::TargetSpec,
+    preflight: bool,
+    ready_ns: u64,
+) -> Result<Vec<String>, Fatal> {
+    use crate::preflight::{models, Failure};
+    let asked = !spec.model.is_empty();
+    if asked && !preflight {
+        return Ok(Vec::new());
+    }
+    let target = crate::plan::Target::build(spec).map_err(Fatal::from)?;
+    let timeout = std::time::Duration::from_nanos(spec.connect_timeout_ns);
+    let deadline = crate::clock::now_ns().saturating_add(ready_ns);
+    let mut said = false;
+    let got = loop {
+        match models(&target, timeout) {
+            // Down, or up but still loading (vLLM answers 503 then): wait when asked to.
+            Err(
+                e @ (Failure::Down { .. }
+                | Failure::Models {
+                    status: Some(503), ..
+                }),
+            ) if crate::clock::now_ns() < deadline => {
+                if !said {
+                    crate::redact::say!(
+                        "ringperf: waiting for {} to come up ({e})",
+                        target.endpoint.url()
+                    );
+                    said = true;
+                }
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+            other => break other,
+        }
+    };
+    match got {
+        Ok(list) if !asked => {
+            let Some(first) = list.first() else {
+                return Err(Fatal(format!(
+                    "{} lists no model at /v1/models: name one with -m",
+                    target.endpoint.url()
+                )));
+            };
+            crate::redact::say!(
+                "ringperf: model: {first} (the first the server lists{}; -m chooses)",
+                if list.len() > 1 {
+                    format!(" of {}", list.len())
+                } else {
+                    String::new()
+                }
+            );
+            spec.model = first.clone();
+            Ok(list)
+        }
+        Ok(list) => {
+            if !list.is_empty() && !list.contains(&spec.model) {
+                crate::redact::say!(
+                    "ringperf: warning: the server lists {}, not {:?}; the probe request will tell",
+                    list.join(", "),
+                    spec.model
+                );
+            }
+            Ok(list)
+        }
+        Err(e @ (Failure::Down { .. } | Failure::Transport { .. })) => Err(Fatal(e.to_string())),
+        Err(e) if asked => {
+            crate::redact::say!("ringperf: note: {e}; going on with -m {}", spec.model);
+            Ok(Vec::new())
+        }
+        Err(e) => Err(Fatal(format!("{e}: name the model with -m"))),
+    }
+}
+
+/// Results that cannot be written are found out before the run, not after it.
+fn check_artifact_dir(dir: &std::path::Path) -> Result<MadeDir, Fatal> {
+    let made = MadeDir(
+        dir.ancestors()
+            .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+            .map(std::path::Path::to_path_buf)
+            .collect(),
+    );
+    let probe = dir.join(".ringperf-write-check");
+    std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&probe, b""))
+        .and_then(|()| std::fs::remove_file(&probe))
+        .map_err(|e| {
+            Fatal(format!(
+                "--artifact-dir {}: cannot write there ({e}); nothing was run",
+                dir.display()
+            ))
+        })?;
+    Ok(made)
+}
+
+/// A folder this run made: removed again if the run ends without writing into it (refused,
+/// or stopped before its first request), so that a refusal leaves nothing behind.
+struct MadeDir(Vec<std::path::PathBuf>);
+
+impl Drop for MadeDir {
+    fn drop(&mut self) {
+        // The folder, then each parent made for it; only an empty folder can be removed, so
+        // what a run wrote stays.
+        for d in &self.0 {
+            if std::fs::remove_dir(d).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// The host's blockers for this run, found before anything is sent: open files (every
+/// connection is one, two with the in-process simulator, which holds the other end) and local
+/// ports (each connection holds one).
+fn check_host(plan: &Plan, in_process_sim: bool) -> Result<(), Fatal> {
+    let p = crate::doctor::Planned {
+        streams: plan.load.streams,
+        in_process_sim,
+    };
+    for c in [
+        crate::doctor::open_files(p, crate::sys::raise_nofile_limit()),
+        crate::doctor::ephemeral_ports(p, crate::doctor::port_range()),
+    ] {
+        if c.level == crate::doctor::Level::Fail {
+            return Err(Fatal(c.detail));
+        }
+    }
+    Ok(())
+}
+
+/// What runs against the server before the measured run: the probe request (with
+/// `preflight`) and the prefix-cache reset (when asked). Returns the warnings for the report.
+fn before_the_run(
+    plan: &Plan,
+    preflight: bool,
+    listed: &[String],
+) -> Result<Vec<crate::warning::Warning>, Fatal> {
+    let mut warnings = Vec::new();
+    if preflight {
+        let p = crate::preflight::probe(plan).map_err(|e| {
+            let served = if listed.is_empty() || listed.contains(&plan.target.model) {
+                String::new()
+            } else {
+                format!(
+                    " (the server lists {}; -m names the model)",
+                    listed.join(", ")
+                )
+            };
+            Fatal(format!("{e}{served}"))
+        })?;
+        crate::redact::say!(
+            "ringperf: preflight: {} answered the first request in {:.1} ms (not measured)",
+            plan.target.endpoint.url(),
+            p.first_ns as f64 / 1e6
+        );
+        // A response naming another model is said by the report, from the run's own.
+        let _ = p.served_model;
+    }
+    if plan.spec.target.reset_prefix_cache {
+        match crate::preflight::reset_prefix_cache(&plan.target) {
+            Ok(path) => crate::redact::say!("ringperf: prefix cache emptied (POST {path})"),
+            Err(why) => warnings.push(crate::warning::Warning::new(
+                crate::warning::Code::PrefixCacheNotReset,
+                format!("--reset-prefix-cache: the server did not empty its cache ({why})"),
+            )),
+        }
+    }
+    for w in &warnings {
+        crate::redact::say!("ringperf: warning: {w}");
+    }
+    Ok(warnings)
+}
+
+/// What every run of one command line shares: the simulator, the prepared prompts, the
+/// CPUs kept for the simulator, and what the preflight found.
+pub(super) struct Prepared {
+    /// The first point's plan (every point shares its prompts and target).
+    pub(super) plan: Plan,
+    /// The load points and repeats.
+    pub(super) sweep: SweepSpec,
+    /// Where the artifacts go: a sweep's folder, or the run's.
+    pub(super) root: std::path::PathBuf,
+    /// The load flags as given, before a sweep's first point was set in `plan`.
+    pub(super) load: crate::plan::LoadSpec,
+    pub(super) sim: Option<crate::sim::SimHandle>,
+    /// `--server-traces`' receiver.
+    pub(super) traces: Option<crate::otlp::Receiver>,
+    pub(super) reserved: Vec<usize>,
+    pub(super) warnings: Vec<crate::warning::Warning>,
+    /// When start-up began, and from what.
+    pub(super) started: (u64, &'static str),
+    /// On several nodes, the server's `Date` against this host's clock.
+    pub(super) server_date: Option<crate::clock::ServerDate>,
+    /// The live view, kept from run to run (a sweep's dashboard shows its points so far).
+    pub(super) ui: std::cell::RefCell<crate::ui::Ui>,
+    /// GPU and server-metrics telemetry.
+    pub(super) telemetry: crate::telemetry::Config,
+    /// How long to wait for the server's late spans (ns).
+    pub(super) traces_wait_ns: u64,
+    /// `--slo-attainment`, for the staircase's verdict.
+    pub(super) slo_attainment: f64,
+    /// What a peer's command line asked to be written too.
+    pub(super) peer: crate::cli::port::Peer,
+    /// The artifact folder, if this run made it.
+    _made: MadeDir,
+}
+
+/// Parses, starts the simulator, finds the model, prepares the prompts and checks the host
+/// and the server: everything before the first measured request.
+pub(super) fn prepare(flags: Flags) -> Result<Prepared, Fatal> {
+    let started = match crate::clock::process_start_ns() {
+        Some(t) => (t, "process start"),
+        None => (crate::clock::now_ns(), "profile call"),
+    };
+    let Flags {
+        mut spec,
+        notes,
+        sweep,
+        telemetry,
+        traces,
+        slo_attainment,
+        peer,
+        sim,
+    } = flags;
+    if sweep.is_sweep {
+        // Each point sends its own count: every prompt is prepared.
+        spec.workload.sends_at_most = Some(u64::MAX);
+    }
+    // Everything the flags say is checked before anything is started, asked or prepared.
+    let checked = crate::plan::Plan::check(&spec).map_err(Fatal::from)?;
+    crate::gpu::parse_gpus(&telemetry.gpus).map_err(|e| Fatal(format!("--gpus: {e}")))?;
+    if sweep.resume && !sweep.is_sweep && sweep.repeats.runs == 1 {
+        return Err(Fatal(
+            "--resume continues a sweep (a list on --concurrency or --request-rate) or \
+             repeated runs (--num-profile-runs)"
+                .into(),
+        ));
+    }
+    if let Some(line) = &peer.native {
+        crate::redact::say!(
+            "ringperf: {} command line, runs as: {line}",
+            peer.dialect.name()
+        );
+    }
+    for n in peer.notes.iter().chain(&notes) {
+        crate::redact::say!("ringperf: note: {n}");
+    }
+    if sim.is_some() && spec.target.model.is_empty() {
+        spec.target.model = "ringperf-sim".into();
+    }
+    // The span receiver listens before anything is sent (the simulator's spans included).
+    let (traces, traces_wait_ns) = match &traces {
+        Some((addr, wait)) => {
+            let r = crate::otlp::Receiver::start(addr).map_err(Fatal)?;
+            crate::redact::say!(
+                "ringperf: server traces: receiving OTLP/HTTP spans on {}/v1/traces (start vLLM \
+                 with --otlp-traces-endpoint {} and OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=\
+                 http/protobuf)",
+                r.endpoint(),
+                r.endpoint()
+            );
+            (Some(r), *wait)
+        }
+        None => (None, 0),
+    };
+    let (sim, reserved) = match &sim {
+        Some(flags) => {
+            let (h, cpus) = start_sim(flags, &mut spec, traces.as_ref())?;
+            (Some(h), cpus)
+        }
+        None => (None, Vec::new()),
+    };
+    let preflight = sim.is_none() && spec.target.preflight;
+    let listed = if sim.is_some() {
+        Vec::new()
+    } else {
+        let ready = spec.target.ready_check_timeout_ns;
+        choose_model(&mut spec.target, preflight, ready)?
+    };
+    crate::redact::say!("ringperf: preparing {}", preparing(&checked.workload));
+    // Without a list the flags stand as given; a sweep's plan starts at its first point.
+    let load = spec.load.clone();
+    if sweep.is_sweep {
+        sweep.points[0].apply(&mut spec);
+    }
+    let mut plan = Plan::build(spec).map_err(Fatal::from)?;
+    if let Some((caps, step)) = &sweep.staircase {
+        plan.load
+            .staircase(caps.clone(), *step)
+            .map_err(Fatal::from)?;
+    }
+    crate::redact::say!("ringperf: tokenizer: {}", plan.workload.tokenizer.source);
+    let root = if sweep.is_sweep {
+        sweep_dir(&plan, sweep.points[0].axis)
+    } else {
+        plan.output.artifact_dir.clone()
+    };
+    let made = check_artifact_dir(&root)?;
+    let nodes = plan.load.nodes;
+    if nodes.is_split() {
+        check_split(&sweep, &plan)?;
+    }
+    let server_date = (nodes.is_split() && sim.is_none())
+        .then(|| crate::preflight::server_date(&plan.target))
+        .flatten();
+    let prepared = Prepared {
+        ui: std::cell::RefCell::new(crate::ui::Ui::new(&plan)),
+        server_date,
+        warnings: Vec::new(),
+        root,
+        load,
+        plan,
+        sweep,
+        sim,
+        traces,
+        reserved,
+        started,
+        telemetry,
+        traces_wait_ns,
+        slo_attainment,
+        peer,
+        _made: made,
+    };
+    // Every point is planned and checked before the first is run.
+    for p in prepared.points()? {
+        check_host(&p.1, prepared.sim.is_some())?;
+    }
+    let warnings = before_the_run(&prepared.plan, preflight, &listed)?;
+    Ok(Prepared {
+        warnings,
+        ..prepared
+    })
+}
+
+/// What a load split across nodes cannot do: decide its next load from what this node alone
+/// measured, or run several loads without a common timetable.
+fn check_split(sweep: &SweepSpec, plan: &Plan) -> Result<(), Fatal> {
+    let adaptive = if sweep.staircase.is_some() {
+        Some("--staircase")
+    } else if sweep.search.is_some() {
+        Some("--search")
+    } else if sweep.auto.is_some() {
+        Some("--sweep auto")
+    } else {
+        None
+    };
+    if let Some(flag) = adaptive {
+        return Err(Fatal(format!(
+            "{flag} decides each next load from what was measured, which one node of {} cannot \
+             judge alone: sweep a list of loads instead (--concurrency 8,16,32)",
+            plan.load.nodes.count
+        )));
+    }
+    let several = sweep.is_sweep || sweep.repeats.runs > 1;
+    let l = &plan.spec.load;
+    if several && (l.start_at_unix_ns.is_none() || l.benchmark_duration_ns.is_none()) {
+        return Err(Fatal(
+            "a sweep or repeated runs on several nodes run on a common timetable: give \
+             --start-at and --benchmark-duration (run k starts at --start-at + k × (ramp-up + \
+             duration + grace period + pause + 5 s))"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+impl Prepared {
+    /// On several nodes, when run `k` (from 0) of a sweep or repeated runs starts: every node
+    /// keeps the same timetable from `--start-at`.
+    pub(super) fn timetable(&self, k: usize) -> Option<u64> {
+        let l = &self.plan.spec.load;
+        let at = l.start_at_unix_ns?;
+        if !self.plan.load.nodes.is_split() {
+            return (k == 0).then_some(at);
+        }
+        let rest = self.sweep.pause_ns.max(self.sweep.repeats.cooldown_ns);
+        let slot = l.ramp_up_ns.unwrap_or(0)
+            + l.benchmark_duration_ns.unwrap_or(0)
+            + l.grace_period_ns
+            + rest
+            + 5_000_000_000;
+        Some(at + k as u64 * slot)
+    }
+}
+
+/// A sweep's folder: as given, or named after the model, the endpoint and the swept flag.
+fn sweep_dir(plan: &Plan, axis: crate::plan::sweep::Axis) -> std::path::PathBuf {
+    let given = plan.spec.output.artifact_dir.clone();
+    given.unwrap_or_else(|| {
+        crate::plan::Output::build(
+            &plan.spec.output,
+            &plan.target.model,
+            plan.target.kind.name(),
+            &format!("{}_sweep", axis.name()),
+        )
+        .artifact_dir
+    })
+}
+
+impl Prepared {
+    /// Each point's plan, its folder under `root` (the plan itself without a sweep).
+    pub(super) fn points(&self) -> Result<Vec<(Point, Plan)>, Fatal> {
+        if !self.sweep.is_sweep {
+            return Ok(vec![(self.sweep.points[0], self.plan.clone())]);
+        }
+        let mut points: Vec<Point> = self.sweep.points.clone();
+        // A search's highest load, and an automatic sweep's saturated run, are planned and
+        // checked up front too.
+        if let Some(s) = &self.sweep.search {
+            points.push(Point {
+                axis: s.axis,
+                value: s.hi,
+            });
+        }
+        if let Some(a) = &self.sweep.auto {
+            points.push(Point {
+                axis: crate::plan::sweep::Axis::Concurrency,
+                value: a.saturation as f64,
+            });
+        }
+        points
+            .iter()
+            .map(|p| Ok((*p, self.point_plan(p)?)))
+            .collect()
+    }
+
+    /// The plan of one point of a sweep: the first point's, with its load, in its folder.
+    pub(super) fn point_plan(&self, p: &Point) -> Result<Plan, Fatal> {
+        let mut plan = self.plan.clone();
+        plan.spec.load = self.load.clone();
+        p.apply(&mut plan.spec);
+        if self.sweep.auto.is_some() && p.axis == crate::plan::sweep::Axis::RequestRate {
+            // --concurrency is the saturated run's; the rates between run uncapped.
+            plan.spec.load.concurrency = None;
+        }
+        if p.axis.is_workload() {
+            // Each point has prompts of its own.
+            plan =
+                Plan::build(plan.spec.clone()).map_err(|e| Fatal(format!("{}: {e}", p.label())))?;
+        } else {
+            plan.load = Load::build(&plan.spec.load, plan.spec.workload.random_seed, None)
+                .map_err(|e| Fatal(format!("{}: {e}", p.label())))?;
+        }
+        plan.output.artifact_dir = self.root.join(p.name());
+        Ok(plan)
+    }
+}
