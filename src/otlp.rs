@@ -605,12 +605,16 @@ fn serve(mut conn: TcpStream, stop: &AtomicBool, got: &Shared) {
             }
             buf.drain(..head.len).collect()
         };
-        let keep = if head.method != "POST" || head.path.split('?').next() != Some("/v1/traces") {
+        // OpenTelemetry's HTTP exporters post to an endpoint given them in code verbatim
+        // (vLLM's `--otlp-traces-endpoint http://HOST:PORT` posts to `/`), and append
+        // `/v1/traces` only to one from the environment: both paths are taken.
+        let path = head.path.split('?').next();
+        let keep = if head.method != "POST" || !matches!(path, Some("/v1/traces" | "/")) {
             respond(
                 &mut conn,
                 "404 Not Found",
                 "text/plain",
-                b"ringperf receives OTLP traces at POST /v1/traces",
+                b"ringperf receives OTLP traces at POST /v1/traces (or /)",
                 head.close,
             )
         } else {
@@ -662,16 +666,16 @@ pub fn check_url(url: &str) -> Result<(), String> {
     }
 }
 
-/// Posts one export to `url` (`http://HOST:PORT[/PATH]`, the path `/v1/traces` when none),
+/// Posts one export to `url` (`http://HOST:PORT[/PATH]`, the path `/v1/traces` when none is
+/// given),
 /// blocking, with `timeout`: the simulator's exporter.
 pub fn post(url: &str, body: &[u8], enc: Encoding, timeout: Duration) -> Result<(), String> {
     let rest = url
         .strip_prefix("http://")
         .ok_or_else(|| format!("{url}: only http:// OTLP endpoints are supported"))?;
     let (authority, path) = match rest.find('/') {
-        Some(i) if &rest[i..] != "/" => (&rest[..i], rest[i..].to_string()),
-        Some(i) => (&rest[..i], "/v1/traces".to_string()),
-        None => (rest, "/v1/traces".to_string()),
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/v1/traces"),
     };
     let addr = std::net::ToSocketAddrs::to_socket_addrs(authority)
         .map_err(|e| format!("{authority}: {e}"))?
@@ -797,14 +801,32 @@ mod tests {
         post(&url, &body, Encoding::Protobuf, t).unwrap();
         let json = encode("sim", &[out(3, None)], Encoding::Json);
         post(&r.endpoint(), &json, Encoding::Json, t).unwrap();
+        // vLLM's exporter, given http://HOST:PORT, posts to `/` (taken: `post` sends the
+        // given path); any other path is refused.
+        let at_root = encode("sim", &[out(4, None)], Encoding::Protobuf);
+        post(
+            &format!("{}/", r.endpoint()),
+            &at_root,
+            Encoding::Protobuf,
+            t,
+        )
+        .unwrap();
+        let err = post(
+            &format!("{}/v1/logs", r.endpoint()),
+            &at_root,
+            Encoding::Protobuf,
+            t,
+        )
+        .unwrap_err();
+        assert!(err.contains("404"), "{err}");
         // A body that is not an export: refused with 400, counted.
         let err = post(&url, b"\xff\xff\xff", Encoding::Protobuf, t).unwrap_err();
         assert!(err.contains("400"), "{err}");
         let stop = AtomicBool::new(false);
         let until = Instant::now() + t;
-        assert_eq!(r.wait_for(&[1, 2, 3], until, &stop), 3);
+        assert_eq!(r.wait_for(&[1, 2, 3, 4], until, &stop), 4);
         let got = r.take();
-        assert_eq!((got.exports, got.refused, got.duplicates), (2, 1, 0));
+        assert_eq!((got.exports, got.refused, got.duplicates), (3, 1, 0));
         assert_eq!(got.spans[&2].phases.queue_ns, Some(5));
         assert!(got.first_refusal.is_some());
         // A wait for a span that never comes ends at its deadline.

@@ -148,22 +148,30 @@ impl HistDelta {
     /// within the bucket it falls in (from 0 for the first), the last finite bound when it
     /// falls in `+Inf`.
     pub fn quantile(&self, q: f64) -> f64 {
+        self.bucket(q).2
+    }
+
+    /// The bucket the `q` quantile falls in, `(lower bound, upper bound, estimate)` (s): the
+    /// estimate is [`quantile`](Self::quantile)'s; all the histogram knows is that the value
+    /// lies within the bounds. The first bucket's lower bound is 0; `+Inf`'s upper is infinite.
+    pub fn bucket(&self, q: f64) -> (f64, f64, f64) {
         let total = self.buckets.last().map_or(0.0, |b| b.1);
         let rank = q * total;
         let mut lower = (0.0, 0.0);
         for &(le, c) in &self.buckets {
             if c >= rank {
-                if le.is_infinite() {
-                    return lower.0;
-                }
-                if c == lower.1 {
-                    return le;
-                }
-                return lower.0 + (le - lower.0) * (rank - lower.1) / (c - lower.1);
+                let estimate = if le.is_infinite() {
+                    lower.0
+                } else if c == lower.1 {
+                    le
+                } else {
+                    lower.0 + (le - lower.0) * (rank - lower.1) / (c - lower.1)
+                };
+                return (lower.0, le, estimate);
             }
             lower = (le, c);
         }
-        lower.0
+        (lower.0, f64::INFINITY, lower.0)
     }
 }
 
@@ -501,8 +509,11 @@ mod tests {
             d.quantile(0.5)
         );
         assert!((d.quantile(0.1) - 0.005).abs() < 1e-12);
+        assert_eq!(d.bucket(0.5).0..d.bucket(0.5).1, 0.01..0.1);
+        assert_eq!(d.bucket(0.1).0, 0.0);
         // In +Inf: the last finite bound.
         assert_eq!(d.quantile(0.99), 0.1);
+        assert_eq!(d.bucket(0.99).1, f64::INFINITY);
         // Nothing added, or no such family: none.
         assert_eq!(
             HistDelta::between("vllm:request_queue_time_seconds", &b, &b),

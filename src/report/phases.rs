@@ -355,11 +355,11 @@ pub fn metrics_line(
     let mut parts = Vec::new();
     for (name, d) in in_order(s) {
         let mut p = format!(
-            "{} mean {:.2} p50 ~{:.2} p99 ~{:.2}",
+            "{} mean {:.2} p50 {} p99 {}",
             name.replace('_', " "),
             d.mean() * 1e3,
-            d.quantile(0.5) * 1e3,
-            d.quantile(0.99) * 1e3
+            bucketed(d.bucket(0.5)),
+            bucketed(d.bucket(0.99))
         );
         let client = match name {
             "time_to_first_token" => client_ttft_mean_ns,
@@ -377,10 +377,24 @@ pub fn metrics_line(
         parts.push(p);
     }
     Some(format!(
-        "server phases from {} (its histograms' rise over the run, ms; ~ from buckets): {}",
+        "server phases from {} (its histograms' rise over the run, ms; ~ interpolated in a \
+         bucket, ≤ in the first, where interpolating from 0 says nothing): {}",
         s.url,
         parts.join("; ")
     ))
+}
+
+/// A percentile read from a histogram, in ms: `≤ BOUND` in the first bucket (the value can
+/// be anywhere from 0 to the bound, and Prometheus's linear estimate, half the bound, is
+/// no better than a guess), `≥ BOUND` in `+Inf`, else `~ESTIMATE`.
+fn bucketed((lo, hi, estimate): (f64, f64, f64)) -> String {
+    if lo == 0.0 && hi.is_finite() {
+        format!("≤{:.2}", hi * 1e3)
+    } else if hi.is_infinite() {
+        format!("≥{:.2}", lo * 1e3)
+    } else {
+        format!("~{:.2}", estimate * 1e3)
+    }
 }
 
 /// The JSON of a server's phase histograms beside the client's means (ns).
@@ -389,6 +403,9 @@ pub fn metrics_json(
     client_ttft_mean_ns: Option<f64>,
     client_latency_mean_ns: Option<f64>,
 ) -> Value {
+    // `+Inf` as null: JSON has no infinity.
+    let bounds =
+        |(lo, hi, _): (f64, f64, f64)| json!([lo * 1e3, hi.is_finite().then_some(hi * 1e3)]);
     let mut m = Map::new();
     for (name, d) in in_order(s) {
         let mut v = json!({
@@ -398,6 +415,10 @@ pub fn metrics_json(
             "p50_ms": d.quantile(0.5) * 1e3,
             "p90_ms": d.quantile(0.9) * 1e3,
             "p99_ms": d.quantile(0.99) * 1e3,
+            // Where each estimate's bucket lies: the value is known to be within it.
+            "p50_bucket_ms": bounds(d.bucket(0.5)),
+            "p90_bucket_ms": bounds(d.bucket(0.9)),
+            "p99_bucket_ms": bounds(d.bucket(0.99)),
         });
         let client = match name {
             "time_to_first_token" => client_ttft_mean_ns,
@@ -441,6 +462,14 @@ mod tests {
                 e2e_ns: ms(queue_ms + 57),
             },
         }
+    }
+
+    #[test]
+    fn a_histogram_percentile_says_what_its_bucket_knows() {
+        // All in vLLM's first queue bucket (0, 300 ms]: a bound, not Prometheus's 150.
+        assert_eq!(bucketed((0.0, 0.3, 0.15)), "≤300.00");
+        assert_eq!(bucketed((1.5, 2.0, 1.75)), "~1750.00");
+        assert_eq!(bucketed((7680.0, f64::INFINITY, 7680.0)), "≥7680000.00");
     }
 
     #[test]
