@@ -1,4 +1,5 @@
 //! The `ringperf` binary: parse, run, map errors to an exit code.
+#![forbid(unsafe_code)]
 
 use std::io::Write;
 

@@ -377,23 +377,27 @@ pub fn metrics_line(
         parts.push(p);
     }
     Some(format!(
-        "server phases from {} (its histograms' rise over the run, ms; ~ interpolated in a \
-         bucket, ≤ in the first, where interpolating from 0 says nothing): {}",
+        "server phases from {} (its histograms' rise over the run, ms; percentiles as the \
+         bucket they fall in): {}",
         s.url,
         parts.join("; ")
     ))
 }
 
-/// A percentile read from a histogram, in ms: `≤ BOUND` in the first bucket (the value can
-/// be anywhere from 0 to the bound, and Prometheus's linear estimate, half the bound, is
-/// no better than a guess), `≥ BOUND` in `+Inf`, else `~ESTIMATE`.
-fn bucketed((lo, hi, estimate): (f64, f64, f64)) -> String {
-    if lo == 0.0 && hi.is_finite() {
-        format!("≤{:.2}", hi * 1e3)
-    } else if hi.is_infinite() {
-        format!("≥{:.2}", lo * 1e3)
-    } else {
-        format!("~{:.2}", estimate * 1e3)
+/// A percentile read from a histogram, in ms, as what the histogram knows: the bucket it
+/// lies in (`1500–2000`), `≤BOUND` in the first, `≥BOUND` in `+Inf`. Prometheus's linear
+/// estimate within a bucket (in the JSON) can be far off: vLLM's first queue bucket ends at
+/// 300 ms, so a queue of a few ms reads 150 there, and a p99 in its 2.5–5 s latency bucket
+/// can read 4.9 s when no request took 3.
+fn bucketed((lo, hi, _): (f64, f64, f64)) -> String {
+    let ms = |s: f64| {
+        let t = format!("{:.3}", s * 1e3);
+        t.trim_end_matches('0').trim_end_matches('.').to_string()
+    };
+    match (lo == 0.0, hi.is_finite()) {
+        (_, false) => format!("≥{}", ms(lo)),
+        (true, true) => format!("≤{}", ms(hi)),
+        (false, true) => format!("{}–{}", ms(lo), ms(hi)),
     }
 }
 
@@ -467,9 +471,10 @@ mod tests {
     #[test]
     fn a_histogram_percentile_says_what_its_bucket_knows() {
         // All in vLLM's first queue bucket (0, 300 ms]: a bound, not Prometheus's 150.
-        assert_eq!(bucketed((0.0, 0.3, 0.15)), "≤300.00");
-        assert_eq!(bucketed((1.5, 2.0, 1.75)), "~1750.00");
-        assert_eq!(bucketed((7680.0, f64::INFINITY, 7680.0)), "≥7680000.00");
+        assert_eq!(bucketed((0.0, 0.3, 0.15)), "≤300");
+        assert_eq!(bucketed((2.5, 5.0, 4.9)), "2500–5000");
+        assert_eq!(bucketed((0.0025, 0.005, 0.004)), "2.5–5");
+        assert_eq!(bucketed((7680.0, f64::INFINITY, 7680.0)), "≥7680000");
     }
 
     #[test]
