@@ -7,6 +7,7 @@
 //! progress counters and scheduler times, and moves a shard that is starved of CPU
 //! ([`starvation`]).
 
+mod dispatch;
 mod feed;
 mod gate;
 mod limits;
@@ -757,7 +758,7 @@ fn shard_thread(
             cpu_ns,
             (t0, t1),
             wait_ns,
-            shard.peak_in_flight.get(),
+            shard.peak_in_flight(),
         ))
     });
     let (

@@ -6,7 +6,6 @@
 //! except the read-only plan and a few progress counters.
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -17,7 +16,8 @@ use std::time::Duration;
 
 use rustls::pki_types::ServerName;
 
-use super::limits::{Due, Limits};
+use super::dispatch::Dispatcher;
+use super::limits::Limits;
 use super::schedule::{Schedule, Ticket};
 use crate::clock::now_ns;
 use crate::exchange::{Exchange, Scratch};
@@ -92,27 +92,14 @@ pub(crate) struct Shard {
     /// (the task stays small, and nothing is copied in and out at each request).
     #[allow(clippy::vec_box)]
     pool: RefCell<Vec<Vec<Box<Slot>>>>,
-    in_flight: Cell<usize>,
-    pub peak_in_flight: Cell<usize>,
-    /// Closed loop: when each request that freed a place under the cap ended, oldest first;
-    /// the next request sent takes the oldest as the time it was due.
-    freed: RefCell<VecDeque<u64>>,
-    cap: Cell<usize>,
+    /// Every dispatching decision (caps, due times, stops, the prefill line, back-off):
+    /// the tasks here tell it what happened and do what it says.
+    dispatch: RefCell<Dispatcher<Rc<PrefillTurn>>>,
     waker: RefCell<Option<Waker>>,
-    stop_dispatch: Cell<bool>,
-    cancelled: Cell<bool>,
-    /// Requests between their send and their first token (`--prefill-concurrency`).
-    prefilling: Cell<usize>,
-    /// Requests waiting for a place under the prefill cap, oldest first.
-    prefill_line: RefCell<VecDeque<Rc<PrefillTurn>>>,
     /// Sessions pausing between turns, woken when sending stops (an entry whose pause ended
     /// is held by nothing else, and is dropped when the list is next compacted).
     sleepers: RefCell<Vec<Rc<Cell<Option<Waker>>>>>,
-    /// Connections that failed to open in a row (any success resets it): the backoff.
-    connect_failures: Cell<u32>,
-    limits: Cell<Option<Limits>>,
     finished: Cell<bool>,
-    ramping: Cell<bool>,
     fds: RefCell<FdSet>,
     pub scratch: RefCell<Scratch>,
     pub record_lag: RefCell<Dist>,
@@ -173,20 +160,10 @@ impl Shard {
             server_load: RefCell::new(vec![0; n]),
             opened: Cell::new(index as usize),
             pool: RefCell::new((0..n).map(|_| Vec::new()).collect()),
-            in_flight: Cell::new(0),
-            peak_in_flight: Cell::new(0),
-            freed: RefCell::new(VecDeque::new()),
-            cap: Cell::new(0),
+            dispatch: RefCell::default(),
             waker: RefCell::new(None),
-            stop_dispatch: Cell::new(false),
-            cancelled: Cell::new(false),
-            prefilling: Cell::new(0),
-            prefill_line: RefCell::default(),
             sleepers: RefCell::default(),
-            connect_failures: Cell::new(0),
-            limits: Cell::new(None),
             finished: Cell::new(false),
-            ramping: Cell::new(false),
             fds: RefCell::new(FdSet::default()),
             scratch: RefCell::new(Scratch {
                 pointers: pointers.clone(),
@@ -221,13 +198,27 @@ impl Shard {
 
     /// True when request `fd_slot` must end now: a stop, or its deadline passed.
     fn cut(&self, fd_slot: usize) -> bool {
-        self.cancelled.get() || self.fds.borrow().expired(fd_slot)
+        self.cancelled() || self.fds.borrow().expired(fd_slot)
     }
 
-    fn cancel_all(&self) {
-        self.stop_dispatch.set(true);
-        self.cancelled.set(true);
-        self.fds.borrow().shutdown_all();
+    /// Sending has stopped.
+    fn stopped(&self) -> bool {
+        self.dispatch.borrow().stopped()
+    }
+
+    /// What is in flight is to be cut.
+    fn cancelled(&self) -> bool {
+        self.dispatch.borrow().cancelled()
+    }
+
+    /// Requests in flight, and the most there ever were.
+    pub(super) fn peak_in_flight(&self) -> usize {
+        self.dispatch.borrow().peak()
+    }
+
+    /// Sending stopped: the dispatcher, the requests waiting for a prefill place and the
+    /// sessions between turns look again (and find it so).
+    fn on_stop(&self) {
         self.wake();
         self.grant_prefill();
         self.wake_sleepers();
@@ -244,7 +235,7 @@ impl Shard {
 
     /// Pauses until `t`; false when sending stopped first (the session then ends).
     async fn pause_until(&self, t: u64) -> bool {
-        if self.stop_dispatch.get() {
+        if self.stopped() {
             return false;
         }
         let sleep = std::pin::pin!(self.timer.sleep_until(t));
@@ -260,21 +251,23 @@ impl Shard {
     /// waited first. Returns how long it waited (ns), or `None` when sending has stopped
     /// meanwhile (the request is then not sent).
     async fn prefill_place(&self, rec: &mut Record) -> Option<u64> {
-        let Some(limits) = self.limits.get().filter(|l| l.prefill.is_some()) else {
-            return Some(0);
-        };
-        let t = now_ns();
-        if self.prefill_line.borrow().is_empty() && self.prefilling.get() < limits.prefill_cap_at(t)
-        {
-            self.prefilling.set(self.prefilling.get() + 1);
-            rec.holds_prefill = true;
+        if !self.dispatch.borrow().prefill_capped() {
             return Some(0);
         }
-        let turn = Rc::new(PrefillTurn::default());
-        self.prefill_line.borrow_mut().push_back(turn.clone());
+        let t = now_ns();
+        let mut turn = None;
+        let now = self.dispatch.borrow_mut().ask_prefill(t, || {
+            let waiter = Rc::new(PrefillTurn::default());
+            turn = Some(waiter.clone());
+            waiter
+        });
+        let Some(turn) = turn.filter(|_| !now) else {
+            rec.holds_prefill = true;
+            return Some(0);
+        };
         Granted(&turn).await;
         rec.holds_prefill = true;
-        if self.stop_dispatch.get() {
+        if self.stopped() {
             self.prefill_done(rec);
             return None;
         }
@@ -313,7 +306,7 @@ impl Shard {
     /// Gives back `rec`'s place under the prefill cap (its first token came, or it ended).
     fn prefill_done(&self, rec: &mut Record) {
         if std::mem::take(&mut rec.holds_prefill) {
-            self.prefilling.set(self.prefilling.get() - 1);
+            self.dispatch.borrow_mut().prefill_done();
             self.grant_prefill();
         }
     }
@@ -321,14 +314,8 @@ impl Shard {
     /// Hands free places under the prefill cap to the requests in line, oldest first; every
     /// one of them once sending has stopped (they then give it back unsent).
     fn grant_prefill(&self) {
-        let cap = self
-            .limits
-            .get()
-            .map_or(usize::MAX, |l| l.prefill_cap_at(now_ns()));
-        let mut line = self.prefill_line.borrow_mut();
-        while self.prefilling.get() < cap || self.stop_dispatch.get() {
-            let Some(turn) = line.pop_front() else { break };
-            self.prefilling.set(self.prefilling.get() + 1);
+        let granted = self.dispatch.borrow_mut().grant_prefill(now_ns());
+        for turn in granted {
             turn.granted.set(true);
             if let Some(w) = turn.waker.take() {
                 w.wake();
@@ -342,15 +329,9 @@ impl Shard {
         // A phase cut at its own deadline (a warm-up's grace period) does not stop the next
         // one; a stop of the run (Ctrl-C) does.
         let stopped = self.stop.load(Ordering::Relaxed);
-        self.cancelled.set(stopped);
-        self.stop_dispatch.set(stopped);
-        self.limits.set(Some(limits));
-        self.ramping
-            .set(limits.ramp.is_some() || limits.stairs.is_some());
-        self.freed.borrow_mut().clear();
-        self.cap.set(limits.cap);
+        self.dispatch.borrow_mut().begin_phase(limits, stopped);
         let mut in_a_row = 0;
-        while !self.stop_dispatch.get() {
+        while !self.stopped() {
             let Some(mut ticket) = schedule.next() else {
                 break;
             };
@@ -360,7 +341,7 @@ impl Shard {
                 }
                 self.timer.sleep_until(at).await;
             }
-            if self.in_flight.get() >= limits.cap_at(now_ns()) {
+            if self.dispatch.borrow().full(now_ns()) {
                 in_a_row = 0;
             }
             in_a_row += 1;
@@ -373,30 +354,19 @@ impl Shard {
             }
             WaitFor {
                 shard: self,
-                ready: |s: &Shard| {
-                    s.in_flight.get() < limits.cap_at(now_ns()) || s.stop_dispatch.get()
-                },
+                ready: |s: &Shard| s.dispatch.borrow().may_send(now_ns()),
             }
             .await;
-            if let Some(r) = limits.ramp {
-                if now_ns() < r.start_ns + r.len_ns {
-                    if r.tag {
-                        ticket.phase = crate::record::Phase::RampUp;
-                    }
-                } else {
-                    self.ramping.set(false);
-                }
+            if self.dispatch.borrow_mut().ramp_tag(now_ns()) {
+                ticket.phase = crate::record::Phase::RampUp;
             }
-            if self.stop_dispatch.get() {
+            if self.stopped() {
                 break;
             }
             // Taken when it is to be sent: a wait for the feeder is a wait of the send.
             let built = match &self.feed {
                 None => None,
-                Some(f) => match f
-                    .take(ticket.id, &self.timer, || self.stop_dispatch.get())
-                    .await
-                {
+                Some(f) => match f.take(ticket.id, &self.timer, || self.stopped()).await {
                     None => break,
                     Some(Ok(entry)) => Some(entry),
                     Some(Err(e)) => {
@@ -417,13 +387,13 @@ impl Shard {
                 }
                 _ => None,
             };
-            let due = ticket.intended_ns.or(user.map(|(_, at)| at)).or_else(|| {
-                let freed = self.freed.borrow_mut().pop_front();
-                freed.filter(|_| !self.ramping.get())
-            });
-            let n = self.in_flight.get() + 1;
-            self.in_flight.set(n);
-            self.peak_in_flight.set(self.peak_in_flight.get().max(n));
+            let mut d = self.dispatch.borrow_mut();
+            let due = ticket
+                .intended_ns
+                .or(user.map(|(_, at)| at))
+                .or_else(|| d.take_due());
+            let n = d.on_sent();
+            drop(d);
             self.progress.in_flight.store(n as u64, Ordering::Relaxed);
             if self.plan.workload.sessions.is_some() {
                 let first_user = user.map(|(g, _)| g);
@@ -434,11 +404,10 @@ impl Shard {
         }
         WaitFor {
             shard: self,
-            ready: |s: &Shard| s.in_flight.get() == 0,
+            ready: |s: &Shard| s.dispatch.borrow().in_flight() == 0,
         }
         .await;
-        self.limits.set(None);
-        self.ramping.set(false);
+        self.dispatch.borrow_mut().end_phase();
     }
 
     /// Closes every connection and ends the shard's helper tasks. monoio does not drop
@@ -456,15 +425,7 @@ impl Shard {
     /// Gives back a place under the concurrency cap, freed by a request that ended at
     /// `end_ns`.
     fn release(&self, end_ns: u64) {
-        let mut freed = self.freed.borrow_mut();
-        // Open loop never takes from it: keep it no longer than the cap.
-        if freed.len() >= self.cap.get().clamp(1, 1 << 20) {
-            freed.pop_front();
-        }
-        freed.push_back(end_ns);
-        drop(freed);
-        let n = self.in_flight.get() - 1;
-        self.in_flight.set(n);
+        let n = self.dispatch.borrow_mut().on_done(end_ns);
         self.progress.in_flight.store(n as u64, Ordering::Relaxed);
         self.wake();
     }
@@ -518,7 +479,7 @@ struct UntilStop<'a, S> {
 impl<S: Future<Output = ()>> Future for UntilStop<'_, S> {
     type Output = bool;
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
-        if self.shard.stop_dispatch.get() {
+        if self.shard.stopped() {
             return Poll::Ready(false);
         }
         if self.sleep.as_mut().poll(cx).is_ready() {
@@ -592,34 +553,29 @@ async fn watch(shard: std::rc::Weak<Shard>) {
             return;
         }
         let interrupted = shard.stop.load(Ordering::Relaxed);
-        let due = match shard.limits.get() {
-            Some(l) => l.due(now_ns(), interrupted),
-            None => Due {
-                stop_dispatch: interrupted,
-                cancel: interrupted,
-            },
-        };
+        let finish = shard.progress.finish.load(Ordering::Relaxed);
+        let now = now_ns();
+        let due = shard
+            .dispatch
+            .borrow_mut()
+            .on_tick(now, interrupted, finish);
         if due.cancel {
             // Every tick: a connection that opened since the last one is cut too.
-            shard.cancel_all();
+            shard.fds.borrow().shutdown_all();
         }
-        shard.fds.borrow_mut().expire(now_ns());
-        let finish = shard.progress.finish.load(Ordering::Relaxed);
-        if (due.stop_dispatch || finish) && !shard.stop_dispatch.get() {
-            shard.stop_dispatch.set(true);
-            shard.wake();
-            shard.grant_prefill();
-            shard.wake_sleepers();
+        shard.fds.borrow_mut().expire(now);
+        if due.cancel || due.stop_dispatch {
+            shard.on_stop();
         }
-        if shard
-            .limits
-            .get()
-            .is_some_and(|l| l.prefill_ramping(now_ns()))
-        {
+        let (ramping, prefill_ramping) = {
+            let d = shard.dispatch.borrow();
+            (d.ramping(), d.prefill_ramping(now))
+        };
+        if prefill_ramping {
             // The prefill cap grows with time: let waiting requests take the new places.
             shard.grant_prefill();
         }
-        if shard.ramping.get() {
+        if ramping {
             // The concurrency cap grows with time: let the dispatcher look again.
             shard.wake();
         }
@@ -702,7 +658,7 @@ async fn session(shard: Rc<Shard>, ticket: Ticket, mut due: Option<u64>, first_u
                 (Some(_), Some(slot)) => slot,
                 _ => end + turn.delay_ns,
             };
-            if !shard.pause_until(at).await || shard.cancelled.get() {
+            if !shard.pause_until(at).await || shard.cancelled() {
                 break;
             }
         }
@@ -817,7 +773,7 @@ async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record)
             timeout as f64 / 1e9
         ));
     }
-    if shard.cancelled.get() && !matches!(rec.outcome, Outcome::Ok | Outcome::RequestCancelled) {
+    if shard.cancelled() && !matches!(rec.outcome, Outcome::Ok | Outcome::RequestCancelled) {
         rec.outcome = Outcome::Cancelled;
         rec.error = Some("cut short by a stop (Ctrl-C or the end of the grace period)".into());
     }
@@ -843,20 +799,13 @@ fn content_events(rec: &Record) -> usize {
     usize::from(rec.first_content_ns.is_some()) + rec.chunk_gaps_ns.len()
 }
 
-/// The first wait after a connection failed to open, doubled at each failure in a row up to
-/// [`BACKOFF_MAX_NS`].
-const BACKOFF_FIRST_NS: u64 = 1_000_000;
-const BACKOFF_MAX_NS: u64 = 500_000_000;
-
 /// Holds the request's place for a while after its connection failed to open, so that a dead
 /// server is not hammered thousands of times a second (each failure is still counted). Cut
 /// short by a stop or the end of dispatch.
 async fn back_off(shard: &Shard) {
-    let n = shard.connect_failures.get() + 1;
-    shard.connect_failures.set(n);
-    let wait = (BACKOFF_FIRST_NS << (n - 1).min(20)).min(BACKOFF_MAX_NS);
+    let wait = shard.dispatch.borrow_mut().connect_failed();
     let until = now_ns() + wait;
-    while !shard.cancelled.get() && !shard.stop_dispatch.get() {
+    while !shard.stopped() {
         let left = until.saturating_sub(now_ns());
         if left == 0 {
             break;
@@ -899,7 +848,7 @@ async fn drive(
             ));
             match open.await {
                 Ok(Ok(mut c)) => {
-                    shard.connect_failures.set(0);
+                    shard.dispatch.borrow_mut().connected();
                     (rec.connect_us, rec.tls_us) = c.opening_us;
                     rec.new_connection |= std::mem::take(&mut slot.server_closed);
                     if plan.spec.engine.kernel_timestamps {
