@@ -24,7 +24,7 @@ fn main() {
         Err(e) => {
             let _ = std::io::stdout().flush();
             eprintln!("error: {}", ringperf::redact::scrub(&e.to_string()));
-            std::process::exit(2);
+            std::process::exit(e.exit_code());
         }
     }
 }

@@ -24,14 +24,80 @@ mod tools;
 pub use profile::{profile, ProfileResult};
 pub use sweep::{search_text, sweep, SweepResult};
 
-/// A run that could not measure anything, with the reason.
+/// Why a command could not run, or measured nothing: one line for the user, with the cause
+/// kept (`source()`) where another layer's error is behind it.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct Fatal(pub String);
+pub enum Fatal {
+    /// The command line asks for what cannot run, and says what to do instead.
+    #[error("{0}")]
+    Refused(String),
+    /// The flags make no plan.
+    #[error(transparent)]
+    Plan(#[from] crate::plan::PlanError),
+    /// A dataset or trace file cannot be read.
+    #[error(transparent)]
+    Workload(#[from] crate::workload::WorkloadError),
+    /// The in-process or stand-alone simulator cannot start.
+    #[error(transparent)]
+    Sim(#[from] crate::sim::Error),
+    /// The shards cannot be placed as asked.
+    #[error(transparent)]
+    Placement(#[from] crate::engine::placement::Error),
+    /// The engine cannot start.
+    #[error(transparent)]
+    Engine(#[from] crate::engine::Error),
+    /// Telemetry cannot start.
+    #[error(transparent)]
+    Telemetry(#[from] crate::telemetry::Error),
+    /// Runs that cannot be merged.
+    #[error(transparent)]
+    Merge(#[from] crate::report::merge::Error),
+    /// The server cannot be used: down, no model, the probe request failed.
+    #[error("{0}")]
+    Server(String),
+    /// A file or folder could not be read or written: which, and why.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done (`writing PATH`).
+        what: String,
+        /// The system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Every request failed, or the run stopped before the first completed.
+    #[error("{0}")]
+    NothingMeasured(String),
+    /// Stopped before the first request was sent.
+    #[error("interrupted before the first request: nothing was sent")]
+    Interrupted,
+}
 
 impl Fatal {
-    fn from(e: impl std::fmt::Display) -> Fatal {
-        Fatal(e.to_string())
+    /// The process's exit code for this error: 2 for every kind, as documented (a run that
+    /// measured and crossed a gate is 3, a merge missing a node 4, a stop 128 + the signal).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Fatal::Refused(_)
+            | Fatal::Plan(_)
+            | Fatal::Workload(_)
+            | Fatal::Sim(_)
+            | Fatal::Placement(_)
+            | Fatal::Engine(_)
+            | Fatal::Telemetry(_)
+            | Fatal::Merge(_)
+            | Fatal::Server(_)
+            | Fatal::Io { .. }
+            | Fatal::NothingMeasured(_)
+            | Fatal::Interrupted => 2,
+        }
+    }
+
+    /// A failed read or write of `what` (`writing PATH`).
+    fn io(what: impl Into<String>, source: impl Into<std::io::Error>) -> Fatal {
+        Fatal::Io {
+            what: what.into(),
+            source: source.into(),
+        }
     }
 }
 
@@ -64,12 +130,12 @@ struct Flags {
 
 impl Flags {
     fn of(args: &ProfileArgs) -> Result<Flags, Fatal> {
-        let (spec, notes) = args.spec_and_notes().map_err(Fatal::from)?;
+        let (spec, notes) = args.spec_and_notes()?;
         let t = &args.telemetry;
         Ok(Flags {
             spec,
             notes,
-            sweep: args.sweep_spec().map_err(Fatal::from)?,
+            sweep: args.sweep_spec()?,
             telemetry: t.config(),
             traces: t
                 .server_traces
@@ -91,7 +157,7 @@ impl Flags {
 /// measured: 0, or [`GATES_CROSSED`].
 pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
     // A peer's subcommand parsed by clap alone is translated here.
-    let cli = crate::cli::port::resolve(cli).map_err(Fatal::from)?;
+    let cli = crate::cli::port::resolve(cli).map_err(|e| Fatal::Refused(e.to_string()))?;
     let done = match cli.command {
         Command::Bench(_) | Command::Benchmark(_) | Command::Run(_) | Command::Analyze(_) => {
             unreachable!("translated into profile")
@@ -133,7 +199,9 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
             artifact_dir,
         } => tools::compare(&dirs, &labels, &artifact_dir),
         Command::Report { dir } => {
-            let page = crate::report::html::write(&dir).map_err(Fatal::from)?;
+            let page = crate::report::html::write(&dir).map_err(|e| {
+                Fatal::io(format!("writing the HTML report in {}", dir.display()), e)
+            })?;
             crate::redact::say!("ringperf: wrote {}", page.display());
             Ok(())
         }
@@ -158,16 +226,42 @@ fn write_out(bytes: &[u8]) -> Result<(), Fatal> {
     let mut out = std::io::stdout().lock();
     match out.write_all(bytes).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => r.map_err(Fatal::from),
+        r => r.map_err(|e| Fatal::io("writing to stdout", e)),
     }
 }
 
 /// Writes `report.html` and `plots/` for what `dir` holds.
 fn write_report(dir: &std::path::Path, print: bool) -> Result<(), Fatal> {
     let page = crate::report::html::write(dir)
-        .map_err(|e| Fatal(format!("writing the HTML report in {}: {e}", dir.display())))?;
+        .map_err(|e| Fatal::io(format!("writing the HTML report in {}", dir.display()), e))?;
     if print {
         crate::redact::say!("ringperf: report: {}", page.display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fatal_error_is_one_line_that_keeps_its_cause() {
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let e = Fatal::io("writing /x/profile.json", denied);
+        assert_eq!(e.to_string(), "writing /x/profile.json: permission denied");
+        let cause = std::error::Error::source(&e).expect("the cause");
+        assert_eq!(
+            cause.downcast_ref::<std::io::Error>().map(|c| c.kind()),
+            Some(std::io::ErrorKind::PermissionDenied)
+        );
+        // Another layer's error keeps its type and its own words.
+        let p: Fatal =
+            crate::plan::PlanError::Flag("--concurrency must be at least 1".into()).into();
+        assert!(matches!(p, Fatal::Plan(crate::plan::PlanError::Flag(_))));
+        assert_eq!(p.to_string(), "--concurrency must be at least 1");
+        assert_eq!(
+            (e.exit_code(), p.exit_code(), Fatal::Interrupted.exit_code()),
+            (2, 2, 2)
+        );
+    }
 }

@@ -35,12 +35,12 @@ fn start_sim(
     traces: Option<&crate::otlp::Receiver>,
 ) -> Result<(crate::sim::SimHandle, Vec<usize>), Fatal> {
     let args = SimArgs::parse_inline(flags).map_err(|e| {
-        Fatal(format!(
+        Fatal::Refused(format!(
             "--sim: {}",
             e.to_string().lines().next().unwrap_or("")
         ))
     })?;
-    let mut cfg = args.config().map_err(Fatal::from)?;
+    let mut cfg = args.config()?;
     cfg.bind = "127.0.0.1:0".into();
     cfg.model = spec.target.model.clone();
     if let (None, Some(r)) = (&cfg.otlp_traces, traces) {
@@ -50,7 +50,7 @@ fn start_sim(
     if cfg.cpus.is_empty() && e.cpus.is_none() && !e.no_pin {
         cfg.cpus = quietest_cpus(cfg.shards);
     }
-    let h = crate::sim::start(&cfg).map_err(Fatal::from)?;
+    let h = crate::sim::start(&cfg)?;
     crate::redact::say!(
         "ringperf: benchmarking the built-in simulator on http://{} (ttft {}, itl {}, max batch {}, CPUs {})",
         h.addr,
@@ -95,7 +95,7 @@ fn choose_model(
     if asked && !preflight {
         return Ok(Vec::new());
     }
-    let target = crate::plan::Target::build(spec).map_err(Fatal::from)?;
+    let target = crate::plan::Target::build(spec)?;
     let timeout = std::time::Duration::from_nanos(spec.connect_timeout_ns);
     let deadline = crate::clock::now_ns().saturating_add(ready_ns);
     let mut said = false;
@@ -123,7 +123,7 @@ fn choose_model(
     match got {
         Ok(list) if !asked => {
             let Some(first) = list.first() else {
-                return Err(Fatal(format!(
+                return Err(Fatal::Server(format!(
                     "{} lists no model at /v1/models: name one with -m",
                     target.endpoint.url()
                 )));
@@ -149,12 +149,14 @@ fn choose_model(
             }
             Ok(list)
         }
-        Err(e @ (Failure::Down { .. } | Failure::Transport { .. })) => Err(Fatal(e.to_string())),
+        Err(e @ (Failure::Down { .. } | Failure::Transport { .. })) => {
+            Err(Fatal::Server(e.to_string()))
+        }
         Err(e) if asked => {
             crate::redact::say!("ringperf: note: {e}; going on with -m {}", spec.model);
             Ok(Vec::new())
         }
-        Err(e) => Err(Fatal(format!("{e}: name the model with -m"))),
+        Err(e) => Err(Fatal::Server(format!("{e}: name the model with -m"))),
     }
 }
 
@@ -171,10 +173,13 @@ fn check_artifact_dir(dir: &std::path::Path) -> Result<MadeDir, Fatal> {
         .and_then(|()| std::fs::write(&probe, b""))
         .and_then(|()| std::fs::remove_file(&probe))
         .map_err(|e| {
-            Fatal(format!(
-                "--artifact-dir {}: cannot write there ({e}); nothing was run",
-                dir.display()
-            ))
+            Fatal::io(
+                format!(
+                    "--artifact-dir {}: cannot write there, nothing was run",
+                    dir.display()
+                ),
+                e,
+            )
         })?;
     Ok(made)
 }
@@ -208,7 +213,7 @@ fn check_host(plan: &Plan, in_process_sim: bool) -> Result<(), Fatal> {
         crate::doctor::ephemeral_ports(p, crate::doctor::port_range()),
     ] {
         if c.level == crate::doctor::Level::Fail {
-            return Err(Fatal(c.detail));
+            return Err(Fatal::Refused(c.detail));
         }
     }
     Ok(())
@@ -232,7 +237,7 @@ fn before_the_run(
                     listed.join(", ")
                 )
             };
-            Fatal(format!("{e}{served}"))
+            Fatal::Server(format!("{e}{served}"))
         })?;
         crate::redact::say!(
             "ringperf: preflight: {} answered the first request in {:.1} ms (not measured)",
@@ -313,10 +318,10 @@ pub(super) fn prepare(flags: Flags) -> Result<Prepared, Fatal> {
         spec.workload.sends_at_most = Some(u64::MAX);
     }
     // Everything the flags say is checked before anything is started, asked or prepared.
-    let checked = crate::plan::Plan::check(&spec).map_err(Fatal::from)?;
-    crate::gpu::parse_gpus(&telemetry.gpus).map_err(|e| Fatal(format!("--gpus: {e}")))?;
+    let checked = crate::plan::Plan::check(&spec)?;
+    crate::gpu::parse_gpus(&telemetry.gpus).map_err(|e| Fatal::Refused(format!("--gpus: {e}")))?;
     if sweep.resume && !sweep.is_sweep && sweep.repeats.runs == 1 {
-        return Err(Fatal(
+        return Err(Fatal::Refused(
             "--resume continues a sweep (a list on --concurrency or --request-rate) or \
              repeated runs (--num-profile-runs)"
                 .into(),
@@ -337,7 +342,7 @@ pub(super) fn prepare(flags: Flags) -> Result<Prepared, Fatal> {
     // The span receiver listens before anything is sent (the simulator's spans included).
     let (traces, traces_wait_ns) = match &traces {
         Some((addr, wait)) => {
-            let r = crate::otlp::Receiver::start(addr).map_err(Fatal)?;
+            let r = crate::otlp::Receiver::start(addr).map_err(Fatal::Refused)?;
             crate::redact::say!(
                 "ringperf: server traces: receiving OTLP/HTTP spans on {}/v1/traces (start vLLM \
                  with --otlp-traces-endpoint {} and OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=\
@@ -369,11 +374,9 @@ pub(super) fn prepare(flags: Flags) -> Result<Prepared, Fatal> {
     if sweep.is_sweep {
         sweep.points[0].apply(&mut spec);
     }
-    let mut plan = Plan::build(spec).map_err(Fatal::from)?;
+    let mut plan = Plan::build(spec)?;
     if let Some((caps, step)) = &sweep.staircase {
-        plan.load
-            .staircase(caps.clone(), *step)
-            .map_err(Fatal::from)?;
+        plan.load.staircase(caps.clone(), *step)?;
     }
     crate::redact::say!("ringperf: tokenizer: {}", plan.workload.tokenizer.source);
     let root = if sweep.is_sweep {
@@ -431,7 +434,7 @@ fn check_split(sweep: &SweepSpec, plan: &Plan) -> Result<(), Fatal> {
         None
     };
     if let Some(flag) = adaptive {
-        return Err(Fatal(format!(
+        return Err(Fatal::Refused(format!(
             "{flag} decides each next load from what was measured, which one node of {} cannot \
              judge alone: sweep a list of loads instead (--concurrency 8,16,32)",
             plan.load.nodes.count
@@ -440,7 +443,7 @@ fn check_split(sweep: &SweepSpec, plan: &Plan) -> Result<(), Fatal> {
     let several = sweep.is_sweep || sweep.repeats.runs > 1;
     let l = &plan.spec.load;
     if several && (l.start_at_unix_ns.is_none() || l.benchmark_duration_ns.is_none()) {
-        return Err(Fatal(
+        return Err(Fatal::Refused(
             "a sweep or repeated runs on several nodes run on a common timetable: give \
              --start-at and --benchmark-duration (run k starts at --start-at + k × (ramp-up + \
              duration + grace period + pause + 5 s))"
@@ -521,11 +524,11 @@ impl Prepared {
         }
         if p.axis.is_workload() {
             // Each point has prompts of its own.
-            plan =
-                Plan::build(plan.spec.clone()).map_err(|e| Fatal(format!("{}: {e}", p.label())))?;
+            plan = Plan::build(plan.spec.clone())
+                .map_err(|e| Fatal::Refused(format!("{}: {e}", p.label())))?;
         } else {
             plan.load = Load::build(&plan.spec.load, plan.spec.workload.random_seed, None)
-                .map_err(|e| Fatal(format!("{}: {e}", p.label())))?;
+                .map_err(|e| Fatal::Refused(format!("{}: {e}", p.label())))?;
         }
         plan.output.artifact_dir = self.root.join(p.name());
         Ok(plan)

@@ -66,10 +66,10 @@ fn judge_gates(
     }
     crate::artifact::write(&dir.join("gates.junit.xml"), report::gates::junit(&judged)).map_err(
         |e| {
-            Fatal(format!(
-                "writing {}: {e}",
-                dir.join("gates.junit.xml").display()
-            ))
+            Fatal::io(
+                format!("writing {}", dir.join("gates.junit.xml").display()),
+                e,
+            )
         },
     )?;
     Ok(judged)
@@ -132,22 +132,19 @@ pub(super) fn measure(
     startup: Option<(u64, &'static str)>,
     print: bool,
 ) -> Result<Measured, Fatal> {
-    let placement = crate::engine::place(&plan, &p.reserved).map_err(Fatal::from)?;
+    let placement = crate::engine::place(&plan, &p.reserved)?;
     crate::redact::say!("ringperf: shards: {}", placement.reason);
     plan.output.title = title.to_string();
     let plan = Arc::new(plan);
     let spare = placement.spare_cpu(&crate::cpus::usable_cpus());
-    let telemetry =
-        crate::telemetry::Telemetry::start(&p.telemetry, &plan, spare).map_err(Fatal::from)?;
+    let telemetry = crate::telemetry::Telemetry::start(&p.telemetry, &plan, spare)?;
     let waited = plan
         .spec
         .load
         .start_at_unix_ns
         .map_or(0, |at| wait_until(at, &stop));
     if stop.load(Ordering::Relaxed) {
-        return Err(Fatal(
-            "interrupted before the first request: nothing was sent".into(),
-        ));
+        return Err(Fatal::Interrupted);
     }
     let clock = crate::clock::Anchor::now();
     let start = unix_time_secs();
@@ -160,8 +157,7 @@ pub(super) fn measure(
         stop.clone(),
         probe,
         &mut *p.ui.borrow_mut(),
-    )
-    .map_err(Fatal::from)?;
+    )?;
     let end = unix_time_secs();
     let mut report = report::build(out, &report::Settings::of(&plan));
     if let Some(r) = &p.traces {
@@ -256,9 +252,9 @@ pub(super) fn measure(
         &|w| plan.workload.write_inputs_json(w),
         &times,
     )
-    .map_err(|e| Fatal(format!("writing artifacts to {}: {e}", dir.display())))?;
+    .map_err(|e| Fatal::io(format!("writing artifacts to {}", dir.display()), e))?;
     report::node::write(&report, dir, plan.load.nodes, &clock, p.server_date.clone())
-        .map_err(|e| Fatal(format!("writing artifacts to {}: {e}", dir.display())))?;
+        .map_err(|e| Fatal::io(format!("writing artifacts to {}", dir.display()), e))?;
     if let Some(steps) = &plan.load.steps {
         let measured =
             report::staircase::steps(&report.records, report.tx_ns, steps, &plan.load.slos);
@@ -266,10 +262,11 @@ pub(super) fn measure(
         if print {
             crate::redact::print(&format!("Staircase:\n{text}"));
         }
-        let mut j = serde_json::to_vec_pretty(&json).map_err(Fatal::from)?;
+        let mut j = serde_json::to_vec_pretty(&json).expect("plain data");
         j.push(b'\n');
-        crate::artifact::write(&dir.join(report::staircase::STAIRCASE_JSON), j)
-            .map_err(|e| Fatal(format!("writing {}: {e}", dir.display())))?;
+        let path = dir.join(report::staircase::STAIRCASE_JSON);
+        crate::artifact::write(&path, j)
+            .map_err(|e| Fatal::io(format!("writing {}", path.display()), e))?;
     }
     let gates = judge_gates(&plan, &report, &doc, dir)?;
     if print {
@@ -334,7 +331,7 @@ pub fn profile(
 ) -> Result<ProfileResult, Fatal> {
     let flags = Flags::of(args)?;
     if flags.several() {
-        return Err(Fatal(
+        return Err(Fatal::Refused(
             "this command line asks for a sweep or repeated runs: run it with app::sweep".into(),
         ));
     }
@@ -356,7 +353,7 @@ pub(super) fn run(
     let peer = p.peer.clone();
     drop(p);
     if let Some(why) = nothing_measured(&plan, &m.report) {
-        return Err(Fatal(why));
+        return Err(Fatal::NothingMeasured(why));
     }
     write_report(&plan.output.artifact_dir, print)?;
     peer_outputs(&peer, &plan, &m.report, print)?;
@@ -399,11 +396,11 @@ fn peer_outputs(
         if v.save {
             let folder = v.dir.clone().unwrap_or_else(|| ".".into());
             std::fs::create_dir_all(&folder)
-                .map_err(|e| Fatal(format!("--result-dir {}: {e}", folder.display())))?;
+                .map_err(|e| Fatal::io(format!("--result-dir {}", folder.display()), e))?;
             let path = folder.join(report::peer::vllm_filename(v, &plan.target.model, &date));
-            let text = serde_json::to_vec(&json).map_err(Fatal::from)?;
+            let text = serde_json::to_vec(&json).expect("plain data");
             write(&path, &text, v.append)
-                .map_err(|e| Fatal(format!("writing {}: {e}", path.display())))?;
+                .map_err(|e| Fatal::io(format!("writing {}", path.display()), e))?;
             crate::redact::say!("ringperf: vLLM's result file: {}", path.display());
         }
     }
@@ -411,7 +408,7 @@ fn peer_outputs(
         let page = report::peer::timeline_html(r, t, &format!("{} timeline", plan.target.model));
         let path = dir.join("timeline.html");
         write(&path, page.as_bytes(), false)
-            .map_err(|e| Fatal(format!("writing {}: {e}", path.display())))?;
+            .map_err(|e| Fatal::io(format!("writing {}", path.display()), e))?;
         if print {
             crate::redact::say!("ringperf: timeline: {}", path.display());
         }

@@ -10,21 +10,21 @@ use crate::cli::SimArgs;
 /// Serves `--replicas` simulators on consecutive ports (each its own free one from port 0),
 /// says where, and stops them on Ctrl-C with what each served.
 pub(super) fn serve(args: &SimArgs, stop: Arc<AtomicBool>) -> Result<(), Fatal> {
-    let cfg = args.config().map_err(Fatal::from)?;
+    let cfg = args.config()?;
     if args.replicas == 0 {
-        return Err(Fatal("sim --replicas must be at least 1".into()));
+        return Err(Fatal::Refused("sim --replicas must be at least 1".into()));
     }
     let first: std::net::SocketAddr = cfg
         .bind
         .parse()
-        .map_err(|_| Fatal(format!("sim --bind {:?}: expected IP:PORT", cfg.bind)))?;
+        .map_err(|_| Fatal::Refused(format!("sim --bind {:?}: expected IP:PORT", cfg.bind)))?;
     let mut handles = Vec::with_capacity(usize::from(args.replicas));
     for i in 0..args.replicas {
         // Port 0: a free port for each; else the ports after the first.
         let port = match first.port() {
             0 => 0,
             p => p.checked_add(i).ok_or_else(|| {
-                Fatal(format!(
+                Fatal::Refused(format!(
                     "sim --replicas {}: ports past 65535",
                     args.replicas
                 ))
@@ -32,7 +32,7 @@ pub(super) fn serve(args: &SimArgs, stop: Arc<AtomicBool>) -> Result<(), Fatal> 
         };
         let mut one = cfg.clone();
         one.bind = std::net::SocketAddr::new(first.ip(), port).to_string();
-        handles.push(crate::sim::start(&one).map_err(Fatal::from)?);
+        handles.push(crate::sim::start(&one)?);
     }
     crate::sys::interrupt_gracefully();
     for handle in &handles {

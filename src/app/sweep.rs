@@ -39,7 +39,7 @@ fn analyze_csv(p: &Prepared, rows: &[report::sweep::Row]) -> Result<(), Fatal> {
     let csv = report::peer::genai_perf_analyze_csv(&p.plan.target.model, &points);
     let path = p.root.join("analyze_export_genai_perf.csv");
     crate::artifact::write(&path, csv)
-        .map_err(|e| Fatal(format!("writing {}: {e}", path.display())))
+        .map_err(|e| Fatal::io(format!("writing {}", path.display()), e))
 }
 
 /// What a sweep (or a point run several times) produced.
@@ -188,7 +188,7 @@ pub(super) fn run(flags: Flags, stop: Arc<AtomicBool>, print: bool) -> Result<Sw
         crate::redact::print(&format!("{text}\n"));
     }
     if out.rows.is_empty() {
-        return Err(Fatal(format!(
+        return Err(Fatal::NothingMeasured(format!(
             "nothing was measured: {}",
             out.failed
                 .first()
@@ -361,8 +361,7 @@ impl Sweeper<'_> {
             let trace = plan.load.rate.is_none() && plan.load.offsets.is_some();
             if run > 1 && plan.load.warmup > 0 && !p.sweep.repeats.warmup_every_run && !trace {
                 plan.spec.load.warmup_request_count = 0;
-                plan.load = Load::build(&plan.spec.load, plan.spec.workload.random_seed, None)
-                    .map_err(Fatal::from)?;
+                plan.load = Load::build(&plan.spec.load, plan.spec.workload.random_seed, None)?;
             }
             // Without a timetable only the first run waits for --start-at.
             plan.spec.load.start_at_unix_ns = p.timetable(self.out.ran + self.out.kept);
@@ -436,10 +435,10 @@ impl Sweeper<'_> {
         });
         let extra = search.or_else(|| self.out.auto.clone());
         report::sweep::write_summary(&self.p.root, &self.out.rows, extra).map_err(|e| {
-            Fatal(format!(
-                "writing the sweep summary to {}: {e}",
-                self.p.root.display()
-            ))
+            Fatal::io(
+                format!("writing the sweep summary to {}", self.p.root.display()),
+                e,
+            )
         })
     }
 }
@@ -462,5 +461,5 @@ fn write_aggregate(
         let csv = report::sweep::aggregate_csv(&agg).map_err(std::io::Error::other)?;
         crate::artifact::write(&dir.join(report::sweep::AGGREGATE_CSV), csv)
     };
-    write().map_err(|e| Fatal(format!("writing {}: {e}", dir.display())))
+    write().map_err(|e| Fatal::io(format!("writing {}", dir.display()), e))
 }

@@ -19,7 +19,7 @@ pub(super) fn doctor(a: &DoctorArgs) -> Result<(), Fatal> {
         .filter(|c| c.level == crate::doctor::Level::Fail)
         .count();
     if blockers > 0 {
-        return Err(Fatal(format!(
+        return Err(Fatal::Refused(format!(
             "doctor: {blockers} blocker(s) for this run; the FAIL lines say how to fix them"
         )));
     }
@@ -29,7 +29,7 @@ pub(super) fn doctor(a: &DoctorArgs) -> Result<(), Fatal> {
 /// `ringperf merge`: one report from the nodes' folders. Returns the exit code: 0, or
 /// [`MERGE_INCOMPLETE`] when a node is missing (what was merged is written still).
 pub(super) fn merge(dirs: &[PathBuf], artifact_dir: &Path) -> Result<i32, Fatal> {
-    let m = report::merge::merge(dirs, artifact_dir).map_err(Fatal::from)?;
+    let m = report::merge::merge(dirs, artifact_dir)?;
     crate::redact::print(&m.console);
     write_report(artifact_dir, true)?;
     crate::redact::say!("ringperf: merged artifacts in {}", artifact_dir.display());
@@ -46,17 +46,17 @@ pub(super) fn analyze_trace(
     block_size: u64,
     output_file: Option<&Path>,
 ) -> Result<(), Fatal> {
-    let lines = crate::workload::files::read_trace(input_file).map_err(Fatal::from)?;
+    let lines = crate::workload::files::read_trace(input_file)?;
     let a = report::trace_analysis::analyze(&lines, block_size);
     crate::redact::print(&report::trace_analysis::render(&a));
     if let Some(path) = output_file {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
-                .map_err(|e| Fatal(format!("creating {}: {e}", dir.display())))?;
+                .map_err(|e| Fatal::io(format!("creating {}", dir.display()), e))?;
         }
         let json = serde_json::to_vec_pretty(&a).expect("plain data");
         crate::artifact::write(path, &json)
-            .map_err(|e| Fatal(format!("writing the analysis to {}: {e}", path.display())))?;
+            .map_err(|e| Fatal::io(format!("writing the analysis to {}", path.display()), e))?;
         crate::redact::say!("ringperf: analysis report saved to {}", path.display());
     }
     Ok(())
@@ -69,7 +69,7 @@ pub(super) fn compare(
     artifact_dir: &Path,
 ) -> Result<(), Fatal> {
     if !labels.is_empty() && labels.len() != dirs.len() {
-        return Err(Fatal(format!(
+        return Err(Fatal::Refused(format!(
             "--label was given {} times for {} folders: give one per folder, in their order",
             labels.len(),
             dirs.len()
@@ -80,10 +80,15 @@ pub(super) fn compare(
         .enumerate()
         .map(|(i, d)| report::compare::read(d, labels.get(i).map(String::as_str)))
         .collect::<std::io::Result<Vec<_>>>()
-        .map_err(Fatal::from)?;
+        .map_err(|e| Fatal::io("reading the runs to compare", e))?;
     let c = report::compare::compare(sources);
     print!("{}", c.render());
-    c.write(artifact_dir).map_err(Fatal::from)?;
+    c.write(artifact_dir).map_err(|e| {
+        Fatal::io(
+            format!("writing the comparison to {}", artifact_dir.display()),
+            e,
+        )
+    })?;
     crate::redact::say!(
         "ringperf: wrote {}",
         artifact_dir.join(report::compare::HTML).display()
@@ -111,12 +116,12 @@ pub(super) fn man(subcommand: Option<&str>) -> Result<(), Fatal> {
         Some(name) => cmd
             .find_subcommand(name)
             .cloned()
-            .ok_or_else(|| Fatal(format!("man: no subcommand {name:?}")))?
+            .ok_or_else(|| Fatal::Refused(format!("man: no subcommand {name:?}")))?
             .name(format!("ringperf-{name}")),
     };
     let mut page = Vec::new();
     clap_mangen::Man::new(cmd)
         .render(&mut page)
-        .map_err(Fatal::from)?;
+        .map_err(|e| Fatal::io("rendering the manual page", e))?;
     write_out(&page)
 }
