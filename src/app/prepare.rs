@@ -84,20 +84,22 @@ fn preparing(w: &crate::plan::WorkloadSpec) -> String {
 }
 
 /// Asks the server which models it serves (waiting up to `ready_ns` for it to come up) and
-/// takes the first when `-m` named none. Returns the list (empty when it is unknown).
+/// takes the first when `-m` named none. Returns the list (empty when it is unknown) and how
+/// long the server took to come up (ns; 0 when it was up).
 fn choose_model(
     spec: &mut crate::plan::TargetSpec,
     preflight: bool,
     ready_ns: u64,
-) -> Result<Vec<String>, Fatal> {
+) -> Result<(Vec<String>, u64), Fatal> {
     use crate::preflight::{models, Failure};
     let asked = !spec.model.is_empty();
     if asked && !preflight {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), 0));
     }
     let target = crate::plan::Target::build(spec)?;
     let timeout = std::time::Duration::from_nanos(spec.connect_timeout_ns);
-    let deadline = crate::clock::now_ns().saturating_add(ready_ns);
+    let began = crate::clock::now_ns();
+    let deadline = began.saturating_add(ready_ns);
     let mut said = false;
     let got = loop {
         match models(&target, timeout) {
@@ -120,7 +122,17 @@ fn choose_model(
             other => break other,
         }
     };
-    match got {
+    let waited = if said && got.is_ok() {
+        let ns = crate::clock::now_ns() - began;
+        crate::redact::say!(
+            "ringperf: the server answered after {:.1} s of waiting (not counted as start-up)",
+            ns as f64 / 1e9
+        );
+        ns
+    } else {
+        0
+    };
+    let list = match got {
         Ok(list) if !asked => {
             let Some(first) = list.first() else {
                 return Err(Fatal::Server(format!(
@@ -157,7 +169,8 @@ fn choose_model(
             Ok(Vec::new())
         }
         Err(e) => Err(Fatal::Server(format!("{e}: name the model with -m"))),
-    }
+    }?;
+    Ok((list, waited))
 }
 
 /// Results that cannot be written are found out before the run, not after it.
@@ -299,7 +312,7 @@ pub(super) struct Prepared {
 /// Parses, starts the simulator, finds the model, prepares the prompts and checks the host
 /// and the server: everything before the first measured request.
 pub(super) fn prepare(flags: Flags) -> Result<Prepared, Fatal> {
-    let started = match crate::clock::process_start_ns() {
+    let mut started = match crate::clock::process_start_ns() {
         Some(t) => (t, "process start"),
         None => (crate::clock::now_ns(), "profile call"),
     };
@@ -366,7 +379,10 @@ pub(super) fn prepare(flags: Flags) -> Result<Prepared, Fatal> {
         Vec::new()
     } else {
         let ready = spec.target.ready_check_timeout_ns;
-        choose_model(&mut spec.target, preflight, ready)?
+        let (listed, waited) = choose_model(&mut spec.target, preflight, ready)?;
+        // Start-up is ringperf's own work: the wait for the server is not.
+        started.0 += waited;
+        listed
     };
     crate::redact::say!("ringperf: preparing {}", preparing(&checked.workload));
     // Without a list the flags stand as given; a sweep's plan starts at its first point.

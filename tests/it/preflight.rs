@@ -115,6 +115,8 @@ fn a_server_that_comes_up_late_is_waited_for() {
         l.contains("waiting for").then(|| l.to_string())
     });
     assert!(waiting.contains("to come up"), "{waiting}");
+    // The scenario, not a wait for readiness: the server comes up 2 s late.
+    std::thread::sleep(std::time::Duration::from_secs(2));
     // Now the server starts, on the port the run waits for.
     let mut args = ringperf::cli::SimArgs::parse_inline("--ttft 1ms --itl 1ms").unwrap();
     args.bind = format!("127.0.0.1:{port}");
@@ -128,6 +130,21 @@ fn a_server_that_comes_up_late_is_waited_for() {
         rest.join("\n")
     );
     assert_eq!(s.served().0, 4);
+    // The wait is said, and it is not start-up: ringperf's own work took less than it.
+    let seconds = |key: &str| -> f64 {
+        let line = rest.iter().find(|l| l.contains(key)).expect(key);
+        let at = line.find(key).unwrap() + key.len();
+        line[at..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let waited = seconds("answered after ");
+    let startup = seconds("start-up ");
+    assert!(waited >= 2.0, "{}", rest.join("\n"));
+    assert!(startup < waited - 1.0, "{}", rest.join("\n"));
 }
 
 #[test]
