@@ -185,17 +185,19 @@ impl<T> Dispatcher<T> {
         self.limits.is_some_and(|l| l.prefill.is_some())
     }
 
-    /// A request asks for a place under the prefill cap at `now`: taken at once (true) when
-    /// none waits before it and the cap allows; else it joins the line as `waiter` (false)
-    /// and is handed a place by [`grant_prefill`](Self::grant_prefill).
-    pub(super) fn ask_prefill(&mut self, now: u64, waiter: impl FnOnce() -> T) -> bool {
+    /// A request takes a place under the prefill cap at `now` if none waits before it and
+    /// the cap allows (true); else it must [`wait_prefill`](Self::wait_prefill).
+    pub(super) fn take_prefill(&mut self, now: u64) -> bool {
         let cap = self.limits.map_or(usize::MAX, |l| l.prefill_cap_at(now));
-        if self.prefill_line.is_empty() && self.prefilling < cap {
-            self.prefilling += 1;
-            return true;
-        }
-        self.prefill_line.push_back(waiter());
-        false
+        let free = self.prefill_line.is_empty() && self.prefilling < cap;
+        self.prefilling += usize::from(free);
+        free
+    }
+
+    /// A request joins the line for a prefill place, as `waiter`, which
+    /// [`grant_prefill`](Self::grant_prefill) hands back when a place is its.
+    pub(super) fn wait_prefill(&mut self, waiter: T) {
+        self.prefill_line.push_back(waiter);
     }
 
     /// A request gave back its prefill place (its first token came, or it ended).
@@ -416,17 +418,24 @@ mod tests {
             false,
         );
         assert!(d.prefill_capped() && !d.prefill_ramping(0));
-        assert!(d.ask_prefill(0, || 1));
-        assert!(d.ask_prefill(0, || 2));
+        let ask = |d: &mut Dispatcher<u32>, now: u64, who: u32| {
+            let taken = d.take_prefill(now);
+            if !taken {
+                d.wait_prefill(who);
+            }
+            taken
+        };
+        assert!(ask(&mut d, 0, 1));
+        assert!(ask(&mut d, 0, 2));
         // Full: the next wait in line, and nothing is granted until a place is given back.
-        assert!(!d.ask_prefill(0, || 3));
-        assert!(!d.ask_prefill(0, || 4));
+        assert!(!ask(&mut d, 0, 3));
+        assert!(!ask(&mut d, 0, 4));
         assert_eq!(d.grant_prefill(MS), Vec::<u32>::new());
         d.prefill_done();
         assert_eq!(d.grant_prefill(MS), vec![3]);
         // One waits: a newcomer goes behind it even when a place is free.
         d.prefill_done();
-        assert!(!d.ask_prefill(MS, || 5));
+        assert!(!ask(&mut d, MS, 5));
         assert_eq!(d.grant_prefill(MS), vec![4]);
         // Sending stops: every one in line gets a place, to give it back unsent.
         d.cancel();
@@ -450,9 +459,10 @@ mod tests {
             },
             false,
         );
-        assert!(d.ask_prefill(0, || 1));
-        assert!(!d.ask_prefill(0, || 2));
-        assert!(!d.ask_prefill(0, || 3));
+        assert!(d.take_prefill(0));
+        assert!(!d.take_prefill(0));
+        d.wait_prefill(2);
+        d.wait_prefill(3);
         assert!(d.prefill_ramping(10 * MS));
         // At 50 ms the cap is 2, at 100 ms 3: one more each time, without any given back.
         assert_eq!(d.grant_prefill(50 * MS), vec![2]);

@@ -211,7 +211,7 @@ impl Shard {
         self.dispatch.borrow().cancelled()
     }
 
-    /// Requests in flight, and the most there ever were.
+    /// The most requests ever in flight at once.
     pub(super) fn peak_in_flight(&self) -> usize {
         self.dispatch.borrow().peak()
     }
@@ -255,16 +255,12 @@ impl Shard {
             return Some(0);
         }
         let t = now_ns();
-        let mut turn = None;
-        let now = self.dispatch.borrow_mut().ask_prefill(t, || {
-            let waiter = Rc::new(PrefillTurn::default());
-            turn = Some(waiter.clone());
-            waiter
-        });
-        let Some(turn) = turn.filter(|_| !now) else {
+        if self.dispatch.borrow_mut().take_prefill(t) {
             rec.holds_prefill = true;
             return Some(0);
-        };
+        }
+        let turn = Rc::new(PrefillTurn::default());
+        self.dispatch.borrow_mut().wait_prefill(turn.clone());
         Granted(&turn).await;
         rec.holds_prefill = true;
         if self.stopped() {
