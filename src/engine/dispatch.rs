@@ -11,11 +11,23 @@
 use std::collections::VecDeque;
 
 use super::limits::{Due, Limits};
+use crate::plan::load::UserCentric;
 
 /// The first wait after a connection failed to open, doubled at each failure in a row up to
 /// [`BACKOFF_MAX_NS`].
 const BACKOFF_FIRST_NS: u64 = 1_000_000;
 const BACKOFF_MAX_NS: u64 = 500_000_000;
+
+/// A request on its way, as the dispatcher placed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Sent {
+    /// When it was due (`CLOCK_MONOTONIC` ns), if anything made it due at a time.
+    pub due: Option<u64>,
+    /// With user-centric timing, which of the phase's first users it is (from 0).
+    pub first_user: Option<u64>,
+    /// Requests in flight now, this one included.
+    pub in_flight: usize,
+}
 
 /// One shard's dispatching state. `T` is what the driver wakes when a request waiting for a
 /// prefill place gets one.
@@ -117,18 +129,34 @@ impl<T> Dispatcher<T> {
         }
     }
 
-    /// A closed loop's next request is sent: the time it was due, the end of the request
-    /// whose place it takes (none while the cap first fills or ramps).
-    pub(super) fn take_due(&mut self) -> Option<u64> {
-        let freed = self.freed.pop_front();
-        freed.filter(|_| !self.ramping)
-    }
-
-    /// A request is on its way; returns how many are in flight.
-    pub(super) fn on_sent(&mut self) -> usize {
+    /// Request `id` is on its way. It was due at its `intended` time (open loop); with
+    /// user-centric timing (`users`), the phase's first users start one user's share of the
+    /// gap apart; else (closed loop) when the request whose place it takes ended, and at no
+    /// time while the cap first fills or ramps.
+    pub(super) fn on_sent(
+        &mut self,
+        id: u64,
+        intended: Option<u64>,
+        users: Option<UserCentric>,
+    ) -> Sent {
+        let user = match (self.limits.and_then(|l| l.users_from), users) {
+            (Some((first, t0)), Some(u)) => id
+                .checked_sub(first)
+                .filter(|g| *g < u.users)
+                .map(|g| (g, t0 + (g as f64 * 1e9 / u.rate) as u64)),
+            _ => None,
+        };
+        let due = intended.or(user.map(|(_, at)| at)).or_else(|| {
+            let freed = self.freed.pop_front();
+            freed.filter(|_| !self.ramping)
+        });
         self.in_flight += 1;
         self.peak = self.peak.max(self.in_flight);
-        self.in_flight
+        Sent {
+            due,
+            first_user: user.map(|(g, _)| g),
+            in_flight: self.in_flight,
+        }
     }
 
     /// A request that ended at `end_ns` gave back its place; returns how many are in flight.
@@ -250,47 +278,90 @@ mod tests {
         }
     }
 
+    /// A closed loop's send: when it was due, and how many are then in flight.
+    fn closed(d: &mut Dispatcher<()>) -> (Option<u64>, usize) {
+        let s = d.on_sent(0, None, None);
+        (s.due, s.in_flight)
+    }
+
     #[test]
     fn a_closed_loop_keeps_its_cap_and_each_send_is_due_when_a_place_freed() {
         let mut d = Dispatcher::<()>::default();
         d.begin_phase(limits(2), false);
         // The cap fills: nothing is due while it does.
         assert!(d.may_send(0));
-        assert_eq!((d.take_due(), d.on_sent()), (None, 1));
-        assert_eq!((d.take_due(), d.on_sent()), (None, 2));
+        assert_eq!(closed(&mut d), (None, 1));
+        assert_eq!(closed(&mut d), (None, 2));
         assert!(d.full(MS) && !d.may_send(MS));
         // A request ends at 30 ms: the next is due then, whenever it goes.
         assert_eq!(d.on_done(30 * MS), 1);
         assert!(d.may_send(31 * MS));
-        assert_eq!(d.take_due(), Some(30 * MS));
-        d.on_sent();
+        assert_eq!(closed(&mut d), (Some(30 * MS), 2));
         // Two end; the sends that follow are due at their ends, oldest first.
         d.on_done(40 * MS);
         d.on_done(41 * MS);
-        assert_eq!(d.take_due(), Some(40 * MS));
-        assert_eq!(d.take_due(), Some(41 * MS));
-        assert_eq!(d.take_due(), None);
+        assert_eq!(closed(&mut d), (Some(40 * MS), 1));
+        assert_eq!(closed(&mut d), (Some(41 * MS), 2));
+        assert_eq!(closed(&mut d), (None, 3));
         // The peak stays the most there ever were.
-        assert_eq!((d.on_sent(), d.peak()), (1, 2));
+        for t in 50..53 {
+            d.on_done(t * MS);
+        }
+        assert_eq!(closed(&mut d).1, 1);
+        assert_eq!(d.peak(), 3);
     }
 
     #[test]
     fn freed_places_are_kept_no_longer_than_the_cap() {
-        // Open loop never takes them: only the last `cap` ends are kept.
+        // An open loop's sends never take them: only the last `cap` ends are kept.
         let mut d = Dispatcher::<()>::default();
         d.begin_phase(limits(2), false);
         for t in 1..=5 {
-            d.on_sent();
+            assert_eq!(d.on_sent(t, Some(t * MS), None).due, Some(t * MS));
+        }
+        for t in 1..=5 {
             d.on_done(t * MS);
         }
-        assert_eq!(d.take_due(), Some(4 * MS));
-        assert_eq!(d.take_due(), Some(5 * MS));
-        assert_eq!(d.take_due(), None);
+        assert_eq!(closed(&mut d).0, Some(4 * MS));
+        assert_eq!(closed(&mut d).0, Some(5 * MS));
+        assert_eq!(closed(&mut d).0, None);
         // A new phase starts with none.
-        d.on_sent();
         d.on_done(9 * MS);
         d.begin_phase(limits(2), false);
-        assert_eq!(d.take_due(), None);
+        assert_eq!(closed(&mut d).0, None);
+    }
+
+    #[test]
+    fn the_first_users_start_a_users_share_of_the_gap_apart() {
+        let mut d = Dispatcher::<()>::default();
+        let t0 = 1_000 * MS;
+        d.begin_phase(
+            Limits {
+                users_from: Some((100, t0)),
+                ..limits(8)
+            },
+            false,
+        );
+        // 4 users at 10 requests/s: a user's turn every 400 ms, the first users 100 ms apart.
+        let users = Some(UserCentric {
+            rate: 10.0,
+            users: 4,
+        });
+        let first = d.on_sent(100, None, users);
+        assert_eq!((first.due, first.first_user), (Some(t0), Some(0)));
+        let third = d.on_sent(102, None, users);
+        assert_eq!(
+            (third.due, third.first_user),
+            (Some(t0 + 200 * MS), Some(2))
+        );
+        // Past the first users, and before the phase's first request: no stagger.
+        assert_eq!(d.on_sent(104, None, users).first_user, None);
+        assert_eq!(d.on_sent(99, None, users).first_user, None);
+        // A time the schedule gave wins.
+        let timed = d.on_sent(101, Some(5 * MS), users);
+        assert_eq!((timed.due, timed.first_user), (Some(5 * MS), Some(1)));
+        // Without user-centric timing, none of this.
+        assert_eq!(d.on_sent(101, None, None).first_user, None);
     }
 
     #[test]
@@ -310,19 +381,19 @@ mod tests {
         );
         assert!(d.ramping());
         // At 0 the cap is 1; at 50 ms, 3.
-        d.on_sent();
+        closed(&mut d);
         assert!(!d.may_send(0));
         assert!(d.may_send(50 * MS));
         assert!(d.ramp_tag(50 * MS));
-        d.on_sent();
+        closed(&mut d);
         d.on_done(60 * MS);
         // Freed during the ramp: no due time.
-        assert_eq!(d.take_due(), None);
+        assert_eq!(closed(&mut d).0, None);
         // After it: not tagged, and freed places are due times again.
         assert!(!d.ramp_tag(100 * MS));
         assert!(!d.ramping());
         d.on_done(110 * MS);
-        assert_eq!(d.take_due(), Some(110 * MS));
+        assert_eq!(closed(&mut d).0, Some(110 * MS));
         // Between phases nothing may be sent.
         d.end_phase();
         assert!(d.full(0) && !d.ramping());
@@ -349,7 +420,7 @@ mod tests {
         assert!(d.ramping());
         let sent_by = |d: &mut Dispatcher<()>, t: u64| {
             while d.may_send(t) {
-                d.on_sent();
+                closed(d);
             }
             d.in_flight()
         };
@@ -370,10 +441,9 @@ mod tests {
         assert!(d.stopped() && !d.cancelled());
         // Said once; sending stays stopped, and a stopped dispatcher lets the loop see it.
         assert_eq!(d.on_tick(1_200 * MS, false, false), Due::default());
-        d.on_sent();
-        d.on_sent();
-        d.on_sent();
-        d.on_sent();
+        for _ in 0..4 {
+            closed(&mut d);
+        }
         assert!(d.may_send(1_200 * MS));
         // The grace period ends: everything in flight is cut, at every tick.
         assert!(d.on_tick(1_500 * MS, false, false).cancel);

@@ -371,29 +371,22 @@ impl Shard {
                     }
                 },
             };
-            // Due: the intended time (open loop), or when the request whose place this one
-            // takes ended (closed loop; nothing while the cap first fills or ramps).
-            // User-centric timing: the first users start one user's share of the gap apart.
-            let user = match (limits.users_from, self.plan.load.user_centric) {
-                (Some((first, t0)), Some(u))
-                    if ticket.id.checked_sub(first).is_some_and(|g| g < u.users) =>
-                {
-                    let g = ticket.id - first;
-                    Some((g, t0 + (g as f64 * 1e9 / u.rate) as u64))
-                }
-                _ => None,
-            };
-            let mut d = self.dispatch.borrow_mut();
-            let due = ticket
-                .intended_ns
-                .or(user.map(|(_, at)| at))
-                .or_else(|| d.take_due());
-            let n = d.on_sent();
-            drop(d);
-            self.progress.in_flight.store(n as u64, Ordering::Relaxed);
+            let sent = self.dispatch.borrow_mut().on_sent(
+                ticket.id,
+                ticket.intended_ns,
+                self.plan.load.user_centric,
+            );
+            let due = sent.due;
+            self.progress
+                .in_flight
+                .store(sent.in_flight as u64, Ordering::Relaxed);
             if self.plan.workload.sessions.is_some() {
-                let first_user = user.map(|(g, _)| g);
-                monoio::spawn(Prefetched(session(self.clone(), ticket, due, first_user)));
+                monoio::spawn(Prefetched(session(
+                    self.clone(),
+                    ticket,
+                    due,
+                    sent.first_user,
+                )));
             } else {
                 monoio::spawn(Prefetched(request(self.clone(), ticket, due, built)));
             }
