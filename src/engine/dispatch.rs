@@ -284,6 +284,21 @@ mod tests {
         (s.due, s.in_flight)
     }
 
+    /// A phase of one shard whose prefill cap is `total`, ramped from 1 over `ramp_ns`.
+    fn prefill_capped(total: u64, ramp_ns: u64) -> Limits {
+        let prefill = PrefillCap {
+            total,
+            index: 0,
+            shards: 1,
+            start_ns: 0,
+            ramp_ns,
+        };
+        Limits {
+            prefill: Some(prefill),
+            ..limits(8)
+        }
+    }
+
     #[test]
     fn a_closed_loop_keeps_its_cap_and_each_send_is_due_when_a_place_freed() {
         let mut d = Dispatcher::<()>::default();
@@ -473,20 +488,7 @@ mod tests {
     #[test]
     fn the_prefill_line_is_served_oldest_first_under_its_cap_and_emptied_by_a_stop() {
         let mut d = Dispatcher::<u32>::default();
-        let prefill = PrefillCap {
-            total: 2,
-            index: 0,
-            shards: 1,
-            start_ns: 0,
-            ramp_ns: 0,
-        };
-        d.begin_phase(
-            Limits {
-                prefill: Some(prefill),
-                ..limits(8)
-            },
-            false,
-        );
+        d.begin_phase(prefill_capped(2, 0), false);
         assert!(d.prefill_capped() && !d.prefill_ramping(0));
         let ask = |d: &mut Dispatcher<u32>, now: u64, who: u32| {
             let taken = d.take_prefill(now);
@@ -515,20 +517,7 @@ mod tests {
     #[test]
     fn a_ramped_prefill_cap_lets_more_in_as_it_grows() {
         let mut d = Dispatcher::<u32>::default();
-        let prefill = PrefillCap {
-            total: 3,
-            index: 0,
-            shards: 1,
-            start_ns: 0,
-            ramp_ns: 100 * MS,
-        };
-        d.begin_phase(
-            Limits {
-                prefill: Some(prefill),
-                ..limits(8)
-            },
-            false,
-        );
+        d.begin_phase(prefill_capped(3, 100 * MS), false);
         assert!(d.take_prefill(0));
         assert!(!d.take_prefill(0));
         d.wait_prefill(2);

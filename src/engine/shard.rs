@@ -376,7 +376,6 @@ impl Shard {
                 ticket.intended_ns,
                 self.plan.load.user_centric,
             );
-            let due = sent.due;
             self.progress
                 .in_flight
                 .store(sent.in_flight as u64, Ordering::Relaxed);
@@ -384,11 +383,11 @@ impl Shard {
                 monoio::spawn(Prefetched(session(
                     self.clone(),
                     ticket,
-                    due,
+                    sent.due,
                     sent.first_user,
                 )));
             } else {
-                monoio::spawn(Prefetched(request(self.clone(), ticket, due, built)));
+                monoio::spawn(Prefetched(request(self.clone(), ticket, sent.due, built)));
             }
         }
         WaitFor {
