@@ -142,7 +142,7 @@ impl Dist {
 
     /// Sorts the kept values: from now on percentiles are exact.
     pub fn seal(&mut self) {
-        if let Some(values) = &mut self.values {
+        if let Some(values) = self.values.as_mut().filter(|_| !self.sealed) {
             values.sort_unstable_by(f64::total_cmp);
             self.sealed = true;
         }

@@ -15,8 +15,8 @@ use hdrhistogram::Histogram;
 use serde_json::{json, Value};
 
 use super::export::{self, Times};
-use super::node::{self, NodeFile, Span};
-use super::{ErrorCount, Goodput, Report};
+use super::node::{self, NodeFile};
+use super::{Beside, Report, Tally};
 use crate::stats::{empty_histogram, Dist};
 
 /// Start skew between nodes above which the merge warns (ns).
@@ -109,22 +109,41 @@ fn read_node(dir: &Path) -> Result<NodeRun, String> {
     })
 }
 
-/// The metric `tag` over every node: each node's histogram and moments rebuilt, then merged.
-fn merged_dist(nodes: &[NodeRun], tag: &str) -> Result<Dist, String> {
-    let mut all = Dist::new();
-    for n in nodes {
-        let (Some(h), Some(m)) = (n.hists.get(tag), n.file.moments.get(tag)) else {
+/// One node's tally, on the wall clock: its counters, and each metric's histogram rebuilt
+/// with its exact moments.
+fn node_tally(n: &NodeRun) -> Result<Tally, String> {
+    let mut t = Tally {
+        tx_ns: n.file.tx_unix_ns,
+        ty_ns: n.file.ty_unix_ns,
+        counts: n.file.counts.clone(),
+        ..Tally::default()
+    };
+    [t.shared.events, t.shared.of_events, t.shared.first_tokens] = n.file.shared_reads;
+    for (tag, h) in &n.hists {
+        let Some(m) = n.file.moments.get(tag) else {
             continue;
         };
-        let part = Dist::from_parts(h, m).ok_or_else(|| {
+        let d = Dist::from_parts(h, m).ok_or_else(|| {
             format!(
                 "{}: {tag}: the histogram holds another count than the moments",
                 n.dir.display()
             )
         })?;
-        all.merge(&part);
+        match tag.as_str() {
+            "client_added_delay" => t.client_delay = d,
+            "arrival_to_record_delay" => t.record_lag = d,
+            "shared_read_wait" => t.shared.wait = d,
+            "prefill_wait" => t.prefill_wait = d,
+            tag => {
+                if let Some(name) = crate::record::HTTP_PHASES.iter().find(|p| **p == tag) {
+                    t.http_trace.push((name, d));
+                } else if let Some(slot) = t.metrics.by_tag(tag) {
+                    *slot = d;
+                }
+            }
+        }
     }
-    Ok(all)
+    Ok(t)
 }
 
 /// One line per node for the console and the JSON.
@@ -141,9 +160,9 @@ fn node_json(n: &NodeRun, first_start: u64) -> Value {
         "start_time": export::iso8601(n.file.clock.realtime_ns as f64 / 1e9),
         "start_skew_ms": (n.file.clock.realtime_ns - first_start) as f64 / 1e6,
         "server_date": n.file.server_date,
-        "request_count": n.file.completed,
-        "error_request_count": n.file.failed,
-        "was_cancelled": n.file.cancelled,
+        "request_count": n.file.counts.completed,
+        "error_request_count": n.file.counts.failed,
+        "was_cancelled": n.file.counts.cancelled,
         "client_distorted": n.profile.get("client_distorted"),
         "client_limited": h.get("limited"),
         "verdict": h.get("verdict"),
@@ -332,71 +351,12 @@ fn merged_gpu(nodes: &[NodeRun], output_tokens: u64, requests: u64) -> Option<Va
     }))
 }
 
-/// The whole load's report from its nodes' counters and histograms.
+/// The whole load's report: the nodes' tallies added up.
 fn build(nodes: &[NodeRun], incomplete: &[String], first_start: u64) -> Result<Report, String> {
-    let mut metrics = super::Metrics::default();
-    let tags: std::collections::BTreeSet<&String> =
-        nodes.iter().flat_map(|n| n.hists.keys()).collect();
-    let (mut client_delay, mut record_lag) = (Dist::new(), Dist::new());
-    let mut shared = super::SharedReads::default();
-    let (mut prefill_wait, mut http_trace) = (Dist::new(), Vec::new());
-    for tag in tags {
-        let d = merged_dist(nodes, tag)?;
-        match tag.as_str() {
-            "client_added_delay" => client_delay = d,
-            "arrival_to_record_delay" => record_lag = d,
-            "shared_read_wait" => shared.wait = d,
-            "prefill_wait" => prefill_wait = d,
-            t if t.starts_with("http_req_") => {
-                if let Some(name) = crate::record::HTTP_PHASES.iter().find(|n| **n == t) {
-                    http_trace.push((*name, d));
-                }
-            }
-            t => {
-                if let Some(slot) = metrics.by_tag(t) {
-                    *slot = d;
-                }
-            }
-        }
+    let mut tally = Tally::default();
+    for n in nodes {
+        tally.merge(node_tally(n)?);
     }
-    let files: Vec<&NodeFile> = nodes.iter().map(|n| &n.file).collect();
-    let sum = |f: fn(&NodeFile) -> u64| files.iter().map(|x| f(x)).sum::<u64>();
-    shared.events = sum(|f| f.shared_reads[0]);
-    shared.of_events = sum(|f| f.shared_reads[1]);
-    shared.first_tokens = sum(|f| f.shared_reads[2]);
-    let measured: Vec<&&NodeFile> = files.iter().filter(|f| f.completed > 0).collect();
-    let tx = measured.iter().map(|f| f.tx_unix_ns).min().unwrap_or(0);
-    let ty = measured.iter().map(|f| f.ty_unix_ns).max().unwrap_or(0);
-    let window_ns = ty.saturating_sub(tx);
-    let mut errors: BTreeMap<(u16, String), ErrorCount> = BTreeMap::new();
-    for e in files.iter().flat_map(|f| &f.errors) {
-        errors
-            .entry((e.code, e.kind.clone()))
-            .and_modify(|x| x.count += e.count)
-            .or_insert_with(|| e.clone());
-    }
-    let failed = sum(|f| f.failed);
-    let span = |f: fn(&NodeFile) -> Span| {
-        files
-            .iter()
-            .map(|x| f(x))
-            .filter(|s| s.count > 0)
-            .reduce(Span::join)
-            .unwrap_or_default()
-    };
-    let goodput = files[0].goodput.as_ref().map(|g0| {
-        let gs: Vec<&Goodput> = files.iter().filter_map(|f| f.goodput.as_ref()).collect();
-        let met = (0..g0.met.len())
-            .map(|i| gs.iter().map(|g| g.met.get(i).copied().unwrap_or(0)).sum())
-            .collect();
-        Goodput::of(
-            &g0.slos,
-            gs.iter().map(|g| g.good_requests).sum(),
-            gs.iter().map(|g| g.measured).sum(),
-            met,
-            window_ns,
-        )
-    });
     let mut warnings: Vec<Warning> = incomplete
         .iter()
         .map(|i| {
@@ -406,7 +366,7 @@ fn build(nodes: &[NodeRun], incomplete: &[String], first_start: u64) -> Result<R
             )
         })
         .collect();
-    for f in &files {
+    for f in nodes.iter().map(|n| &n.file) {
         let skew = f.clock.realtime_ns - first_start;
         if skew > SKEW_LIMIT_NS {
             warnings.push(Warning::new(
@@ -469,58 +429,12 @@ fn build(nodes: &[NodeRun], incomplete: &[String], first_start: u64) -> Result<R
                 .join(", ")
         ),
     };
-    let error_adjusted = super::error_adjusted_all(&metrics, failed);
-    Ok(Report {
-        metrics,
-        client_delay,
-        record_lag,
-        shared,
-        window_ns,
-        tx_ns: tx,
-        ty_ns: ty,
-        completed: sum(|f| f.completed),
-        failed,
-        request_cancelled: sum(|f| f.request_cancelled),
-        prefill_wait,
-        slice_ns: None,
-        ttft_by_turn: Vec::new(),
-        http_trace: {
-            // In the phases' own order.
-            http_trace.sort_by_key(|(n, _)| crate::record::HTTP_PHASES.iter().position(|p| p == n));
-            http_trace
-        },
-        show_trace_timing: false,
-        servers: Vec::new(),
-        warmup: sum(|f| f.warmup),
-        warmup_failed: 0,
-        warmup_ns: 0,
-        output_tokens: sum(|f| f.output_tokens),
-        input_tokens: sum(|f| f.input_tokens),
-        images: sum(|f| f.images),
-        osl_from_usage: sum(|f| f.osl_from_usage),
-        osl_from_tokenizer: sum(|f| f.osl_from_tokenizer),
-        errors: errors.into_values().collect(),
-        health: super::Health::merged(
-            verdict,
-            (!distorted.is_empty()).then_some(super::Distortion { reasons: distorted }),
-            !limited.is_empty(),
-        ),
-        driver: String::new(),
-        warnings,
-        cancelled: files.iter().any(|f| f.cancelled),
-        records: Vec::new(),
-        telemetry: None,
-        requested_rate: files[0].requested_rate,
-        achieved_rate: span(|f| f.sent).rate(),
-        scheduled_rate: span(|f| f.intended).rate(),
-        ramp_up: sum(|f| f.ramp_up),
-        goodput,
-        error_adjusted,
-        node: None,
-        served_model: None,
-        prompt_cache: None,
-        server_traces: None,
-    })
+    let health = super::Health::merged(
+        verdict,
+        (!distorted.is_empty()).then_some(super::Distortion { reasons: distorted }),
+        !limited.is_empty(),
+    );
+    Ok(tally.into_report(Beside::only(health, warnings)))
 }
 
 /// Per-second histograms: (second from the first node's start, tag) → histogram.
@@ -708,23 +622,5 @@ mod tests {
         let e = read_log(&path).unwrap_err();
         assert!(e.contains("t.hlog"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn spans_join_and_give_the_rate_of_their_times() {
-        let a = Span {
-            count: 11,
-            first: 0,
-            last: 1_000_000_000,
-        };
-        let b = Span {
-            count: 10,
-            first: 500_000_000,
-            last: 2_000_000_000,
-        };
-        let j = a.join(b);
-        assert_eq!((j.count, j.first, j.last), (21, 0, 2_000_000_000));
-        assert_eq!(j.rate(), 10.0);
-        assert_eq!(Span::default().rate(), 0.0);
     }
 }

@@ -58,7 +58,7 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Every distribution with its export tag.
-    fn tagged_mut(&mut self) -> [(&'static str, &mut Dist); 12] {
+    pub(super) fn tagged_mut(&mut self) -> [(&'static str, &mut Dist); 12] {
         [
             ("time_to_first_token", &mut self.ttft),
             ("time_to_first_output_token", &mut self.ttfo),

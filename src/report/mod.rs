@@ -23,12 +23,14 @@ pub mod phases;
 pub mod plot;
 pub mod staircase;
 pub mod sweep;
+pub mod tally;
 pub mod timeslices;
 pub mod trace_analysis;
 
 pub use goodput::Goodput;
 pub use health::{Distortion, Health, Held, MoveNote, SelfCheck, ShardHealth};
 pub use metrics::Metrics;
+pub use tally::{Beside, Counts, Tally};
 
 use crate::warning::{Code, Warning};
 use std::collections::BTreeMap;
@@ -730,8 +732,9 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         .filter(|r| r.phase == crate::record::Phase::RampUp)
         .count() as u64;
     let measured_sent = || records.iter().filter(|r| r.is_measured_sent());
-    let achieved_rate = node::Span::of(measured_sent().map(|r| r.start_ns)).rate();
-    let scheduled_rate = node::Span::of(measured_sent().filter_map(|r| r.intended_ns)).rate();
+    let sent = node::Span::of(measured_sent().map(|r| r.start_ns));
+    let intended = node::Span::of(measured_sent().filter_map(|r| r.intended_ns));
+    let (achieved_rate, scheduled_rate) = (sent.rate(), intended.rate());
     if metrics.dispatch_delay.count() > 0 {
         let p99 = metrics.dispatch_delay.percentile(99.0);
         if p99 > health::DISPATCH_LIMIT_NS && scheduled_rate > 0.0 {
@@ -755,7 +758,6 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
             window_ns,
         )
     });
-    let error_adjusted = error_adjusted_all(&metrics, failed);
     let health = health::assess(
         &health::Inputs {
             shards: &out.shards,
@@ -774,55 +776,54 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         },
         &mut warnings,
     );
-    Report {
+    let tally = Tally {
         metrics,
         client_delay,
         record_lag,
         shared,
-        window_ns,
+        prefill_wait,
+        http_trace,
         tx_ns: tx,
         ty_ns: ty,
-        completed,
-        failed,
-        request_cancelled,
-        prefill_wait,
-        ttft_by_turn,
-        http_trace,
-        show_trace_timing: settings.show_trace_timing,
-        servers: server_figures(&settings.servers, &records, window_ns),
-        slice_ns: settings.slice_ns,
-        warmup,
-        warmup_failed,
-        warmup_ns,
-        output_tokens: out_tok,
-        input_tokens: in_tok,
-        images,
-        osl_from_usage: from_usage,
-        osl_from_tokenizer: from_tok,
-        errors: errors
-            .into_iter()
-            .map(|(o, (message, count))| ErrorCount {
-                code: o.code(),
-                kind: o.name(),
-                message,
-                count,
-            })
-            .collect(),
+        counts: Counts {
+            completed,
+            failed,
+            request_cancelled,
+            warmup,
+            ramp_up,
+            output_tokens: out_tok,
+            input_tokens: in_tok,
+            images,
+            osl_from_usage: from_usage,
+            osl_from_tokenizer: from_tok,
+            errors: errors
+                .into_iter()
+                .map(|(o, (message, count))| ErrorCount {
+                    code: o.code(),
+                    kind: o.name(),
+                    message,
+                    count,
+                })
+                .collect(),
+            requested_rate: settings.rate,
+            sent,
+            intended,
+            goodput,
+            cancelled: out.cancelled,
+        },
+    };
+    tally.into_report(Beside {
         health,
-        driver,
         warnings,
-        cancelled: out.cancelled,
+        servers: server_figures(&settings.servers, &records, window_ns),
         records,
-        telemetry: None,
-        requested_rate: settings.rate,
-        achieved_rate,
-        scheduled_rate,
-        ramp_up,
-        goodput,
-        error_adjusted,
-        node: None,
+        driver,
         served_model,
         prompt_cache: (cache_prompt > 0).then_some((cache_hits, cache_prompt)),
-        server_traces: None,
-    }
+        ttft_by_turn,
+        slice_ns: settings.slice_ns,
+        show_trace_timing: settings.show_trace_timing,
+        warmup_failed,
+        warmup_ns,
+    })
 }

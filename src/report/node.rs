@@ -15,7 +15,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::console::dist_rows;
-use super::{ErrorCount, Report};
+use super::{Counts, Report};
 use crate::clock::{Anchor, ServerDate};
 use crate::plan::nodes::Nodes;
 use crate::stats::{empty_histogram, Moments, MAX_VALUE};
@@ -54,46 +54,15 @@ pub struct NodeFile {
     pub tx_unix_ns: u64,
     /// See `tx_unix_ns`.
     pub ty_unix_ns: u64,
-    /// Measured requests that succeeded.
-    pub completed: u64,
-    /// Measured requests that failed.
-    pub failed: u64,
-    /// Measured requests the client closed on purpose.
-    #[serde(default)]
-    pub request_cancelled: u64,
-    /// Warm-up requests.
-    pub warmup: u64,
-    /// Ramp-up requests.
-    pub ramp_up: u64,
-    /// Σ output tokens of completed requests.
-    pub output_tokens: u64,
-    /// Σ input tokens of completed requests.
-    pub input_tokens: u64,
-    /// Σ images in the answers of completed requests (image generation).
-    #[serde(default)]
-    pub images: u64,
-    /// Completed requests whose output length the server reported.
-    pub osl_from_usage: u64,
-    /// Completed requests whose output was re-tokenized.
-    pub osl_from_tokenizer: u64,
+    /// The counters (sent and intended times on the wall clock).
+    #[serde(flatten)]
+    pub counts: Counts,
     /// Content events carrying a later event's stamp, content events, and first tokens among
     /// them ([`super::SharedReads`]).
     #[serde(default)]
     pub shared_reads: [u64; 3],
-    /// Failures by kind.
-    pub errors: Vec<ErrorCount>,
-    /// Open loop: the rate asked for (the whole load's).
-    pub requested_rate: Option<f64>,
-    /// Measured requests sent: how many, first and last actual send (Unix ns).
-    pub sent: Span,
-    /// Their intended send times (open loop).
-    pub intended: Span,
-    /// Goodput counts, with objectives.
-    pub goodput: Option<super::Goodput>,
     /// Each metric's exact moments, by tag.
     pub moments: BTreeMap<String, Moments>,
-    /// Stopped early.
-    pub cancelled: bool,
 }
 
 /// How many times, and the first and last (Unix ns).
@@ -204,7 +173,6 @@ pub(crate) fn write(
     clock: &Anchor,
     server_date: Option<ServerDate>,
 ) -> std::io::Result<()> {
-    let measured = || r.records.iter().filter(|x| x.is_measured_sent());
     let tagged = tagged(r);
     let file = NodeFile {
         schema: SCHEMA.into(),
@@ -214,28 +182,13 @@ pub(crate) fn write(
         server_date,
         tx_unix_ns: clock.wall(r.tx_ns),
         ty_unix_ns: clock.wall(r.ty_ns),
-        completed: r.completed,
-        failed: r.failed,
-        request_cancelled: r.request_cancelled,
-        warmup: r.warmup,
-        ramp_up: r.ramp_up,
-        output_tokens: r.output_tokens,
-        input_tokens: r.input_tokens,
-        images: r.images,
-        osl_from_usage: r.osl_from_usage,
-        osl_from_tokenizer: r.osl_from_tokenizer,
+        counts: Counts::of(r, |t| clock.wall(t)),
         shared_reads: [r.shared.events, r.shared.of_events, r.shared.first_tokens],
-        errors: r.errors.clone(),
-        requested_rate: r.requested_rate,
-        sent: Span::of(measured().map(|x| clock.wall(x.start_ns))),
-        intended: Span::of(measured().filter_map(|x| x.intended_ns.map(|t| clock.wall(t)))),
-        goodput: r.goodput.clone(),
         moments: tagged
             .iter()
             .filter(|(_, d)| d.count() > 0)
             .map(|(t, d)| (t.to_string(), d.moments()))
             .collect(),
-        cancelled: r.cancelled,
     };
     let mut j = serde_json::to_vec_pretty(&file)?;
     j.push(b'\n');

@@ -1,0 +1,408 @@
+//! The mergeable part of a run: its distributions, counters and spans. A single run and a
+//! sweep point fold their records into one [`Tally`]; `merge` reads one back from each node's
+//! files and adds them up. Either way, [`Tally::into_report`] is the one place a [`Report`] is
+//! built, and every figure derived from the counters (the window, the rates, goodput, the
+//! error-adjusted percentiles) is derived there.
+
+use serde::{Deserialize, Serialize};
+
+use super::node::Span;
+use super::{ErrorCount, Goodput, Health, Metrics, Report, SharedReads};
+use crate::record::Record;
+use crate::stats::Dist;
+use crate::warning::Warning;
+
+/// A run's counters: what adds up across shards and nodes. A node writes them to its
+/// `node.json` (on the wall clock).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Counts {
+    /// Measured requests that succeeded.
+    pub completed: u64,
+    /// Measured requests that failed.
+    pub failed: u64,
+    /// Measured requests the client closed on purpose.
+    #[serde(default)]
+    pub request_cancelled: u64,
+    /// Warm-up requests.
+    pub warmup: u64,
+    /// Ramp-up requests.
+    pub ramp_up: u64,
+    /// Σ output tokens of completed requests.
+    pub output_tokens: u64,
+    /// Σ input tokens of completed requests.
+    pub input_tokens: u64,
+    /// Σ images in the answers of completed requests (image generation).
+    #[serde(default)]
+    pub images: u64,
+    /// Completed requests whose output length the server reported.
+    pub osl_from_usage: u64,
+    /// Completed requests whose output was re-tokenized.
+    pub osl_from_tokenizer: u64,
+    /// Failures by kind.
+    pub errors: Vec<ErrorCount>,
+    /// Open loop: the rate asked for (the whole load's).
+    pub requested_rate: Option<f64>,
+    /// Measured requests sent: how many, first and last actual send.
+    pub sent: Span,
+    /// Their intended send times (open loop).
+    pub intended: Span,
+    /// Goodput counts, with objectives.
+    pub goodput: Option<Goodput>,
+    /// Stopped early.
+    pub cancelled: bool,
+}
+
+impl Counts {
+    /// The counters of `r`, a run's report, with its times placed by `clock` (its sends and
+    /// intended sends from its records).
+    pub fn of(r: &Report, clock: impl Fn(u64) -> u64) -> Counts {
+        let measured = || r.records.iter().filter(|x| x.is_measured_sent());
+        Counts {
+            completed: r.completed,
+            failed: r.failed,
+            request_cancelled: r.request_cancelled,
+            warmup: r.warmup,
+            ramp_up: r.ramp_up,
+            output_tokens: r.output_tokens,
+            input_tokens: r.input_tokens,
+            images: r.images,
+            osl_from_usage: r.osl_from_usage,
+            osl_from_tokenizer: r.osl_from_tokenizer,
+            errors: r.errors.clone(),
+            requested_rate: r.requested_rate,
+            sent: Span::of(measured().map(|x| clock(x.start_ns))),
+            intended: Span::of(measured().filter_map(|x| x.intended_ns.map(&clock))),
+            goodput: r.goodput.clone(),
+            cancelled: r.cancelled,
+        }
+    }
+
+    /// Adds `o`'s counters to these.
+    fn add(&mut self, o: Counts) {
+        self.completed += o.completed;
+        self.failed += o.failed;
+        self.request_cancelled += o.request_cancelled;
+        self.warmup += o.warmup;
+        self.ramp_up += o.ramp_up;
+        self.output_tokens += o.output_tokens;
+        self.input_tokens += o.input_tokens;
+        self.images += o.images;
+        self.osl_from_usage += o.osl_from_usage;
+        self.osl_from_tokenizer += o.osl_from_tokenizer;
+        for e in o.errors {
+            match self
+                .errors
+                .iter_mut()
+                .find(|x| (x.code, &x.kind) == (e.code, &e.kind))
+            {
+                Some(x) => x.count += e.count,
+                None => self.errors.push(e),
+            }
+        }
+        self.errors
+            .sort_by(|a, b| (a.code, &a.kind).cmp(&(b.code, &b.kind)));
+        self.requested_rate = self.requested_rate.or(o.requested_rate);
+        self.sent = join(self.sent, o.sent);
+        self.intended = join(self.intended, o.intended);
+        self.goodput = match (self.goodput.take(), o.goodput) {
+            (Some(a), Some(b)) => Some(Goodput {
+                good_requests: a.good_requests + b.good_requests,
+                measured: a.measured + b.measured,
+                met: a.met.iter().zip(&b.met).map(|(x, y)| x + y).collect(),
+                ..a
+            }),
+            (a, b) => a.or(b),
+        };
+        self.cancelled |= o.cancelled;
+    }
+}
+
+/// Both spans as one; an empty span adds nothing.
+fn join(a: Span, b: Span) -> Span {
+    match (a.count, b.count) {
+        (0, _) => b,
+        (_, 0) => a,
+        _ => a.join(b),
+    }
+}
+
+/// A run's distributions and counters, before any figure is derived from them.
+#[derive(Default)]
+pub struct Tally {
+    /// Distributions over measured, successful requests.
+    pub metrics: Metrics,
+    /// Client-added delay of simulator-stamped events (ns).
+    pub client_delay: Dist,
+    /// Time from each read's arrival to its events being recorded (ns).
+    pub record_lag: Dist,
+    /// Content events that shared a read's stamp with a later one.
+    pub shared: SharedReads,
+    /// With `--prefill-concurrency`: each measured request's wait for a place (ns).
+    pub prefill_wait: Dist,
+    /// The HTTP phases of the completed measured requests, in [`crate::record::HTTP_PHASES`]'
+    /// order (ns).
+    pub http_trace: Vec<(&'static str, Dist)>,
+    /// First measured request's start and last content event, on the tally's clock (the
+    /// run's monotonic clock; the wall clock in a merge). Both 0 when nothing completed.
+    pub tx_ns: u64,
+    /// See `tx_ns`.
+    pub ty_ns: u64,
+    /// The counters.
+    pub counts: Counts,
+}
+
+/// What a report holds beyond its tally: what only a run on this host knows (every record,
+/// its shards' health), or what a merge says of its nodes.
+pub struct Beside {
+    /// Did the client keep up.
+    pub health: Health,
+    /// Warnings to print and export.
+    pub warnings: Vec<Warning>,
+    /// Every request, for `profile_export.jsonl` (none in a merge).
+    pub records: Vec<Record>,
+    /// See [`Report`]'s fields of the same names.
+    pub driver: String,
+    /// See [`Report::served_model`].
+    pub served_model: Option<String>,
+    /// See [`Report::prompt_cache`].
+    pub prompt_cache: Option<(u64, u64)>,
+    /// See [`Report::ttft_by_turn`].
+    pub ttft_by_turn: Vec<(u32, Dist)>,
+    /// See [`Report::servers`].
+    pub servers: Vec<super::ServerFigures>,
+    /// See [`Report::slice_ns`].
+    pub slice_ns: Option<u64>,
+    /// See [`Report::show_trace_timing`].
+    pub show_trace_timing: bool,
+    /// See [`Report::warmup_failed`].
+    pub warmup_failed: u64,
+    /// See [`Report::warmup_ns`].
+    pub warmup_ns: u64,
+}
+
+impl Beside {
+    /// Nothing beside the tally but a verdict and warnings (a merge).
+    pub fn only(health: Health, warnings: Vec<Warning>) -> Beside {
+        Beside {
+            health,
+            warnings,
+            records: Vec::new(),
+            driver: String::new(),
+            served_model: None,
+            prompt_cache: None,
+            ttft_by_turn: Vec::new(),
+            servers: Vec::new(),
+            slice_ns: None,
+            show_trace_timing: false,
+            warmup_failed: 0,
+            warmup_ns: 0,
+        }
+    }
+}
+
+impl Tally {
+    /// Adds `o` to this tally: distributions merge exactly, counters add up, the measured
+    /// window becomes the union of both (a tally that completed nothing has none).
+    pub fn merge(&mut self, mut o: Tally) {
+        for (tag, d) in o.metrics.tagged_mut() {
+            if let Some(mine) = self.metrics.by_tag(tag) {
+                mine.merge(d);
+            }
+        }
+        self.client_delay.merge(&o.client_delay);
+        self.record_lag.merge(&o.record_lag);
+        self.shared.events += o.shared.events;
+        self.shared.of_events += o.shared.of_events;
+        self.shared.first_tokens += o.shared.first_tokens;
+        self.shared.wait.merge(&o.shared.wait);
+        self.prefill_wait.merge(&o.prefill_wait);
+        for (name, d) in o.http_trace {
+            match self.http_trace.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, mine)) => mine.merge(&d),
+                None => self.http_trace.push((name, d)),
+            }
+        }
+        self.http_trace
+            .sort_by_key(|(n, _)| crate::record::HTTP_PHASES.iter().position(|p| p == n));
+        if o.counts.completed > 0 {
+            (self.tx_ns, self.ty_ns) = if self.counts.completed > 0 {
+                (self.tx_ns.min(o.tx_ns), self.ty_ns.max(o.ty_ns))
+            } else {
+                (o.tx_ns, o.ty_ns)
+            };
+        }
+        self.counts.add(o.counts);
+    }
+
+    /// The report: the tally's figures (the window, the rates, goodput over the window, the
+    /// error-adjusted percentiles) with what lies `beside` it.
+    pub fn into_report(mut self, beside: Beside) -> Report {
+        self.metrics.seal();
+        let window_ns = self.ty_ns.saturating_sub(self.tx_ns);
+        let c = self.counts;
+        let error_adjusted = super::error_adjusted_all(&self.metrics, c.failed);
+        Report {
+            client_delay: self.client_delay,
+            record_lag: self.record_lag,
+            shared: self.shared,
+            window_ns,
+            tx_ns: self.tx_ns,
+            ty_ns: self.ty_ns,
+            completed: c.completed,
+            failed: c.failed,
+            request_cancelled: c.request_cancelled,
+            prefill_wait: self.prefill_wait,
+            ttft_by_turn: beside.ttft_by_turn,
+            http_trace: self.http_trace,
+            show_trace_timing: beside.show_trace_timing,
+            servers: beside.servers,
+            slice_ns: beside.slice_ns,
+            warmup: c.warmup,
+            warmup_failed: beside.warmup_failed,
+            warmup_ns: beside.warmup_ns,
+            output_tokens: c.output_tokens,
+            input_tokens: c.input_tokens,
+            images: c.images,
+            osl_from_usage: c.osl_from_usage,
+            osl_from_tokenizer: c.osl_from_tokenizer,
+            errors: c.errors,
+            health: beside.health,
+            driver: beside.driver,
+            warnings: beside.warnings,
+            cancelled: c.cancelled,
+            records: beside.records,
+            telemetry: None,
+            requested_rate: c.requested_rate,
+            achieved_rate: c.sent.rate(),
+            scheduled_rate: c.intended.rate(),
+            ramp_up: c.ramp_up,
+            goodput: c
+                .goodput
+                .map(|g| Goodput::of(&g.slos, g.good_requests, g.measured, g.met, window_ns)),
+            error_adjusted,
+            node: None,
+            served_model: beside.served_model,
+            prompt_cache: beside.prompt_cache,
+            server_traces: None,
+            metrics: self.metrics,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Slo, SloMetric};
+
+    fn span(count: u64, first: u64, last: u64) -> Span {
+        Span { count, first, last }
+    }
+
+    #[test]
+    fn spans_join_and_give_the_rate_of_their_times() {
+        let j = join(
+            span(11, 0, 1_000_000_000),
+            span(10, 500_000_000, 2_000_000_000),
+        );
+        assert_eq!((j.count, j.first, j.last), (21, 0, 2_000_000_000));
+        assert_eq!(j.rate(), 10.0);
+        assert_eq!(Span::default().rate(), 0.0);
+        // An empty span (all zero) adds nothing, on either side.
+        let a = span(3, 5_000, 9_000);
+        assert_eq!(join(Span::default(), a), a);
+        assert_eq!(join(a, Span::default()), a);
+    }
+
+    fn error(code: u16, kind: &str, count: u64) -> ErrorCount {
+        ErrorCount {
+            code,
+            kind: kind.into(),
+            message: format!("{kind} {count}"),
+            count,
+        }
+    }
+
+    /// A tally of `ttfts` (ns) completed between `tx` and `ty`, `failed` of them failed.
+    fn tally(ttfts: &[u64], tx: u64, ty: u64, failed: u64, errors: Vec<ErrorCount>) -> Tally {
+        let mut t = Tally {
+            tx_ns: tx,
+            ty_ns: ty,
+            ..Tally::default()
+        };
+        for v in ttfts {
+            t.metrics.ttft.record(*v);
+        }
+        t.counts = Counts {
+            completed: ttfts.len() as u64,
+            failed,
+            output_tokens: 10 * ttfts.len() as u64,
+            errors,
+            sent: span(ttfts.len() as u64 + failed, tx, ty),
+            goodput: Some(Goodput::of(
+                &[Slo {
+                    metric: SloMetric::Ttft,
+                    max_ms: 1.0,
+                }],
+                ttfts.iter().filter(|v| **v <= 1_000_000).count() as u64,
+                ttfts.len() as u64 + failed,
+                vec![ttfts.iter().filter(|v| **v <= 1_000_000).count() as u64],
+                ty - tx,
+            )),
+            ..Counts::default()
+        };
+        t
+    }
+
+    fn quiet() -> Health {
+        Health::merged("ok".into(), None, false)
+    }
+
+    #[test]
+    fn merged_tallies_report_as_one_tally_of_everything() {
+        let s = 1_000_000_000;
+        let mut a = tally(
+            &[500_000, 2_000_000],
+            10 * s,
+            12 * s,
+            1,
+            vec![error(500, "http", 1)],
+        );
+        a.merge(tally(
+            &[900_000, 700_000, 3_000_000],
+            11 * s,
+            14 * s,
+            2,
+            vec![error(429, "http", 1), error(500, "http", 1)],
+        ));
+        // A node that completed nothing has no window and must not widen it.
+        a.merge(tally(&[], 0, 0, 0, Vec::new()));
+        let r = a.into_report(Beside::only(quiet(), Vec::new()));
+        let all = tally(
+            &[500_000, 2_000_000, 900_000, 700_000, 3_000_000],
+            10 * s,
+            14 * s,
+            3,
+            vec![error(429, "http", 1), error(500, "http", 2)],
+        )
+        .into_report(Beside::only(quiet(), Vec::new()));
+        assert_eq!((r.tx_ns, r.ty_ns, r.window_ns), (10 * s, 14 * s, 4 * s));
+        assert_eq!((r.completed, r.failed, r.output_tokens), (5, 3, 50));
+        assert_eq!(r.metrics.ttft.count(), 5);
+        assert_eq!(r.metrics.ttft.percentile(100.0), 3_000_000);
+        assert_eq!(r.metrics.ttft.mean(), all.metrics.ttft.mean());
+        let kinds: Vec<_> = r.errors.iter().map(|e| (e.code, e.count)).collect();
+        assert_eq!(kinds, [(429, 1), (500, 2)]);
+        // Derived over the merged window, not either node's.
+        assert_eq!(r.request_tps(), 5.0 / 4.0);
+        assert_eq!(r.achieved_rate, all.achieved_rate);
+        let (g, ga) = (r.goodput.unwrap(), all.goodput.unwrap());
+        assert_eq!((g.good_requests, g.measured, g.met), (3, 8, vec![3]));
+        assert_eq!(g.goodput, 3.0 / 4.0);
+        assert_eq!(g.goodput, ga.goodput);
+        // Every failure counts as +∞ in the error-adjusted percentiles of the merge.
+        let (adj, adj_all) = (&r.error_adjusted[0], &all.error_adjusted[0]);
+        assert_eq!(adj.metric, "time_to_first_token");
+        assert_eq!(adj.percentiles, adj_all.percentiles);
+        assert_eq!(adj.percentiles.last().unwrap().1, None);
+    }
+}
