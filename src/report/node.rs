@@ -92,8 +92,13 @@ impl Span {
         s
     }
 
-    /// Both spans as one.
+    /// Both spans as one; an empty span (no times) adds nothing.
     pub fn join(self, o: Span) -> Span {
+        match (self.count, o.count) {
+            (0, _) => return o,
+            (_, 0) => return self,
+            _ => {}
+        }
         Span {
             count: self.count + o.count,
             first: self.first.min(o.first),

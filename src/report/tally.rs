@@ -102,8 +102,8 @@ impl Counts {
         self.errors
             .sort_by(|a, b| (a.code, &a.kind).cmp(&(b.code, &b.kind)));
         self.requested_rate = self.requested_rate.or(o.requested_rate);
-        self.sent = join(self.sent, o.sent);
-        self.intended = join(self.intended, o.intended);
+        self.sent = self.sent.join(o.sent);
+        self.intended = self.intended.join(o.intended);
         self.goodput = match (self.goodput.take(), o.goodput) {
             (Some(a), Some(b)) => Some(Goodput {
                 good_requests: a.good_requests + b.good_requests,
@@ -114,15 +114,6 @@ impl Counts {
             (a, b) => a.or(b),
         };
         self.cancelled |= o.cancelled;
-    }
-}
-
-/// Both spans as one; an empty span adds nothing.
-fn join(a: Span, b: Span) -> Span {
-    match (a.count, b.count) {
-        (0, _) => b,
-        (_, 0) => a,
-        _ => a.join(b),
     }
 }
 
@@ -160,7 +151,7 @@ pub struct Beside {
     pub warnings: Vec<Warning>,
     /// Every request, for `profile_export.jsonl` (none in a merge).
     pub records: Vec<Record>,
-    /// See [`Report`]'s fields of the same names.
+    /// The I/O driver that ran.
     pub driver: String,
     /// See [`Report::served_model`].
     pub served_model: Option<String>,
@@ -300,17 +291,14 @@ mod tests {
 
     #[test]
     fn spans_join_and_give_the_rate_of_their_times() {
-        let j = join(
-            span(11, 0, 1_000_000_000),
-            span(10, 500_000_000, 2_000_000_000),
-        );
+        let j = span(11, 0, 1_000_000_000).join(span(10, 500_000_000, 2_000_000_000));
         assert_eq!((j.count, j.first, j.last), (21, 0, 2_000_000_000));
         assert_eq!(j.rate(), 10.0);
         assert_eq!(Span::default().rate(), 0.0);
         // An empty span (all zero) adds nothing, on either side.
         let a = span(3, 5_000, 9_000);
-        assert_eq!(join(Span::default(), a), a);
-        assert_eq!(join(a, Span::default()), a);
+        assert_eq!(Span::default().join(a), a);
+        assert_eq!(a.join(Span::default()), a);
     }
 
     fn error(code: u16, kind: &str, count: u64) -> ErrorCount {
