@@ -462,6 +462,8 @@ fn secrets_never_reach_artifacts_or_output() {
             "--sim",
             "--request-count",
             "3",
+            "--output-tokens-mean",
+            "8",
             "--streaming",
             "-H",
             "X-Api-Token: hunter2",

@@ -85,7 +85,7 @@ fn streaming_over_tls_with_a_test_made_certificate() {
 fn an_untrusted_certificate_fails_the_handshake_and_insecure_accepts_it() {
     let _shared = support::shared();
     let certs = Certs::make("tls-untrusted");
-    let s = certs.sim("");
+    let s = certs.sim("--itl 100us");
     let url = format!("https://127.0.0.1:{}", s.addr.port());
     let dir = artifact_dir("tls-untrusted-run");
     // The web PKI roots do not know a certificate made a moment ago: the preflight says so
@@ -111,7 +111,7 @@ fn an_untrusted_certificate_fails_the_handshake_and_insecure_accepts_it() {
 fn a_self_signed_ca_certificate_given_with_ca_cert_is_trusted_for_its_names() {
     let _shared = support::shared();
     let certs = Certs::make_for("tls-ca-self", &["localhost", "127.0.0.1"], true);
-    let s = certs.sim("");
+    let s = certs.sim("--itl 100us");
     let ca = certs.path("cert.pem");
     let dir = artifact_dir("tls-ca-self-run");
     for host in ["localhost", "127.0.0.1"] {
@@ -125,7 +125,7 @@ fn a_self_signed_ca_certificate_given_with_ca_cert_is_trusted_for_its_names() {
     }
     // Trusted as it is, but only for the names it carries.
     let other = Certs::make_for("tls-ca-other", &["example.test"], true);
-    let s = other.sim("");
+    let s = other.sim("--itl 100us");
     let url = format!("https://localhost:{}", s.addr.port());
     let err = profile(
         &format!(
@@ -147,7 +147,7 @@ fn a_self_signed_ca_certificate_given_with_ca_cert_is_trusted_for_its_names() {
 fn a_scheme_that_does_not_match_the_port_says_so() {
     let _shared = support::shared();
     let certs = Certs::make("tls-mixup");
-    let tls = certs.sim("");
+    let tls = certs.sim("--itl 100us");
     let plain = support::sim("");
     let dir = artifact_dir("tls-mixup-run");
     let err = |url: String| {
