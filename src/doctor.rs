@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
+pub(crate) enum Level {
     /// Fine.
     Pass,
     /// Works, but worth fixing.
@@ -17,13 +17,13 @@ pub enum Level {
 
 /// One check's result.
 #[derive(Debug, Clone)]
-pub struct Check {
+pub(crate) struct Check {
     /// What was checked.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// How it came out.
-    pub level: Level,
+    pub(crate) level: Level,
     /// What was found, and the fix when it is not a pass.
-    pub detail: String,
+    pub(crate) detail: String,
 }
 
 fn check(name: &'static str, level: Level, detail: impl Into<String>) -> Check {
@@ -36,15 +36,15 @@ fn check(name: &'static str, level: Level, detail: impl Into<String>) -> Check {
 
 /// The run the host is checked for.
 #[derive(Debug, Clone, Copy)]
-pub struct Planned {
+pub(crate) struct Planned {
     /// Requests in flight (connections).
-    pub streams: u64,
+    pub(crate) streams: u64,
     /// The simulator runs in this process (it holds the other end of each connection).
-    pub in_process_sim: bool,
+    pub(crate) in_process_sim: bool,
 }
 
 /// Open files: one per connection (two with the in-process simulator), and some to spare.
-pub fn open_files(p: Planned, limit: u64) -> Check {
+pub(crate) fn open_files(p: Planned, limit: u64) -> Check {
     let needed = p
         .streams
         .saturating_mul(if p.in_process_sim { 2 } else { 1 })
@@ -75,7 +75,7 @@ pub fn open_files(p: Planned, limit: u64) -> Check {
 }
 
 /// Local ports: each connection to the server holds one from the ephemeral range.
-pub fn ephemeral_ports(p: Planned, range: Option<(u64, u64)>) -> Check {
+pub(crate) fn ephemeral_ports(p: Planned, range: Option<(u64, u64)>) -> Check {
     let Some((lo, hi)) = range else {
         return check(
             "ephemeral ports",
@@ -122,7 +122,7 @@ pub fn ephemeral_ports(p: Planned, range: Option<(u64, u64)>) -> Check {
 }
 
 /// io_uring: the design's driver; epoll works where it is refused.
-pub fn io_uring(disabled_sysctl: Option<u64>, ring: Result<(), String>) -> Check {
+pub(crate) fn io_uring(disabled_sysctl: Option<u64>, ring: Result<(), String>) -> Check {
     match (disabled_sysctl, ring) {
         (_, Ok(())) => check("io_uring", Level::Pass, "a ring was set up"),
         (Some(2), Err(_)) => check(
@@ -141,7 +141,7 @@ pub fn io_uring(disabled_sysctl: Option<u64>, ring: Result<(), String>) -> Check
 }
 
 /// CPU frequency governors: `powersave` slows the client's reaction to each event.
-pub fn governor(governors: &BTreeMap<String, Vec<usize>>) -> Check {
+pub(crate) fn governor(governors: &BTreeMap<String, Vec<usize>>) -> Check {
     if governors.is_empty() {
         return check(
             "CPU governor",
@@ -169,7 +169,7 @@ pub fn governor(governors: &BTreeMap<String, Vec<usize>>) -> Check {
 }
 
 /// The clock every timestamp comes from: `tsc` (or a hypervisor's) is cheap to read.
-pub fn clock_source(source: Option<&str>) -> Check {
+pub(crate) fn clock_source(source: Option<&str>) -> Check {
     match source {
         Some(s @ ("tsc" | "kvm-clock" | "hyperv_clocksource_tsc_page" | "arch_sys_counter")) => {
             check("clock source", Level::Pass, s.to_string())
@@ -187,7 +187,7 @@ pub fn clock_source(source: Option<&str>) -> Check {
 }
 
 /// GPUs for power and energy.
-pub fn nvml(gpus: Result<usize, String>) -> Check {
+pub(crate) fn nvml(gpus: Result<usize, crate::gpu::Error>) -> Check {
     match gpus {
         Ok(n) => check("NVML", Level::Pass, format!("{n} GPU(s) visible")),
         Err(e) => check(
@@ -233,14 +233,14 @@ pub(crate) fn busy_cpus(busy: &[crate::host::BusyCpu]) -> Check {
 }
 
 /// The ephemeral port range, from `/proc`.
-pub fn port_range() -> Option<(u64, u64)> {
+pub(crate) fn port_range() -> Option<(u64, u64)> {
     let s = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
     let mut it = s.split_whitespace().filter_map(|x| x.parse::<u64>().ok());
     Some((it.next()?, it.next()?))
 }
 
 /// Every check, on this host, for the run planned.
-pub fn run(p: Planned) -> Vec<Check> {
+pub(crate) fn run(p: Planned) -> Vec<Check> {
     let read = |path: &str| std::fs::read_to_string(path).ok();
     let range = port_range();
     let ring = crate::runtime::build(crate::runtime::Driver::Uring, 8)
@@ -275,7 +275,7 @@ pub fn run(p: Planned) -> Vec<Check> {
 }
 
 /// The report: a line per check, worst first within a stable order.
-pub fn render(checks: &[Check]) -> String {
+pub(crate) fn render(checks: &[Check]) -> String {
     let mut out = String::new();
     for c in checks {
         let tag = match c.level {
@@ -318,7 +318,7 @@ mod tests {
         assert_eq!(governor(&BTreeMap::new()).level, Level::Pass);
         assert_eq!(clock_source(Some("tsc")).level, Level::Pass);
         assert_eq!(clock_source(Some("hpet")).level, Level::Warn);
-        assert_eq!(nvml(Err("no driver".into())).level, Level::Warn);
+        assert_eq!(nvml(Err(crate::gpu::Error::NoGpu)).level, Level::Warn);
         let cpu = |cpu, share, owners| crate::host::BusyCpu { cpu, share, owners };
         let busy = busy_cpus(&[cpu(1, 0.97, vec![("vllm".into(), 0.9)])]);
         assert_eq!(busy.level, Level::Warn);

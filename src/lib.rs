@@ -31,7 +31,7 @@ pub mod clock;
 #[forbid(unsafe_code)]
 pub mod cpus;
 #[forbid(unsafe_code)]
-pub mod doctor;
+mod doctor;
 #[forbid(unsafe_code)]
 pub mod endpoint;
 #[forbid(unsafe_code)]
@@ -51,7 +51,7 @@ pub mod otlp;
 #[forbid(unsafe_code)]
 pub mod plan;
 #[forbid(unsafe_code)]
-pub mod preflight;
+mod preflight;
 #[forbid(unsafe_code)]
 pub mod prom;
 #[forbid(unsafe_code)]
@@ -79,7 +79,7 @@ mod timer;
 #[forbid(unsafe_code)]
 mod tls;
 #[forbid(unsafe_code)]
-pub mod ui;
+mod ui;
 #[forbid(unsafe_code)]
 pub mod units;
 #[forbid(unsafe_code)]

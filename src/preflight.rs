@@ -17,7 +17,7 @@ use crate::plan::{Plan, Target};
 use crate::record::{Outcome, Phase, Record};
 
 /// The `X-Request-ID` of the probe request (never one of the run's).
-pub const PROBE_ID: u64 = u64::MAX;
+pub(crate) const PROBE_ID: u64 = u64::MAX;
 
 /// The largest `/v1/models` answer read.
 const MODELS_CAP: usize = 4 << 20;
@@ -28,7 +28,7 @@ fn to(target: &Target) -> To<'_> {
 
 /// Why a preflight check failed, as one line for the user.
 #[derive(Debug, thiserror::Error)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// Nothing answers at the address.
     #[error("{url} is not answering ({why}): is the server up, and is --url right?")]
     Down {
@@ -87,7 +87,7 @@ fn classify(target: &Target, e: blocking::Error, other: impl FnOnce(String) -> F
 }
 
 /// The models the server lists at `GET <prefix>/v1/models` (OpenAI's list: `data[].id`).
-pub fn models(target: &Target, timeout: Duration) -> Result<Vec<String>, Failure> {
+pub(crate) fn models(target: &Target, timeout: Duration) -> Result<Vec<String>, Failure> {
     let path = models_path(target);
     let fail = |status: Option<u16>| {
         let path = path.clone();
@@ -121,7 +121,7 @@ fn models_page(target: &Target, timeout: Duration) -> Result<blocking::Fetched, 
 /// The server's `Date` header on `GET <prefix>/v1/models`, against this host's clock when the
 /// response came: how far a node's clock is off, to the header's second. `None` when the
 /// server sends none or cannot be reached.
-pub fn server_date(target: &Target) -> Option<crate::clock::ServerDate> {
+pub(crate) fn server_date(target: &Target) -> Option<crate::clock::ServerDate> {
     let page = models_page(target, Duration::from_secs(5)).ok()?;
     let local = crate::clock::unix_time_secs();
     let date = page.header("date")?.to_string();
@@ -132,7 +132,7 @@ pub fn server_date(target: &Target) -> Option<crate::clock::ServerDate> {
 }
 
 /// An IMF-fixdate (`Tue, 01 Dec 2026 15:40:57 GMT`, RFC 9110 §5.6.7) as Unix seconds.
-pub fn http_date(s: &str) -> Option<i64> {
+pub(crate) fn http_date(s: &str) -> Option<i64> {
     let mut it = s.split_whitespace().skip(1);
     let (d, mon, y, hms, zone) = (it.next()?, it.next()?, it.next()?, it.next()?, it.next()?);
     const MONTHS: [&str; 12] = [
@@ -149,7 +149,7 @@ pub fn http_date(s: &str) -> Option<i64> {
 }
 
 /// `{"object": "list", "data": [{"id": "…"}, …]}` → the ids.
-pub fn parse_models(body: &[u8]) -> Result<Vec<String>, String> {
+pub(crate) fn parse_models(body: &[u8]) -> Result<Vec<String>, String> {
     #[derive(serde::Deserialize)]
     struct List {
         data: Vec<Model>,
@@ -171,7 +171,7 @@ pub fn parse_models(body: &[u8]) -> Result<Vec<String>, String> {
 
 /// Empties the server's prefix cache before the run: vLLM's `POST /reset_prefix_cache`, else
 /// SGLang's `POST /flush_cache`. Returns the path that answered 2xx, or why none did.
-pub fn reset_prefix_cache(target: &Target) -> Result<String, String> {
+pub(crate) fn reset_prefix_cache(target: &Target) -> Result<String, String> {
     let mut tried = Vec::new();
     for path in ["/reset_prefix_cache", "/flush_cache"] {
         let path = format!("{}{path}", target.endpoint.prefix);
@@ -194,15 +194,15 @@ pub fn reset_prefix_cache(target: &Target) -> Result<String, String> {
 
 /// What the probe request showed.
 #[derive(Debug)]
-pub struct Probe {
+pub(crate) struct Probe {
     /// Send to the first token (or to the whole response when not streamed), in ns.
-    pub first_ns: u64,
+    pub(crate) first_ns: u64,
     /// The model the response names (`"model": …`), when it names one.
-    pub served_model: Option<String>,
+    pub(crate) served_model: Option<String>,
 }
 
 /// Sends the run's first request and reads it until its first token (streamed) or its end.
-pub fn probe(plan: &Plan) -> Result<Probe, Failure> {
+pub(crate) fn probe(plan: &Plan) -> Result<Probe, Failure> {
     let target = &plan.target;
     let (template, isl) = match &plan.workload.sessions {
         Some(s) => {

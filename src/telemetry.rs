@@ -82,7 +82,7 @@ impl Telemetry {
                 Ok(s) => (Some(s), None),
                 Err(e) => {
                     crate::redact::say!("GPU telemetry unavailable: {e}");
-                    (None, Some(e))
+                    (None, Some(e.to_string()))
                 }
             }
         };

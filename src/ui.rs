@@ -33,7 +33,7 @@ const SAMPLE_NS: u64 = 1_000_000_000;
 const KEEP: usize = 600;
 
 /// The view a run asks for.
-pub enum Ui {
+pub(crate) enum Ui {
     /// The progress line (or nothing, when stderr is not a terminal or `--ui none`).
     Line(LineView),
     /// The full-terminal dashboard.
@@ -43,7 +43,7 @@ pub enum Ui {
 impl Ui {
     /// The view `plan` asks for: the dashboard only where stderr is a terminal (it says so
     /// otherwise).
-    pub fn new(plan: &Plan) -> Ui {
+    pub(crate) fn new(plan: &Plan) -> Ui {
         if plan.output.dashboard {
             if crate::sys::is_tty(libc::STDERR_FILENO) {
                 return Ui::Dashboard(Box::default());
@@ -54,7 +54,7 @@ impl Ui {
     }
 
     /// A sweep's points so far, for the dashboard's table.
-    pub fn points(&mut self, rows: &[crate::report::sweep::Row]) {
+    pub(crate) fn points(&mut self, rows: &[crate::report::sweep::Row]) {
         if let Ui::Dashboard(d) = self {
             d.points = rows.iter().map(PointRow::of).collect();
         }
@@ -207,7 +207,7 @@ struct Cost {
 
 /// The full-terminal live view.
 #[derive(Default)]
-pub struct Dashboard {
+pub(crate) struct Dashboard {
     screen: Option<Screen>,
     paused: bool,
     drawn_ns: u64,

@@ -51,12 +51,37 @@ pub struct GpuInfo {
     pub name: String,
 }
 
+/// Why GPU telemetry is unavailable, or why a GPU stopped answering.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// NVML could not be loaded, or refused a call (its own message).
+    #[error(transparent)]
+    Nvml(#[from] nvml_wrapper::error::NvmlError),
+    /// The driver lists no GPU.
+    #[error("no GPU found")]
+    NoGpu,
+    /// `--gpus` names a GPU that is not there.
+    #[error("--gpus names GPU {index}, but there are {count} GPU(s)")]
+    NoSuchGpu {
+        /// The index asked for.
+        index: u32,
+        /// How many GPUs there are.
+        count: usize,
+    },
+    /// A GPU answered none of the readings.
+    #[error("no reading answered")]
+    NoReading,
+    /// The sampler thread could not be started.
+    #[error("the GPU sampler thread did not start: {0}")]
+    Thread(#[source] std::io::Error),
+}
+
 /// Where samples come from: NVML, or a fake in tests.
 pub trait Source: Send {
     /// The GPUs available.
-    fn gpus(&mut self) -> Result<Vec<GpuInfo>, String>;
+    fn gpus(&mut self) -> Result<Vec<GpuInfo>, Error>;
     /// Reads GPU `index` now; an error means the GPU did not answer (it may have dropped out).
-    fn read(&mut self, index: u32) -> Result<Sample, String>;
+    fn read(&mut self, index: u32) -> Result<Sample, Error>;
 }
 
 /// The environment variable that names the NVML library to load instead of the driver's.
@@ -71,18 +96,18 @@ impl Nvml {
     /// Loads NVML: the driver's `libnvidia-ml.so.1`, or the library `$RINGPERF_NVML_LIBRARY`
     /// names (a driver installed elsewhere, or a stand-in); the error says why it is
     /// unavailable.
-    pub fn open() -> Result<Nvml, String> {
+    pub fn open() -> Result<Nvml, Error> {
         let init = match std::env::var_os(LIBRARY_ENV) {
             Some(path) => nvml_wrapper::Nvml::builder().lib_path(&path).init(),
             None => nvml_wrapper::Nvml::init(),
         };
-        init.map(|nvml| Nvml { nvml }).map_err(|e| e.to_string())
+        Ok(Nvml { nvml: init? })
     }
 }
 
 impl Source for Nvml {
-    fn gpus(&mut self) -> Result<Vec<GpuInfo>, String> {
-        let n = self.nvml.device_count().map_err(|e| e.to_string())?;
+    fn gpus(&mut self) -> Result<Vec<GpuInfo>, Error> {
+        let n = self.nvml.device_count()?;
         Ok((0..n)
             .map(|index| GpuInfo {
                 index,
@@ -95,19 +120,17 @@ impl Source for Nvml {
             .collect())
     }
 
-    fn read(&mut self, index: u32) -> Result<Sample, String> {
+    fn read(&mut self, index: u32) -> Result<Sample, Error> {
         use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
-        let d = self
-            .nvml
-            .device_by_index(index)
-            .map_err(|e| e.to_string())?;
+        use nvml_wrapper::error::NvmlError;
+        let d = self.nvml.device_by_index(index)?;
         let t_ns = now_ns();
         // A GPU that fell off the bus still has a handle, and every reading fails: that is a
         // drop-out, not a sample of nothing (whose missing values would shrink the energy
         // of a window the samples still seem to cover).
         let power = d.power_usage();
-        if let Err(e @ nvml_wrapper::error::NvmlError::GpuLost) = &power {
-            return Err(e.to_string());
+        if let Err(NvmlError::GpuLost) = &power {
+            return Err(NvmlError::GpuLost.into());
         }
         let util = d.utilization_rates().ok();
         let sample = Sample {
@@ -127,9 +150,7 @@ impl Source for Nvml {
                 ..Sample::default()
             })
         {
-            return Err(power
-                .err()
-                .map_or("no reading answered".into(), |e| e.to_string()));
+            return Err(power.err().map_or(Error::NoReading, Error::Nvml));
         }
         Ok(sample)
     }
@@ -162,10 +183,10 @@ impl Sampler {
         gpus: Option<&[u32]>,
         interval_ns: u64,
         cpu: Option<usize>,
-    ) -> Result<Sampler, String> {
+    ) -> Result<Sampler, Error> {
         let all = source.gpus()?;
         if all.is_empty() {
-            return Err("no GPU found".into());
+            return Err(Error::NoGpu);
         }
         let chosen: Vec<GpuInfo> = match gpus {
             None => all,
@@ -175,10 +196,10 @@ impl Sampler {
                     match all.iter().find(|g| g.index == i) {
                         Some(g) => v.push(g.clone()),
                         None => {
-                            return Err(format!(
-                                "--gpus names GPU {i}, but there are {} GPU(s)",
-                                all.len()
-                            ))
+                            return Err(Error::NoSuchGpu {
+                                index: i,
+                                count: all.len(),
+                            })
                         }
                     }
                 }
@@ -197,7 +218,7 @@ impl Sampler {
                 let series = sample_loop(source.as_mut(), &chosen, interval_ns, &flag);
                 (series, crate::clock::thread_cpu_ns() - cpu0)
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(Error::Thread)?;
         Ok(Sampler {
             stop,
             thread: Some(thread),
@@ -241,7 +262,7 @@ fn sample_loop(
         for s in series.iter_mut().filter(|s| s.dropped_out.is_none()) {
             match source.read(s.index) {
                 Ok(sample) => s.samples.push(sample),
-                Err(e) => s.dropped_out = Some((now_ns(), e)),
+                Err(e) => s.dropped_out = Some((now_ns(), e.to_string())),
             }
         }
         if last {
@@ -322,7 +343,7 @@ pub mod fake {
     pub struct Fake(pub Vec<FakeGpu>);
 
     impl Source for Fake {
-        fn gpus(&mut self) -> Result<Vec<GpuInfo>, String> {
+        fn gpus(&mut self) -> Result<Vec<GpuInfo>, Error> {
             Ok((0..self.0.len() as u32)
                 .map(|index| GpuInfo {
                     index,
@@ -330,11 +351,11 @@ pub mod fake {
                 })
                 .collect())
         }
-        fn read(&mut self, index: u32) -> Result<Sample, String> {
+        fn read(&mut self, index: u32) -> Result<Sample, Error> {
             let g = &mut self.0[index as usize];
             g.reads += 1;
             if g.drop_after.is_some_and(|n| g.reads > n) {
-                return Err("GPU is lost".into());
+                return Err(nvml_wrapper::error::NvmlError::GpuLost.into());
             }
             let t = now_ns();
             let mj = g.start_mj + ((t - g.t0) as f64 / 1e9 * g.watts * 1e3) as u64;
@@ -379,7 +400,12 @@ mod tests {
         assert!((5..=14).contains(&n), "{n} samples in 210 ms at 20 ms");
         assert!(series[0].samples.windows(2).all(|w| w[0].t_ns < w[1].t_ns));
         assert_eq!(series[1].samples.len(), 3);
-        assert!(series[1].dropped_out.as_ref().unwrap().1.contains("lost"));
+        assert!(series[1]
+            .dropped_out
+            .as_ref()
+            .unwrap()
+            .1
+            .contains("fell off the bus"));
         assert!(cpu_ns < 100_000_000);
     }
 
@@ -392,14 +418,14 @@ mod tests {
         let e = Sampler::start(Box::new(fake), Some(&[3]), 1_000_000, None)
             .err()
             .unwrap();
-        assert!(e.contains("GPU 3"), "{e}");
+        assert!(e.to_string().contains("GPU 3"), "{e}");
     }
 
     #[test]
     fn nvml_is_unavailable_here_with_a_reason_or_works() {
         // On a machine without the NVIDIA driver this fails fast with the library's name.
         match Nvml::open() {
-            Err(e) => assert!(!e.is_empty()),
+            Err(e) => assert!(!e.to_string().is_empty()),
             Ok(mut n) => assert!(n.gpus().is_ok()),
         }
     }

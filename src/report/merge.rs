@@ -22,10 +22,110 @@ use crate::stats::{empty_histogram, Dist};
 /// Start skew between nodes above which the merge warns (ns).
 pub const SKEW_LIMIT_NS: u64 = 10_000_000;
 
-/// Why a merge could not be made.
+/// Why a merge could not be made, or why a node's run could not be read (such a node is
+/// named in the merged report as incomplete).
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct Error(pub String);
+pub enum Error {
+    /// No folder was given.
+    #[error("merge: give the node folders to merge")]
+    NoFolders,
+    /// A path given is no folder.
+    #[error("{}: not a folder", .0.display())]
+    NotAFolder(PathBuf),
+    /// A file or folder could not be read.
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// What was read.
+        path: PathBuf,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+    /// The merged results could not be written.
+    #[error("writing {}: {source}", path.display())]
+    Write {
+        /// Where.
+        path: PathBuf,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+    /// A node's folder holds no `node.json`: the node failed or did not finish.
+    #[error("{}: no {}: the node failed or did not finish", .0.display(), node::NODE_JSON)]
+    Unfinished(PathBuf),
+    /// A `node.json` that does not parse.
+    #[error("{}: {source}", path.display())]
+    NodeFile {
+        /// The file.
+        path: PathBuf,
+        /// Why it does not parse.
+        source: serde_json::Error,
+    },
+    /// A `node.json` written by another version of ringperf.
+    #[error("{}: schema {found:?}, this ringperf reads {:?}", dir.display(), node::SCHEMA)]
+    Schema {
+        /// The node's folder.
+        dir: PathBuf,
+        /// The schema it holds.
+        found: String,
+    },
+    /// A histogram log that does not decode.
+    #[error("{}: {what}", path.display())]
+    Log {
+        /// The log.
+        path: PathBuf,
+        /// What is wrong with it.
+        what: String,
+    },
+    /// A metric whose histogram and moments count different values.
+    #[error("{}: {tag}: the histogram holds another count than the moments", dir.display())]
+    Moments {
+        /// The node's folder.
+        dir: PathBuf,
+        /// The metric.
+        tag: String,
+    },
+    /// No node's run could be read: each reason.
+    #[error("nothing to merge: {}", reasons(.0))]
+    Nothing(Vec<String>),
+    /// Runs made as parts of loads split into different numbers of nodes.
+    #[error("{} ran as one of {count} nodes, {} as one of {first_count}: these are not one load", dir.display(), first.display())]
+    NodeCounts {
+        /// The node that differs.
+        dir: PathBuf,
+        /// Its node count.
+        count: u64,
+        /// The first node.
+        first: PathBuf,
+        /// The first node's count.
+        first_count: u64,
+    },
+    /// Two runs made as the same node.
+    #[error("{} and {} are both node {index}", a.display(), b.display())]
+    SameNode {
+        /// One run.
+        a: PathBuf,
+        /// The other.
+        b: PathBuf,
+        /// Their node index.
+        index: u64,
+    },
+    /// Runs made with other flags.
+    #[error("{} ran other flags than {} (input_config differs beyond the node's place): these are not one load", dir.display(), first.display())]
+    OtherFlags {
+        /// The node that differs.
+        dir: PathBuf,
+        /// The first node.
+        first: PathBuf,
+    },
+}
+
+/// Why nothing could be merged: each node's reason, or that no folder was given.
+fn reasons(why: &[String]) -> String {
+    if why.is_empty() {
+        "no folder given".to_string()
+    } else {
+        why.join("; ")
+    }
+}
 
 /// What a merge wrote.
 #[derive(Debug)]
@@ -47,10 +147,16 @@ struct NodeRun {
 }
 
 /// A log's histograms: (Unix ns of the interval's start, tag, histogram).
-fn read_log(path: &Path) -> Result<Vec<(u64, String, Histogram<u32>)>, String> {
+fn read_log(path: &Path) -> Result<Vec<(u64, String, Histogram<u32>)>, Error> {
     use base64::Engine;
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let bad = |what: String| format!("{}: {what}", path.display());
+    let bytes = std::fs::read(path).map_err(|source| Error::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let bad = |what: String| Error::Log {
+        path: path.to_path_buf(),
+        what,
+    };
     let mut base = 0u64;
     let mut out = Vec::new();
     for entry in IntervalLogIterator::new(&bytes) {
@@ -72,29 +178,28 @@ fn read_log(path: &Path) -> Result<Vec<(u64, String, Histogram<u32>)>, String> {
     Ok(out)
 }
 
-fn read_node(dir: &Path) -> Result<NodeRun, String> {
-    let file: NodeFile = match std::fs::read(dir.join(node::NODE_JSON)) {
-        Ok(b) => serde_json::from_slice(&b)
-            .map_err(|e| format!("{}: {e}", dir.join(node::NODE_JSON).display()))?,
+fn read_node(dir: &Path) -> Result<NodeRun, Error> {
+    let path = dir.join(node::NODE_JSON);
+    let file: NodeFile = match std::fs::read(&path) {
+        Ok(b) => serde_json::from_slice(&b).map_err(|source| Error::NodeFile { path, source })?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(format!(
-                "{}: no {}: the node failed or did not finish",
-                dir.display(),
-                node::NODE_JSON
-            ))
+            return Err(Error::Unfinished(dir.to_path_buf()))
         }
-        Err(e) => return Err(format!("{}: {e}", dir.display())),
+        Err(source) => return Err(Error::Read { path, source }),
     };
     if file.schema != node::SCHEMA {
-        return Err(format!(
-            "{}: schema {:?}, this ringperf reads {:?}",
-            dir.display(),
-            file.schema,
-            node::SCHEMA
-        ));
+        return Err(Error::Schema {
+            dir: dir.to_path_buf(),
+            found: file.schema,
+        });
     }
-    let profile = super::sweep::read_json(&dir.join(super::sweep::PROFILE_JSON))
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    let profile =
+        super::sweep::read_json(&dir.join(super::sweep::PROFILE_JSON)).map_err(|source| {
+            Error::Read {
+                path: dir.to_path_buf(),
+                source,
+            }
+        })?;
     let mut hists = BTreeMap::new();
     for (_, tag, h) in read_log(&dir.join(node::HISTOGRAMS))? {
         hists.insert(tag, h);
@@ -111,7 +216,7 @@ fn read_node(dir: &Path) -> Result<NodeRun, String> {
 
 /// One node's tally, on the wall clock: its counters, and each metric's histogram rebuilt
 /// with its exact moments.
-fn node_tally(n: &NodeRun) -> Result<Tally, String> {
+fn node_tally(n: &NodeRun) -> Result<Tally, Error> {
     let mut t = Tally {
         tx_ns: n.file.tx_unix_ns,
         ty_ns: n.file.ty_unix_ns,
@@ -123,11 +228,9 @@ fn node_tally(n: &NodeRun) -> Result<Tally, String> {
         let Some(m) = n.file.moments.get(tag) else {
             continue;
         };
-        let d = Dist::from_parts(h, m).ok_or_else(|| {
-            format!(
-                "{}: {tag}: the histogram holds another count than the moments",
-                n.dir.display()
-            )
+        let d = Dist::from_parts(h, m).ok_or_else(|| Error::Moments {
+            dir: n.dir.clone(),
+            tag: tag.clone(),
         })?;
         match tag.as_str() {
             "client_added_delay" => t.client_delay = d,
@@ -192,39 +295,31 @@ fn merge_run(dirs: &[PathBuf], out: &Path, title: &str) -> Result<Merged, Error>
     for d in dirs {
         match read_node(d) {
             Ok(n) => nodes.push(n),
-            Err(why) => incomplete.push(why),
+            Err(why) => incomplete.push(why.to_string()),
         }
     }
     nodes.sort_by_key(|n| n.file.node.index);
     let Some(first) = nodes.first() else {
-        return Err(Error(format!(
-            "nothing to merge: {}",
-            if incomplete.is_empty() {
-                "no folder given".to_string()
-            } else {
-                incomplete.join("; ")
-            }
-        )));
+        return Err(Error::Nothing(incomplete));
     };
     let count = first.file.node.count;
     for n in &nodes {
         if n.file.node.count != count {
-            return Err(Error(format!(
-                "{} ran as one of {} nodes, {} as one of {count}: these are not one load",
-                n.dir.display(),
-                n.file.node.count,
-                first.dir.display()
-            )));
+            return Err(Error::NodeCounts {
+                dir: n.dir.clone(),
+                count: n.file.node.count,
+                first: first.dir.clone(),
+                first_count: count,
+            });
         }
     }
     for w in nodes.windows(2) {
         if w[0].file.node.index == w[1].file.node.index {
-            return Err(Error(format!(
-                "{} and {} are both node {}",
-                w[0].dir.display(),
-                w[1].dir.display(),
-                w[0].file.node.index
-            )));
+            return Err(Error::SameNode {
+                a: w[0].dir.clone(),
+                b: w[1].dir.clone(),
+                index: w[0].file.node.index,
+            });
         }
     }
     let config = whole_config(first);
@@ -233,12 +328,10 @@ fn merge_run(dirs: &[PathBuf], out: &Path, title: &str) -> Result<Merged, Error>
     let load_of = |c: &Value| ["target", "workload", "load"].map(|k| c.get(k).cloned());
     for n in &nodes[1..] {
         if load_of(&whole_config(n)) != load_of(&config) {
-            return Err(Error(format!(
-                "{} ran other flags than {} (input_config differs beyond the node's place): \
-                 these are not one load",
-                n.dir.display(),
-                first.dir.display()
-            )));
+            return Err(Error::OtherFlags {
+                dir: n.dir.clone(),
+                first: first.dir.clone(),
+            });
         }
     }
     let present: Vec<u64> = nodes.iter().map(|n| n.file.node.index).collect();
@@ -253,7 +346,7 @@ fn merge_run(dirs: &[PathBuf], out: &Path, title: &str) -> Result<Merged, Error>
         .map(|n| n.file.clock.realtime_ns)
         .min()
         .unwrap_or(0);
-    let report = build(&nodes, &incomplete, first_start).map_err(Error)?;
+    let report = build(&nodes, &incomplete, first_start)?;
     let times = Times {
         start: first_start as f64 / 1e9,
         end: nodes.iter().map(|n| n.file.ty_unix_ns).max().unwrap_or(0) as f64 / 1e9,
@@ -287,8 +380,12 @@ fn merge_run(dirs: &[PathBuf], out: &Path, title: &str) -> Result<Merged, Error>
                               avg and std exact",
         "timeline": timeline_rows,
     });
-    write_all(&report, &doc, &nodes, out, &timeline, first_start)
-        .map_err(|e| Error(format!("writing {}: {e}", out.display())))?;
+    write_all(&report, &doc, &nodes, out, &timeline, first_start).map_err(|source| {
+        Error::Write {
+            path: out.to_path_buf(),
+            source,
+        }
+    })?;
 
     let mut console = super::console::table(&report, title);
     console.push_str(&format!(
@@ -352,7 +449,7 @@ fn merged_gpu(nodes: &[NodeRun], output_tokens: u64, requests: u64) -> Option<Va
 }
 
 /// The whole load's report: the nodes' tallies added up.
-fn build(nodes: &[NodeRun], incomplete: &[String], first_start: u64) -> Result<Report, String> {
+fn build(nodes: &[NodeRun], incomplete: &[String], first_start: u64) -> Result<Report, Error> {
     let mut tally = Tally::default();
     for n in nodes {
         tally.merge(node_tally(n)?);
@@ -533,7 +630,7 @@ fn is_run(dir: &Path) -> bool {
 /// Merges `dirs` (one folder per node: each a run's, or each a sweep's) into `out`.
 pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, Error> {
     if dirs.is_empty() {
-        return Err(Error("merge: give the node folders to merge".into()));
+        return Err(Error::NoFolders);
     }
     // Folders of sweeps merge point by point: every point folder any node wrote.
     let mut points = std::collections::BTreeSet::new();
@@ -541,14 +638,18 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, Error> {
         // A folder a node never wrote is that node's failure, named in the report; a path
         // that is no folder at all is a mistake in the command.
         if d.exists() && !d.is_dir() {
-            return Err(Error(format!("{}: not a folder", d.display())));
+            return Err(Error::NotAFolder(d.clone()));
         }
         if !d.is_dir() || is_run(d) {
             continue;
         }
-        for e in std::fs::read_dir(d).map_err(|e| Error(format!("{}: {e}", d.display())))? {
+        let unreadable = |source| Error::Read {
+            path: d.clone(),
+            source,
+        };
+        for e in std::fs::read_dir(d).map_err(unreadable)? {
             let name = e
-                .map_err(|e| Error(format!("{}: {e}", d.display())))?
+                .map_err(unreadable)?
                 .file_name()
                 .to_string_lossy()
                 .into_owned();
@@ -572,13 +673,13 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, Error> {
         console.push_str(&m.console);
         incomplete.extend(m.incomplete.into_iter().map(|i| format!("{p}: {i}")));
     }
-    let rows =
-        super::sweep::read_sweep(out).map_err(|e| Error(format!("{}: {e}", out.display())))?;
-    super::sweep::write_summary(out, &rows, None).map_err(|e| {
-        Error(format!(
-            "writing the sweep summary to {}: {e}",
-            out.display()
-        ))
+    let rows = super::sweep::read_sweep(out).map_err(|source| Error::Read {
+        path: out.to_path_buf(),
+        source,
+    })?;
+    super::sweep::write_summary(out, &rows, None).map_err(|source| Error::Write {
+        path: out.join(super::sweep::SUMMARY_CSV),
+        source,
     })?;
     console.push_str(&super::sweep::render(&rows));
     Ok(Merged {
@@ -620,7 +721,7 @@ mod tests {
         assert_eq!((back[0].2.clone(), back[1].2.clone()), (a, b));
         std::fs::write(&path, "Tag=x,0.0,1.0,2.0,not base64!\n").unwrap();
         let e = read_log(&path).unwrap_err();
-        assert!(e.contains("t.hlog"), "{e}");
+        assert!(e.to_string().contains("t.hlog"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
