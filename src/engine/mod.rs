@@ -12,6 +12,7 @@ mod feed;
 mod gate;
 mod limits;
 pub mod placement;
+mod reads;
 mod schedule;
 mod shard;
 pub(crate) mod starvation;

@@ -905,19 +905,7 @@ async fn drive(
             b.unwrap_or_else(|| Vec::with_capacity(READ_BUF))
         };
         let measured = rec.phase == crate::record::Phase::Profiling;
-        // When the previous read of this response emptied the socket: whatever the next read
-        // takes arrived after it.
-        let mut drained_at: Option<u64> = None;
-        // A read after one that filled the buffer takes the rest of the same queue, so its
-        // events and the previous read's carry one arrival stamp: they count as one group.
-        let mut full = false;
-        // Content events of the current group, whether it holds the response's first one, and
-        // when the read before it emptied the socket.
-        let (mut group, mut group_first, mut group_since) = (0usize, false, None);
-        // The arrival stamp of the last read that emptied the socket (none yet: the send),
-        // and that of the read before the current group: every byte of the group arrived
-        // after it.
-        let (mut emptied_stamp, mut group_after): (Option<u64>, Option<u64>) = (None, None);
+        let mut groups = super::reads::ReadGroups::default();
         let retry = loop {
             // While the kernel copies the bytes in, bring in what their processing touches
             // outside this task: the connection and decoder, the ends of the gap array and of
@@ -981,32 +969,18 @@ async fn drive(
                         let now = now_ns();
                         shard.record_lag.borrow_mut().record(now - t);
                         let events = content_events(rec).saturating_sub(events_before);
-                        if !full {
-                            (group, group_first, group_since) = (0, false, drained_at);
-                            group_after = emptied_stamp;
-                        }
-                        if events > 0 {
-                            // All but the group's newest event carry its stamp: say how many,
-                            // and how long they can have waited.
-                            let shared = if group > 0 { events } else { events - 1 };
-                            group += events;
-                            group_first |= !had_first;
-                            if shared > 0 {
-                                shard
-                                    .shared_events
-                                    .set(shard.shared_events.get() + shared as u64);
-                                if group_first {
-                                    let after = group_after.unwrap_or(rec.start_ns);
-                                    rec.first_token_shared_ns = t.saturating_sub(after).max(1);
-                                } else if let Some(d) = group_since.take() {
-                                    shard.shared_wait.borrow_mut().record(now.saturating_sub(d));
-                                }
+                        let shared =
+                            groups.on_read(t, now, filled, events, had_first, rec.start_ns);
+                        if shared.events > 0 {
+                            shard
+                                .shared_events
+                                .set(shard.shared_events.get() + shared.events);
+                            if let Some(ns) = shared.first_token_ns {
+                                rec.first_token_shared_ns = ns;
                             }
-                        }
-                        full = filled;
-                        drained_at = (!filled).then_some(now);
-                        if !filled {
-                            emptied_stamp = Some(t);
+                            if let Some(w) = shared.wait_ns {
+                                shard.shared_wait.borrow_mut().record(w);
+                            }
                         }
                     }
                     if slot.exchange.is_done() {
