@@ -36,7 +36,7 @@ struct Run {
 }
 
 fn run(ui: &str, port: u16, streams: u64, seconds: u64) -> Run {
-    let (mut master, slave) = ringperf::sys::open_pty(120, 40).unwrap();
+    let (mut master, slave) = ringperf::internals::sys::open_pty(120, 40).unwrap();
     let dir = std::env::temp_dir().join(format!("ringperf-bench-dashboard-{}", std::process::id()));
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ringperf"))
         .args([

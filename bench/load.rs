@@ -34,8 +34,8 @@ use std::time::Duration;
 use clap::Parser;
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use ringperf::cli::{Cli, Command as Sub};
-use ringperf::clock::{now_ns, thread_cpu_ns};
-use ringperf::runtime::Driver;
+use ringperf::internals::clock::{now_ns, thread_cpu_ns};
+use ringperf::internals::runtime::Driver;
 
 const SIM_ENV: &str = "RINGPERF_BENCH_SIM";
 const CLIENT_ENV: &str = "RINGPERF_BENCH_CLIENT";
@@ -101,11 +101,11 @@ impl SimChild {
     }
 
     /// A probe of the simulator's in-flight integral, over the pipe.
-    fn probe(&self) -> ringperf::engine::InFlightProbe {
+    fn probe(&self) -> ringperf::internals::engine::InFlightProbe {
         let io = self.io.clone();
         Box::new(move || {
             let v = io.borrow_mut().ask("inflight");
-            ringperf::engine::InFlightSample {
+            ringperf::internals::engine::InFlightSample {
                 t_ns: v.first().copied().unwrap_or(0) as u64,
                 integral: v.get(1).copied().unwrap_or(0),
                 // The simulator child's lateness is judged by the client run it serves.
@@ -173,7 +173,7 @@ impl Drop for Background {
 }
 
 fn hog_child_main() {
-    ringperf::sys::set_nice(0, 19).expect("setpriority");
+    ringperf::internals::sys::set_nice(0, 19).expect("setpriority");
     let end = now_ns() + 20 * 60 * 1_000_000_000;
     let n = std::thread::available_parallelism().map_or(2, |n| n.get());
     for _ in 0..n {
@@ -197,7 +197,9 @@ const SIM_NICE_ENV: &str = "RINGPERF_BENCH_SIM_NICE";
 fn sim_child_main(flags: &str) {
     match std::env::var(SIM_NICE_ENV) {
         // Co-located: not pinned, at the given priority (threads inherit it).
-        Ok(nice) => ringperf::sys::set_nice(0, nice.parse().expect("nice")).expect("setpriority"),
+        Ok(nice) => {
+            ringperf::internals::sys::set_nice(0, nice.parse().expect("nice")).expect("setpriority")
+        }
         Err(_) => {
             core_affinity::set_for_current(core_affinity::CoreId { id: 0 });
         }
@@ -223,7 +225,11 @@ fn sim_child_main(flags: &str) {
             std::io::stdout().flush().unwrap();
             continue;
         }
-        println!("{} {}", ringperf::sys::process_cpu_ns(), now_ns());
+        println!(
+            "{} {}",
+            ringperf::internals::sys::process_cpu_ns(),
+            now_ns()
+        );
         return;
     }
 }
@@ -327,7 +333,7 @@ fn closed_loop(streams: usize, secs: u64, osl: u32) -> Vec<String> {
 /// Plans, places and runs a client in this process, as `ringperf profile` would.
 fn run_client(
     args: &ringperf::cli::ProfileArgs,
-    probe: Option<ringperf::engine::InFlightProbe>,
+    probe: Option<ringperf::internals::engine::InFlightProbe>,
 ) -> ringperf::report::Report {
     let (out, settings) = run_engine(args.plan().unwrap(), probe);
     ringperf::report::build(out, &settings)
@@ -336,12 +342,15 @@ fn run_client(
 /// Places and runs a planned client; the report is the caller's to build.
 fn run_engine(
     plan: ringperf::plan::Plan,
-    probe: Option<ringperf::engine::InFlightProbe>,
-) -> (ringperf::engine::RunOutput, ringperf::report::Settings) {
-    let placement = ringperf::engine::place(&plan, &[]).unwrap();
+    probe: Option<ringperf::internals::engine::InFlightProbe>,
+) -> (
+    ringperf::internals::engine::RunOutput,
+    ringperf::report::Settings,
+) {
+    let placement = ringperf::internals::engine::place(&plan, &[]).unwrap();
     let settings = ringperf::report::Settings::of(&plan);
-    let mut view = ringperf::engine::LineView::new(&plan);
-    let out = ringperf::engine::run(
+    let mut view = ringperf::internals::engine::LineView::new(&plan);
+    let out = ringperf::internals::engine::run(
         Arc::new(plan),
         placement,
         Arc::new(AtomicBool::new(false)),
@@ -440,7 +449,7 @@ fn run_raw(streams: usize, rate: u64, driver: Driver, secs: u64) -> Figures {
     let sampler = rss_sampler(stop.clone());
     let (cpu_ns, wall_ns, responses) = std::thread::spawn(move || {
         core_affinity::set_for_current(core_affinity::CoreId { id: 1 });
-        let (mut rt, _) = ringperf::runtime::build(driver, 4096).unwrap();
+        let (mut rt, _) = ringperf::internals::runtime::build(driver, 4096).unwrap();
         rt.block_on(async move {
             let req = Rc::new(req);
             let warm = Rc::new(std::cell::Cell::new(0usize));
@@ -575,7 +584,7 @@ fn colocated(streams: usize, opts: &Opts) -> Colocated {
     more.extend(opts.client_flags.split_whitespace());
     let r = run_client(&profile_args(sim.port, &more), Some(sim.probe()));
     let sim_cpu = sim.cpu_share();
-    let us = |d: &ringperf::stats::Dist, p: f64| d.percentile(p) as f64 / 1e3;
+    let us = |d: &ringperf::internals::stats::Dist, p: f64| d.percentile(p) as f64 / 1e3;
     let c = &r.health.self_check;
     let (cpu, events) = r.health.shards.iter().fold((0.0, 0.0), |(c, e), s| {
         let ev = s.events_per_sec * r.window_ns as f64 / 1e9;
@@ -708,7 +717,7 @@ fn main() {
         return;
     }
     let opts = Opts::parse();
-    ringperf::engine::raise_nofile_limit();
+    ringperf::internals::engine::raise_nofile_limit();
     if opts.colocated {
         print_colocated(&opts);
         return;

@@ -7,10 +7,10 @@
 
 use std::time::Instant;
 
-use ringperf::exchange::{Exchange, Scratch};
-use ringperf::http::chunked;
+use ringperf::internals::exchange::{Exchange, Scratch};
+use ringperf::internals::http::chunked;
+use ringperf::internals::sse::Framer;
 use ringperf::record::{Phase, Record};
-use ringperf::sse::Framer;
 
 fn capture() -> Vec<u8> {
     std::fs::read(concat!(
@@ -73,12 +73,12 @@ fn main() {
     println!("{:<40} {t:>8.1} ns/event", "SSE framing");
 
     // As the response path decodes: the event where it lies, copied only when it must be.
-    let mut bufs = ringperf::api::openai::Json::default();
+    let mut bufs = ringperf::internals::api::openai::Json::default();
     let mut copy = Vec::new();
     let t = median_ns_per(n, || {
         for e in &events {
             if e.as_slice() != b"[DONE]" {
-                let p = ringperf::api::openai::decode_from(e, &mut copy, &mut bufs);
+                let p = ringperf::internals::api::openai::decode_from(e, &mut copy, &mut bufs);
                 std::hint::black_box(p.unwrap());
             }
         }
@@ -97,7 +97,7 @@ fn main() {
 
     // The live line: two counters per finished request on the shard, and once a second a
     // merge of every shard's buckets into p50/p99 on the main thread.
-    let live = ringperf::stats::LiveBuckets::default();
+    let live = ringperf::internals::stats::LiveBuckets::default();
     let mut v = 1u64;
     let per_request = median_ns_per(1, || {
         v = v.wrapping_mul(6364136223846793005).wrapping_add(1);
@@ -108,7 +108,8 @@ fn main() {
         "{:<40} {per_request:>8.1} ns/request",
         "live line: record TTFT and ITL"
     );
-    let shards: Vec<ringperf::stats::LiveBuckets> = (0..16).map(|_| Default::default()).collect();
+    let shards: Vec<ringperf::internals::stats::LiveBuckets> =
+        (0..16).map(|_| Default::default()).collect();
     let t = std::time::Instant::now();
     let lines = 200;
     for _ in 0..lines {
@@ -119,7 +120,7 @@ fn main() {
             }
         }
         for p in [50.0, 99.0] {
-            std::hint::black_box(ringperf::stats::LiveBuckets::quantile(&all, p));
+            std::hint::black_box(ringperf::internals::stats::LiveBuckets::quantile(&all, p));
         }
     }
     // Two histograms (TTFT and ITL) per line.

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use ringperf::cli::{Cli, Command};
-use ringperf::gpu::fake::{Fake, FakeGpu};
-use ringperf::gpu::Sampler;
+use ringperf::internals::gpu::fake::{Fake, FakeGpu};
+use ringperf::internals::gpu::Sampler;
 
 #[derive(Parser)]
 struct Opts {
@@ -42,8 +42,8 @@ fn sampler_share(secs: u64) -> f64 {
 
 fn scraper_share(secs: u64, sim: &ringperf::sim::SimHandle) -> f64 {
     let server = ringperf::plan::Endpoint::parse(&format!("http://{}", sim.addr)).unwrap();
-    let t = ringperf::server_metrics::Target::parse("auto", &server).unwrap();
-    let s = ringperf::server_metrics::Scraper::start(vec![t], None, 100_000_000, None);
+    let t = ringperf::internals::server_metrics::Target::parse("auto", &server).unwrap();
+    let s = ringperf::internals::server_metrics::Scraper::start(vec![t], None, 100_000_000, None);
     std::thread::sleep(Duration::from_secs(secs));
     let (scrapes, cpu) = s.finish();
     assert!(scrapes[0].1.iter().all(|x| x.page.is_ok()));

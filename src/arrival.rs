@@ -18,7 +18,7 @@ pub enum Arrival {
 ///
 /// `ramp_ns` raises the rate linearly from `rate / ramp_steps` to `rate` over that time, by
 /// stretching the unit-rate process's clock (its shape is kept).
-pub fn arrival_offsets(
+pub(crate) fn arrival_offsets(
     rate: f64,
     arrival: Arrival,
     burstiness: f64,

@@ -22,7 +22,7 @@ fn named(path: &Path, e: io::Error) -> io::Error {
 }
 
 /// Writes `path` with what `fill` writes; the file appears only once all of it is on disk.
-pub fn write_with(
+pub(crate) fn write_with(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
@@ -44,13 +44,13 @@ pub fn write_with(
 }
 
 /// Writes `bytes` to `path` (see [`write_with`]).
-pub fn write(path: &Path, bytes: impl AsRef<[u8]>) -> io::Result<()> {
+pub(crate) fn write(path: &Path, bytes: impl AsRef<[u8]>) -> io::Result<()> {
     write_with(path, |w| w.write_all(bytes.as_ref()))
 }
 
 /// Appends `bytes` to `path` as a new line (vLLM's `--append-result`); the file is rewritten
 /// whole with them, so that a failed append leaves the old file as it was.
-pub fn append_line(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn append_line(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let old = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),

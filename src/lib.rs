@@ -2,12 +2,15 @@
 //!
 //! The crate is organised the way a request flows: [`cli`] turns flags into a plain
 //! [`plan::Spec`]; [`plan`] validates it and prepares every request before the clock starts;
-//! [`engine`] places its shards from what the host is doing and runs one monoio runtime per
-//! shard, each driving its own connections; the sans-IO layers [`http`], [`sse`],
-//! [`api::openai`] and [`exchange`] turn received bytes into [`record`]s; [`report`] merges
-//! them and writes what GenAI-Perf and AIPerf users expect. [`sim`] is the built-in server,
-//! beside the engine, that proves the client's own overhead. Imports point one way; see the
-//! *Code layout* in `docs/design.md`.
+//! the engine places its shards from what the host is doing and runs one monoio runtime per
+//! shard, each driving its own connections; the sans-IO layers (HTTP, the event stream, the
+//! API payloads, the exchange) turn received bytes into [`record`]s; [`report`] merges them
+//! and writes what GenAI-Perf and AIPerf users expect. [`sim`] is the built-in server, beside
+//! the engine, that proves the client's own overhead; [`app`] runs each command. Imports point
+//! one way; see the *Code layout* in `docs/design.md`.
+//!
+//! The API is those modules and [`warning`]. The layers beneath them are public only in
+//! [`internals`], for ringperf's own integration tests and benches.
 #![deny(missing_docs)]
 // No unsafe code in the crate root; none at all (forbid: no inner allow can lift it) in every
 // module but `sys`, which wraps the system calls the standard library lacks.
@@ -15,65 +18,35 @@
 #![warn(unreachable_pub)]
 
 #[forbid(unsafe_code)]
-pub mod api;
-#[forbid(unsafe_code)]
 pub mod app;
 #[forbid(unsafe_code)]
-pub mod arrival;
+mod arrival;
 #[forbid(unsafe_code)]
-pub mod artifact;
+mod artifact;
 #[forbid(unsafe_code)]
 mod blocking;
 #[forbid(unsafe_code)]
 pub mod cli;
 #[forbid(unsafe_code)]
-pub mod clock;
-#[forbid(unsafe_code)]
-pub mod cpus;
-#[forbid(unsafe_code)]
 mod doctor;
-#[forbid(unsafe_code)]
-pub mod endpoint;
-#[forbid(unsafe_code)]
-pub mod engine;
-#[forbid(unsafe_code)]
-pub mod exchange;
-#[forbid(unsafe_code)]
-pub mod gpu;
 #[forbid(unsafe_code)]
 mod host;
 #[forbid(unsafe_code)]
-pub mod http;
-#[forbid(unsafe_code)]
 mod net;
 #[forbid(unsafe_code)]
-pub mod otlp;
+mod otlp;
 #[forbid(unsafe_code)]
 pub mod plan;
 #[forbid(unsafe_code)]
 mod preflight;
 #[forbid(unsafe_code)]
-pub mod prom;
-#[forbid(unsafe_code)]
 pub mod record;
-#[forbid(unsafe_code)]
-pub mod redact;
 #[forbid(unsafe_code)]
 pub mod report;
 #[forbid(unsafe_code)]
-pub mod runtime;
-#[forbid(unsafe_code)]
-pub mod server_metrics;
-#[forbid(unsafe_code)]
 pub mod sim;
 #[forbid(unsafe_code)]
-pub mod sse;
-#[forbid(unsafe_code)]
-pub mod stats;
-#[allow(unsafe_code)]
-pub mod sys;
-#[forbid(unsafe_code)]
-pub mod telemetry;
+mod telemetry;
 #[forbid(unsafe_code)]
 mod timer;
 #[forbid(unsafe_code)]
@@ -81,8 +54,13 @@ mod tls;
 #[forbid(unsafe_code)]
 mod ui;
 #[forbid(unsafe_code)]
-pub mod units;
+mod units;
 #[forbid(unsafe_code)]
 pub mod warning;
-#[forbid(unsafe_code)]
-pub mod workload;
+
+pub mod internals;
+
+pub(crate) use internals::{
+    api, clock, cpus, endpoint, engine, exchange, gpu, http, prom, redact, runtime, server_metrics,
+    sse, stats, sys, workload,
+};

@@ -4,9 +4,9 @@
 use std::io::Write;
 
 fn main() {
-    ringperf::clock::mark_process_start();
+    ringperf::internals::clock::mark_process_start();
     // Signals work from the first instant: Ctrl-C before the run begins stops it too.
-    let stop = ringperf::sys::interrupt_flag();
+    let stop = ringperf::internals::sys::interrupt_flag();
     let cli = match ringperf::cli::port::parse(std::env::args_os()) {
         Ok(cli) => cli,
         Err(ringperf::cli::port::ParseError::Clap(e)) => e.exit(),
@@ -23,7 +23,10 @@ fn main() {
         }
         Err(e) => {
             let _ = std::io::stdout().flush();
-            eprintln!("error: {}", ringperf::redact::scrub(&e.to_string()));
+            eprintln!(
+                "error: {}",
+                ringperf::internals::redact::scrub(&e.to_string())
+            );
             std::process::exit(e.exit_code());
         }
     }

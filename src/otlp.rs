@@ -22,7 +22,7 @@ use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans};
 use prost::Message;
 
 /// vLLM's span attribute names (seconds, as doubles), in [`Phases`]' order.
-pub const ATTRIBUTES: [&str; 6] = [
+pub(crate) const ATTRIBUTES: [&str; 6] = [
     "gen_ai.latency.time_in_queue",
     "gen_ai.latency.time_in_model_prefill",
     "gen_ai.latency.time_in_model_decode",
@@ -32,10 +32,10 @@ pub const ATTRIBUTES: [&str; 6] = [
 ];
 
 /// The attribute that names the request.
-pub const REQUEST_ID: &str = "gen_ai.request.id";
+pub(crate) const REQUEST_ID: &str = "gen_ai.request.id";
 
 /// The span vLLM writes per request.
-pub const SPAN_NAME: &str = "llm_request";
+pub(crate) const SPAN_NAME: &str = "llm_request";
 
 /// What a server said of one request (ns); `None` where its span did not say.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -93,7 +93,7 @@ pub struct Span {
 /// The request number in a server's request id: the token of exactly 16 hexadecimal digits
 /// (ringperf's `X-Request-ID`) between the API's prefix and any suffix the server adds
 /// (`chatcmpl-00000000000000a3`, `cmpl-00000000000000a3-0`).
-pub fn request_number(server_id: &str) -> Option<u64> {
+pub(crate) fn request_number(server_id: &str) -> Option<u64> {
     server_id
         .split(|c: char| !c.is_ascii_alphanumeric())
         .find(|t| t.len() == 16 && t.bytes().all(|b| b.is_ascii_hexdigit()))
@@ -112,7 +112,7 @@ fn seconds_ns(v: &AnyValue) -> Option<u64> {
 
 /// What one export held.
 #[derive(Debug, Default, PartialEq)]
-pub struct Export {
+pub(crate) struct Export {
     /// Spans that name a request ringperf sent.
     pub spans: Vec<Span>,
     /// Other spans (another name, or no ringperf request id).
@@ -120,7 +120,7 @@ pub struct Export {
 }
 
 /// The request spans of an export.
-pub fn spans_of(req: &ExportTraceServiceRequest) -> Export {
+pub(crate) fn spans_of(req: &ExportTraceServiceRequest) -> Export {
     let mut out = Export::default();
     for s in req
         .resource_spans
@@ -178,7 +178,7 @@ impl Encoding {
 
 /// A span to write: the server's request id, when it ran (Unix ns), and its phases.
 #[derive(Debug, Clone)]
-pub struct Out {
+pub(crate) struct Out {
     /// The server's id for the request (vLLM's `chatcmpl-…`).
     pub request_id: String,
     /// Start (the request's arrival) and end (Unix ns).
@@ -192,7 +192,7 @@ pub struct Out {
 }
 
 /// An export of `spans` as vLLM writes them, from service `service`.
-pub fn encode(service: &str, spans: &[Out], enc: Encoding) -> Vec<u8> {
+pub(crate) fn encode(service: &str, spans: &[Out], enc: Encoding) -> Vec<u8> {
     let kv = |key: &str, v: any_value::Value| KeyValue {
         key: key.to_string(),
         value: Some(AnyValue { value: Some(v) }),
@@ -263,7 +263,7 @@ pub fn encode(service: &str, spans: &[Out], enc: Encoding) -> Vec<u8> {
 
 /// Why an export was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DecodeError {
+pub(crate) enum DecodeError {
     /// Neither protobuf nor JSON.
     #[error("unsupported content type {0:?} (OTLP/HTTP sends application/x-protobuf or application/json)")]
     ContentType(String),
@@ -276,7 +276,7 @@ pub enum DecodeError {
 }
 
 /// Decodes an export's body by its content type and encoding.
-pub fn decode(
+pub(crate) fn decode(
     body: &[u8],
     content_type: &str,
     content_encoding: Option<&str>,
@@ -320,10 +320,10 @@ pub fn decode(
 }
 
 /// The largest export body taken (OTLP collectors' usual limit is a few MiB).
-pub const MAX_BODY: usize = 64 << 20;
+pub(crate) const MAX_BODY: usize = 64 << 20;
 
 /// The most request spans kept (a run's requests beyond that go without).
-pub const MAX_SPANS: usize = 4_000_000;
+pub(crate) const MAX_SPANS: usize = 4_000_000;
 
 /// The most connections served at once (a server's exporters keep one or a few).
 const MAX_CONNECTIONS: usize = 64;
@@ -370,7 +370,7 @@ impl Received {
 type Shared = (Mutex<Received>, Condvar);
 
 /// An OTLP/HTTP trace receiver on its own thread.
-pub struct Receiver {
+pub(crate) struct Receiver {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
     got: Arc<Shared>,
@@ -379,7 +379,7 @@ pub struct Receiver {
 
 impl Receiver {
     /// Listens on `addr` (`IP:PORT`).
-    pub fn start(addr: &str) -> Result<Receiver, String> {
+    pub(crate) fn start(addr: &str) -> Result<Receiver, String> {
         let listener = TcpListener::bind(addr)
             .map_err(|e| format!("--server-traces: cannot listen on {addr}: {e}"))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
@@ -398,19 +398,14 @@ impl Receiver {
         })
     }
 
-    /// Where it listens.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
     /// The endpoint to give the server (`--otlp-traces-endpoint`).
-    pub fn endpoint(&self) -> String {
+    pub(crate) fn endpoint(&self) -> String {
         format!("http://{}", self.addr)
     }
 
     /// Waits until every request in `want` has its span, `until` passes, or `stop` is set;
     /// returns how many of them have one.
-    pub fn wait_for(&self, want: &[u64], until: Instant, stop: &AtomicBool) -> usize {
+    pub(crate) fn wait_for(&self, want: &[u64], until: Instant, stop: &AtomicBool) -> usize {
         let (lock, taken) = &*self.got;
         let mut g = lock.lock().unwrap_or_else(|e| e.into_inner());
         loop {
@@ -429,7 +424,7 @@ impl Receiver {
     }
 
     /// Takes what came in so far (the receiver goes on listening).
-    pub fn take(&self) -> Received {
+    pub(crate) fn take(&self) -> Received {
         std::mem::take(&mut *self.got.0.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
@@ -653,7 +648,7 @@ fn serve(mut conn: TcpStream, stop: &AtomicBool, got: &Shared) {
 }
 
 /// Checks an OTLP/HTTP endpoint URL (`http://HOST:PORT[/PATH]`).
-pub fn check_url(url: &str) -> Result<(), String> {
+pub(crate) fn check_url(url: &str) -> Result<(), String> {
     let rest = url.strip_prefix("http://").ok_or_else(|| {
         format!("--otlp-traces-endpoint {url:?}: expected http://HOST:PORT (OTLP over HTTP)")
     })?;
@@ -669,7 +664,7 @@ pub fn check_url(url: &str) -> Result<(), String> {
 /// Posts one export to `url` (`http://HOST:PORT[/PATH]`, the path `/v1/traces` when none is
 /// given),
 /// blocking, with `timeout`: the simulator's exporter.
-pub fn post(url: &str, body: &[u8], enc: Encoding, timeout: Duration) -> Result<(), String> {
+pub(crate) fn post(url: &str, body: &[u8], enc: Encoding, timeout: Duration) -> Result<(), String> {
     let rest = url
         .strip_prefix("http://")
         .ok_or_else(|| format!("{url}: only http:// OTLP endpoints are supported"))?;

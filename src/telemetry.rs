@@ -36,7 +36,7 @@ pub enum Error {
 }
 
 /// Telemetry threads while the run is live.
-pub struct Telemetry {
+pub(crate) struct Telemetry {
     gpu: Option<Sampler>,
     gpu_unavailable: Option<String>,
     scraper: Option<Scraper>,
@@ -66,7 +66,7 @@ pub struct TelemetryReport {
 impl Telemetry {
     /// Starts what `cfg` asks for around `plan`, its threads on `cpu` when given. A missing
     /// GPU or driver is a note, not an error.
-    pub fn start(cfg: &Config, plan: &Plan, cpu: Option<usize>) -> Result<Telemetry, Error> {
+    pub(crate) fn start(cfg: &Config, plan: &Plan, cpu: Option<usize>) -> Result<Telemetry, Error> {
         let (gpu, gpu_unavailable) = if !cfg.gpu {
             (None, Some("turned off (--no-gpu-telemetry)".to_string()))
         } else {
@@ -109,7 +109,7 @@ impl Telemetry {
     }
 
     /// Stops the threads and summarises the window `[tx, ty]`.
-    pub fn finish(
+    pub(crate) fn finish(
         self,
         tx: u64,
         ty: u64,

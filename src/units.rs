@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 /// Parses a duration into nanoseconds. A bare number is seconds (as in AIPerf's flags).
-pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_duration_ns(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -33,7 +33,7 @@ pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
 }
 
 /// Parses a count with an optional `k`/`M` suffix (`10k` = 10000).
-pub fn parse_count(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_count(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let (num, mult) = match t.chars().last() {
         Some('k' | 'K') => (&t[..t.len() - 1], 1_000.0),

@@ -4,10 +4,10 @@
 //! panic inside ringperf, a result that depends on how the bytes were split, memory held past
 //! a cap, or (for the differential target) an event the reference reads differently.
 
-use ringperf::exchange::{Exchange, Scratch};
-use ringperf::http::{chunked, response};
+use ringperf::internals::exchange::{Exchange, Scratch};
+use ringperf::internals::http::{chunked, response};
+use ringperf::internals::sse::{Framer, MAX_EVENT};
 use ringperf::record::{Phase, Record};
-use ringperf::sse::{Framer, MAX_EVENT};
 
 /// Where to split `data` in two, from its first byte (so the fuzzer controls it).
 fn split_point(data: &[u8]) -> usize {
@@ -29,7 +29,7 @@ pub fn chunked(data: &[u8]) {
     }
 }
 
-type Decoded = Result<(Vec<u8>, usize, bool), ringperf::http::ProtocolError>;
+type Decoded = Result<(Vec<u8>, usize, bool), ringperf::internals::http::ProtocolError>;
 
 fn decode_chunked(pieces: &[&[u8]]) -> Decoded {
     let mut d = chunked::Decoder::new();
@@ -113,7 +113,7 @@ pub fn openai(data: &[u8]) {
     // The decoder alone, on the bytes as one JSON document.
     let mut doc = data.to_vec();
     SCRATCH.with_borrow_mut(|s| {
-        let _ = ringperf::api::openai::decode(&mut doc, &mut s.json);
+        let _ = ringperf::internals::api::openai::decode(&mut doc, &mut s.json);
     });
 }
 
@@ -223,7 +223,7 @@ fn reference_events(mut data: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
 /// shape learned from the first and then matched against the second, each give exactly what
 /// simd-json and serde give, errors included.
 pub fn openai_differential(data: &[u8]) {
-    use ringperf::api::openai::{decode, decode_from, decode_general, Json};
+    use ringperf::internals::api::openai::{decode, decode_from, decode_general, Json};
     let (learned, doc) = match data.iter().position(|&b| b == b'\n') {
         Some(i) => (&data[..i], &data[i + 1..]),
         None => (data, data),
@@ -257,7 +257,7 @@ pub fn openai_differential(data: &[u8]) {
 /// the scrubbing writer gives the same bytes however the text is split into writes; a server's
 /// text comes out as one line without a control character.
 pub fn redact(data: &[u8]) {
-    use ringperf::redact::{install, scrub_bytes, server_bytes, ScrubWriter};
+    use ringperf::internals::redact::{install, scrub_bytes, server_bytes, ScrubWriter};
     use std::io::Write;
     // Unlike anything ringperf writes itself: the smoke test installs them in a process that runs
     // every other integration test too.

@@ -574,12 +574,13 @@ fn doctor_names_a_busy_cpu_and_what_keeps_it_busy_and_fails_on_a_blocker() {
         assert!(text.contains(name), "{name}: {text}");
     }
     // A thread of this process spins on the first CPU it may use until the doctor is done.
-    let cpu = ringperf::cpus::usable_cpus()[0];
+    let cpu = ringperf::internals::cpus::usable_cpus()[0];
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let spin = {
         let stop = stop.clone();
         std::thread::spawn(move || {
-            ringperf::sys::set_affinity(ringperf::sys::gettid(), &[cpu]).unwrap();
+            ringperf::internals::sys::set_affinity(ringperf::internals::sys::gettid(), &[cpu])
+                .unwrap();
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 std::hint::spin_loop();
             }

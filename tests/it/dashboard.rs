@@ -82,7 +82,7 @@ fn drawn_cells(s: &vt100::Screen) -> usize {
 fn the_dashboard_draws_the_run_pauses_and_quits_as_ctrl_c() {
     let _alone = support::alone();
     let (cols, rows) = (80, 24);
-    let (master, slave) = ringperf::sys::open_pty(cols, rows).unwrap();
+    let (master, slave) = ringperf::internals::sys::open_pty(cols, rows).unwrap();
     let typing = master.try_clone().unwrap();
     let dir = support::artifact_dir("dashboard");
     // Two points, each long enough to be watched: the second shows the first in its table.

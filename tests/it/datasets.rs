@@ -56,7 +56,7 @@ fn custom_jsonl_text_messages_and_max_tokens() {
         b[1]["max_tokens"], 30,
         "the flag fills in what the line does not say"
     );
-    let tok = ringperf::workload::Tokenizer::embedded().unwrap();
+    let tok = ringperf::internals::workload::Tokenizer::embedded().unwrap();
     let want = tok.count("Be brief.").unwrap() + tok.count("Hi").unwrap();
     assert_eq!(
         p.workload.dataset.entries[1]
@@ -100,7 +100,7 @@ fn a_files_prompts_are_counted_after_the_run() {
         &dir,
     )
     .unwrap();
-    let tok = ringperf::workload::Tokenizer::embedded().unwrap();
+    let tok = ringperf::internals::workload::Tokenizer::embedded().unwrap();
     let want: Vec<u32> = texts.iter().map(|t| tok.count(t).unwrap() as u32).collect();
     assert!(want[0] != want[2], "{want:?}");
     let recs = &res.report.records;
@@ -162,7 +162,7 @@ fn sharegpt_first_human_turn_and_reply_length() {
     let b = bodies(&p);
     assert_eq!(b.len(), 2, "the entry without a human turn is skipped");
     assert_eq!(b[0]["messages"][0]["content"], "What is a sonnet?");
-    let reply_tokens = ringperf::workload::Tokenizer::embedded()
+    let reply_tokens = ringperf::internals::workload::Tokenizer::embedded()
         .unwrap()
         .count("A poem of fourteen lines.")
         .unwrap();
@@ -191,7 +191,7 @@ fn mooncake_prompts_share_blocks_by_hash_id() {
     let _shared = support::shared();
     let f = write("trace.jsonl", &trace());
     let p = plan(&["--input-file", f.to_str().unwrap(), "--fixed-schedule"]).unwrap();
-    let tok = ringperf::workload::Tokenizer::embedded().unwrap();
+    let tok = ringperf::internals::workload::Tokenizer::embedded().unwrap();
     let prompts: Vec<String> = bodies(&p)
         .iter()
         .map(|b| b["messages"][0]["content"].as_str().unwrap().to_string())
@@ -316,7 +316,7 @@ fn shared_prefixes_start_every_prompt() {
     heads.dedup();
     // The prefixes are whole corpus lines cut at 50 tokens: at most 3 distinct openings.
     assert!(heads.len() <= 3 && !heads.is_empty(), "{heads:?}");
-    let tok = ringperf::workload::Tokenizer::embedded().unwrap();
+    let tok = ringperf::internals::workload::Tokenizer::embedded().unwrap();
     let isl = tok.count(&prompts[0]).unwrap();
     assert!((65..=75).contains(&isl), "prefix 50 + newline + 20: {isl}");
 }

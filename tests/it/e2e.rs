@@ -221,7 +221,7 @@ fn the_live_line_says_the_load_progress_and_ttft_and_itl_so_far() {
         .plan()
         .unwrap();
     plan.output.title = "concurrency 8 (point 2 of 3)".into();
-    let shards: Vec<Arc<ringperf::engine::Progress>> =
+    let shards: Vec<Arc<ringperf::internals::engine::Progress>> =
         (0..2).map(|_| Arc::new(Default::default())).collect();
     for (i, p) in shards.iter().enumerate() {
         p.done.store(25, Ordering::Relaxed);
@@ -233,7 +233,7 @@ fn the_live_line_says_the_load_progress_and_ttft_and_itl_so_far() {
             p.itl_us.record(5_000);
         }
     }
-    let line = ringperf::engine::progress_line(&shards, &plan, 10_000_000_000, 200);
+    let line = ringperf::internals::engine::progress_line(&shards, &plan, 10_000_000_000, 200);
     for want in [
         "concurrency 8 (point 2 of 3) | ",
         "done 50/100",
@@ -249,7 +249,7 @@ fn the_live_line_says_the_load_progress_and_ttft_and_itl_so_far() {
     }
     // An 80-column terminal: the count, the errors, TTFT and the ETA stay; the rest goes
     // before anything is cut.
-    let line = ringperf::engine::progress_line(&shards, &plan, 10_000_000_000, 79);
+    let line = ringperf::internals::engine::progress_line(&shards, &plan, 10_000_000_000, 79);
     assert!(line.chars().count() <= 79, "{line:?}");
     for want in [
         "done 50/100",

@@ -104,7 +104,7 @@ fn no_secret_a_server_echoes_reaches_the_console_or_a_file() {
     assert_eq!(leak(&files, &secrets), None, "{files}");
 
     // 2. The URL's password, echoed with the Basic token made from it.
-    let basic = ringperf::endpoint::basic_token(&format!("admin:{PASSWORD}"));
+    let basic = ringperf::internals::endpoint::basic_token(&format!("admin:{PASSWORD}"));
     let body = format!(
         r#"{{"message": "bad credentials Basic {basic} for admin:{PASSWORD} ({PASSWORD})"}}"#
     );

@@ -33,7 +33,7 @@ fn standin() -> &'static PathBuf {
 fn run(script: &[(&str, &str)]) -> (i32, String, serde_json::Value, String) {
     let dir = support::artifact_dir("nvml");
     let mut cmd = support::ringperf();
-    cmd.env(ringperf::gpu::LIBRARY_ENV, standin())
+    cmd.env(ringperf::internals::gpu::LIBRARY_ENV, standin())
         .args([
             "profile",
             "--sim=--ttft 5ms --itl 5ms",

@@ -7,7 +7,7 @@ use crate::support;
 use crate::support::{artifact_dir, profile, sim, Hogs};
 
 fn two_cpus() -> Option<Vec<usize>> {
-    let cpus = ringperf::cpus::usable_cpus();
+    let cpus = ringperf::internals::cpus::usable_cpus();
     if cpus.len() < 2 {
         eprintln!("skipped: needs two CPUs, this process may use {cpus:?}");
         return None;
@@ -84,7 +84,7 @@ fn a_starved_shard_is_reported_with_the_requests_it_distorted() {
 }
 
 /// Plans a run against `url` and places its shards, without sending anything.
-fn placement_for(url: &str) -> ringperf::engine::placement::Placement {
+fn placement_for(url: &str) -> ringperf::internals::engine::placement::Placement {
     let args = support::profile_args(&[
         "--url",
         url,
@@ -96,7 +96,7 @@ fn placement_for(url: &str) -> ringperf::engine::placement::Placement {
         "1",
     ]);
     let plan = args.plan().expect("plan");
-    ringperf::engine::place(&plan, &[]).expect("placement")
+    ringperf::internals::engine::place(&plan, &[]).expect("placement")
 }
 
 #[test]
@@ -107,7 +107,11 @@ fn the_placement_leaves_a_busy_cpu_out() {
     // A server on another host (TEST-NET-3, RFC 5737: nothing is sent there, placing only
     // looks at this host): one shard, pinned to the quiet CPU.
     let p = placement_for("http://203.0.113.7:8000");
-    assert_eq!(p.mode, ringperf::engine::placement::Mode::PerCore, "{p:?}");
+    assert_eq!(
+        p.mode,
+        ringperf::internals::engine::placement::Mode::PerCore,
+        "{p:?}"
+    );
     assert!(!p.quiet.contains(&cpus[0]), "{p:?}");
     assert_eq!(p.shards.len(), 1);
     assert_ne!(p.shards[0].core(), Some(cpus[0]), "{p:?}");
@@ -115,7 +119,11 @@ fn the_placement_leaves_a_busy_cpu_out() {
     // the busy CPU is still not a quiet one.
     let s = sim("--ttft 5ms --itl 5ms");
     let p = placement_for(&format!("http://{}", s.addr));
-    assert_eq!(p.mode, ringperf::engine::placement::Mode::Shared, "{p:?}");
+    assert_eq!(
+        p.mode,
+        ringperf::internals::engine::placement::Mode::Shared,
+        "{p:?}"
+    );
     assert!(!p.quiet.contains(&cpus[0]), "{p:?}");
     assert_eq!(p.shards[0].core(), None, "{p:?}");
 }

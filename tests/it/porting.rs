@@ -1265,7 +1265,7 @@ fn a_profile_line_chooses_its_dialect_from_its_flags() {
     // GenAI-Perf's by one of its own flags: Triton by default.
     let p = parse("genai-perf profile -m m -p 1000").unwrap();
     let (spec, notes) = p.spec_and_notes().unwrap();
-    assert_eq!(spec.target.kind, ringperf::api::Kind::Template);
+    assert_eq!(spec.target.kind, ringperf::internals::api::Kind::Template);
     assert!(notes.iter().any(|n| n.contains("Triton")), "{notes:?}");
     // GuideLLM's flags under `profile` are read as GuideLLM's.
     let p = parse("ringperf profile --target http://h:8000 --max-requests 5 --data prompt_tokens=8,output_tokens=4 --profile synchronous").unwrap();

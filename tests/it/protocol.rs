@@ -6,7 +6,7 @@
 use crate::support;
 use std::path::PathBuf;
 
-use ringperf::exchange::{Exchange, Scratch};
+use ringperf::internals::exchange::{Exchange, Scratch};
 use ringperf::record::{Outcome, Phase, Record};
 
 fn capture(name: &str) -> Vec<u8> {

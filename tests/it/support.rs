@@ -212,8 +212,8 @@ impl Hogs {
             .map(|_| {
                 let stop = stop.clone();
                 std::thread::spawn(move || {
-                    ringperf::sys::set_affinity(0, &[cpu]).expect("pin the hog");
-                    let now = ringperf::clock::now_ns;
+                    ringperf::internals::sys::set_affinity(0, &[cpu]).expect("pin the hog");
+                    let now = ringperf::internals::clock::now_ns;
                     let end = now() + 60_000_000_000;
                     let mut x = 0u64;
                     while !stop.load(Ordering::Relaxed) && now() < end {

@@ -3,8 +3,8 @@
 
 use crate::support;
 
-use ringperf::prom::{self, Kind};
-use ringperf::server_metrics::{summarize, Scrape, Target};
+use ringperf::internals::prom::{self, Kind};
+use ringperf::internals::server_metrics::{summarize, Scrape, Target};
 
 fn page(name: &str) -> String {
     String::from_utf8(support::capture(&format!("vllm/{name}"))).unwrap()
@@ -171,14 +171,20 @@ fn the_first_metrics_page_is_in_before_the_scraper_returns() {
             false,
         )
     });
-    let endpoint = ringperf::endpoint::Endpoint::parse(&format!("http://{}", server.addr)).unwrap();
-    let target = ringperf::server_metrics::Target::parse(
+    let endpoint =
+        ringperf::internals::endpoint::Endpoint::parse(&format!("http://{}", server.addr)).unwrap();
+    let target = ringperf::internals::server_metrics::Target::parse(
         &format!("http://{}/metrics", server.addr),
         &endpoint,
     )
     .unwrap();
     let started = std::time::Instant::now();
-    let s = ringperf::server_metrics::Scraper::start(vec![target], None, 1_000_000_000, None);
+    let s = ringperf::internals::server_metrics::Scraper::start(
+        vec![target],
+        None,
+        1_000_000_000,
+        None,
+    );
     assert!(started.elapsed() >= std::time::Duration::from_millis(300));
     assert_eq!(
         server.requests.load(std::sync::atomic::Ordering::Relaxed),

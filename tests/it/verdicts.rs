@@ -78,7 +78,7 @@ fn clean_runs_are_never_called_limited() {
 fn hiccups_shorter_than_the_gap_between_tokens_are_not_called_limited() {
     let _alone = support::alone();
     // Every CPU busy 3 ms of every 40 ms, beside tokens 10 ms apart.
-    let _hogs: Vec<Hogs> = ringperf::cpus::usable_cpus()
+    let _hogs: Vec<Hogs> = ringperf::internals::cpus::usable_cpus()
         .into_iter()
         .map(|c| Hogs::pulsed(c, 1, Duration::from_millis(3), Duration::from_millis(40)))
         .collect();
@@ -94,7 +94,7 @@ fn hiccups_shorter_than_the_gap_between_tokens_are_not_called_limited() {
 #[test]
 fn a_starved_shard_is_always_called_distorted_with_or_without_the_simulators_stamps() {
     let _alone = support::alone();
-    let cpus = ringperf::cpus::usable_cpus();
+    let cpus = ringperf::internals::cpus::usable_cpus();
     if cpus.len() < 2 {
         eprintln!("skipped: needs two CPUs, this process may use {cpus:?}");
         return;
@@ -136,7 +136,7 @@ fn a_starved_shard_is_always_called_distorted_with_or_without_the_simulators_sta
 #[test]
 fn the_simulator_takes_the_quietest_cpu_and_says_when_it_stalled() {
     let _alone = support::alone();
-    let cpus = ringperf::cpus::usable_cpus();
+    let cpus = ringperf::internals::cpus::usable_cpus();
     if cpus.len() < 2 {
         eprintln!("skipped: needs two CPUs, this process may use {cpus:?}");
         return;
