@@ -9,7 +9,7 @@
 //! id; [`encode`] writes them, for ringperf's simulator.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -261,6 +261,44 @@ pub(crate) fn encode(service: &str, spans: &[Out], enc: Encoding) -> Vec<u8> {
     }
 }
 
+/// Why the span receiver could not start, or an export could not be posted.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Error {
+    /// The endpoint is not `http://HOST:PORT[/PATH]`.
+    #[error("--otlp-traces-endpoint {0:?}: expected http://HOST:PORT (OTLP over HTTP)")]
+    Url(String),
+    /// The receiver's address cannot be listened on.
+    #[error("--server-traces: cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address asked for.
+        addr: String,
+        /// The system's error.
+        source: io::Error,
+    },
+    /// The receiver's thread could not start.
+    #[error("--server-traces: {0}")]
+    Thread(#[source] io::Error),
+    /// The endpoint's host has no address.
+    #[error("{authority}: {why}")]
+    Resolve {
+        /// `HOST:PORT`.
+        authority: String,
+        /// The resolver's answer.
+        why: String,
+    },
+    /// The exchange with the collector failed.
+    #[error(transparent)]
+    Exchange(#[from] crate::blocking::Error),
+    /// The collector answered with an error status.
+    #[error("HTTP {status}: {body}")]
+    Status {
+        /// The status code.
+        status: u16,
+        /// Its body, as text.
+        body: String,
+    },
+}
+
 /// Why an export was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum DecodeError {
@@ -379,17 +417,20 @@ pub(crate) struct Receiver {
 
 impl Receiver {
     /// Listens on `addr` (`IP:PORT`).
-    pub(crate) fn start(addr: &str) -> Result<Receiver, String> {
-        let listener = TcpListener::bind(addr)
-            .map_err(|e| format!("--server-traces: cannot listen on {addr}: {e}"))?;
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    pub(crate) fn start(addr: &str) -> Result<Receiver, Error> {
+        let listen = |source| Error::Listen {
+            addr: addr.to_string(),
+            source,
+        };
+        let listener = TcpListener::bind(addr).map_err(listen)?;
+        let addr = listener.local_addr().map_err(listen)?;
         let stop = Arc::new(AtomicBool::new(false));
         let got = Arc::new((Mutex::new(Received::default()), Condvar::new()));
         let (flag, into) = (stop.clone(), got.clone());
         let thread = std::thread::Builder::new()
             .name("ringperf-traces".into())
             .spawn(move || accept(listener, flag, into))
-            .map_err(|e| format!("--server-traces: {e}"))?;
+            .map_err(Error::Thread)?;
         Ok(Receiver {
             addr,
             stop,
@@ -648,34 +689,36 @@ fn serve(mut conn: TcpStream, stop: &AtomicBool, got: &Shared) {
 }
 
 /// Checks an OTLP/HTTP endpoint URL (`http://HOST:PORT[/PATH]`).
-pub(crate) fn check_url(url: &str) -> Result<(), String> {
-    let rest = url.strip_prefix("http://").ok_or_else(|| {
-        format!("--otlp-traces-endpoint {url:?}: expected http://HOST:PORT (OTLP over HTTP)")
-    })?;
+pub(crate) fn check_url(url: &str) -> Result<(), Error> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| Error::Url(url.into()))?;
     let authority = rest.split('/').next().unwrap_or("");
     match authority.rsplit_once(':') {
         Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok() => Ok(()),
-        _ => Err(format!(
-            "--otlp-traces-endpoint {url:?}: expected http://HOST:PORT (OTLP over HTTP)"
-        )),
+        _ => Err(Error::Url(url.into())),
     }
 }
 
 /// Posts one export to `url` (`http://HOST:PORT[/PATH]`, the path `/v1/traces` when none is
 /// given),
 /// blocking, with `timeout`: the simulator's exporter.
-pub(crate) fn post(url: &str, body: &[u8], enc: Encoding, timeout: Duration) -> Result<(), String> {
+pub(crate) fn post(url: &str, body: &[u8], enc: Encoding, timeout: Duration) -> Result<(), Error> {
     let rest = url
         .strip_prefix("http://")
-        .ok_or_else(|| format!("{url}: only http:// OTLP endpoints are supported"))?;
+        .ok_or_else(|| Error::Url(url.into()))?;
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/v1/traces"),
     };
+    let resolve = |why: String| Error::Resolve {
+        authority: authority.into(),
+        why,
+    };
     let addr = std::net::ToSocketAddrs::to_socket_addrs(authority)
-        .map_err(|e| format!("{authority}: {e}"))?
+        .map_err(|e| resolve(e.to_string()))?
         .next()
-        .ok_or_else(|| format!("{authority}: no address"))?;
+        .ok_or_else(|| resolve("no address".into()))?;
     let mut request = format!(
         "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         enc.content_type(),
@@ -684,16 +727,14 @@ pub(crate) fn post(url: &str, body: &[u8], enc: Encoding, timeout: Duration) -> 
     .into_bytes();
     request.extend_from_slice(body);
     let to = crate::blocking::To { addr, tls: None };
-    let answer =
-        crate::blocking::fetch(&to, &request, timeout, 64 << 10).map_err(|e| e.to_string())?;
+    let answer = crate::blocking::fetch(&to, &request, timeout, 64 << 10)?;
     if answer.status == 200 {
         Ok(())
     } else {
-        Err(format!(
-            "HTTP {}: {}",
-            answer.status,
-            String::from_utf8_lossy(&answer.body).trim()
-        ))
+        Err(Error::Status {
+            status: answer.status,
+            body: String::from_utf8_lossy(&answer.body).trim().into(),
+        })
     }
 }
 
@@ -813,10 +854,10 @@ mod tests {
             t,
         )
         .unwrap_err();
-        assert!(err.contains("404"), "{err}");
+        assert!(matches!(err, Error::Status { status: 404, .. }), "{err}");
         // A body that is not an export: refused with 400, counted.
         let err = post(&url, b"\xff\xff\xff", Encoding::Protobuf, t).unwrap_err();
-        assert!(err.contains("400"), "{err}");
+        assert!(matches!(err, Error::Status { status: 400, .. }), "{err}");
         let stop = AtomicBool::new(false);
         let until = Instant::now() + t;
         assert_eq!(r.wait_for(&[1, 2, 3, 4], until, &stop), 4);

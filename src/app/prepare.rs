@@ -355,7 +355,8 @@ pub(super) fn prepare(flags: Flags) -> Result<Prepared, Fatal> {
     // The span receiver listens before anything is sent (the simulator's spans included).
     let (traces, traces_wait_ns) = match &traces {
         Some((addr, wait)) => {
-            let r = crate::otlp::Receiver::start(addr).map_err(Fatal::Refused)?;
+            let r =
+                crate::otlp::Receiver::start(addr).map_err(|e| Fatal::Refused(e.to_string()))?;
             crate::redact::say!(
                 "ringperf: server traces: receiving OTLP/HTTP spans on {}/v1/traces (start vLLM \
                  with --otlp-traces-endpoint {} and OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=\

@@ -158,7 +158,7 @@ pub fn start(args: &Config) -> Result<SimHandle, Error> {
     let counters = Arc::new(Counters::default());
     let exporter = match &args.otlp_traces {
         Some((url, enc)) => {
-            crate::otlp::check_url(url).map_err(Error::Flag)?;
+            crate::otlp::check_url(url).map_err(|e| Error::Flag(e.to_string()))?;
             Some(Exporter::start(url.clone(), *enc)?)
         }
         None => None,
