@@ -739,61 +739,35 @@ fn shard_thread(
             .zip(own_schedstat())
             .map(|(a, b)| b.wait_ns.saturating_sub(a.wait_ns));
         shard.close().await;
-        let records = std::mem::take(&mut *shard.records.borrow_mut());
+        let tally = std::mem::take(&mut *shard.tally.borrow_mut());
         let scratch = std::mem::take(&mut *shard.scratch.borrow_mut());
-        let record_lag = std::mem::take(&mut *shard.record_lag.borrow_mut());
-        // Content events measured, those of them that shared a read, and those reads' waits.
-        let events = (
-            shard.measured_events.get(),
-            shard.shared_events.get(),
-            std::mem::take(&mut *shard.shared_wait.borrow_mut()),
-        );
-        let feed = (
-            shard.feed.as_ref().map_or(0, |f| f.stalls.get()),
-            shard.feed_error.borrow_mut().take(),
-        );
-        Ok::<_, ShardError>((
-            (records, feed),
-            (scratch.client_delay, scratch.served_model),
-            (record_lag, events),
+        let feed_error = shard.feed_error.borrow_mut().take();
+        Ok::<_, ShardError>(ShardReport {
+            index,
+            pin: me.pin,
+            pinned: me.pinned,
+            driver,
+            records: tally.records,
+            client_delay: scratch.client_delay,
+            record_lag: tally.record_lag,
+            shared_events: tally.shared_events,
+            shared_wait: tally.shared_wait,
             cpu_ns,
-            (t0, t1),
+            wall_ns: t1 - t0,
             wait_ns,
-            shard.peak_in_flight(),
-        ))
+            measured: (t0, t1),
+            peak_in_flight: shard.peak_in_flight(),
+            events: tally.events,
+            feed_stalls: shard.feed.as_ref().map_or(0, |f| f.stalls.get()),
+            feed_error,
+            served_model: scratch.served_model,
+        })
     });
-    let (
-        (mut records, (feed_stalls, feed_error)),
-        (client_delay, served_model),
-        (record_lag, (events, shared_events, shared_wait)),
-        cpu_ns,
-        measured,
-        wait_ns,
-        peak,
-    ) = outcome?;
     drop(rt);
+    let mut report = outcome?;
     // After the measured window: count output tokens the server did not report.
-    retokenize(records.iter_mut(), &plan);
-    Ok(ShardReport {
-        index,
-        pin: me.pin,
-        pinned: me.pinned,
-        driver,
-        records,
-        client_delay,
-        record_lag,
-        shared_events,
-        shared_wait,
-        cpu_ns,
-        wall_ns: measured.1 - measured.0,
-        wait_ns,
-        measured,
-        peak_in_flight: peak,
-        events,
-        feed_stalls,
-        feed_error,
-        served_model,
-    })
+    retokenize(report.records.iter_mut(), &plan);
+    Ok(report)
 }
 
 /// Fills in `osl` from the response text for successful requests without server usage (of

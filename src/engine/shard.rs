@@ -78,6 +78,25 @@ struct Slot {
     server_closed: bool,
 }
 
+/// What a shard measures while it runs: every request's record and the distributions of the
+/// client's own timing.
+#[derive(Default)]
+pub(crate) struct Tally {
+    /// Every request it sent.
+    pub records: crate::record::RecordLog,
+    /// Time from each read's arrival to its events being recorded (ns).
+    pub record_lag: Dist,
+    /// Content events of measured, successful requests.
+    pub events: u64,
+    /// Measured content events that came in one read with a later one, and so carry its
+    /// arrival stamp.
+    pub shared_events: u64,
+    /// For reads of several content events (the one with a response's first token aside):
+    /// the time since the previous read of the same response, the longest their older events
+    /// can have waited unseen (ns).
+    pub shared_wait: Dist,
+}
+
 /// Shard state, owned by the shard's thread.
 pub(crate) struct Shard {
     pub index: u16,
@@ -102,17 +121,8 @@ pub(crate) struct Shard {
     finished: Cell<bool>,
     fds: RefCell<FdSet>,
     pub scratch: RefCell<Scratch>,
-    pub record_lag: RefCell<Dist>,
-    /// Measured content events that came in one read with a later one, and so carry its
-    /// arrival stamp.
-    pub shared_events: Cell<u64>,
-    /// For reads of several content events (the one with a response's first token aside):
-    /// the time since the previous read of the same response, the longest their older events
-    /// can have waited unseen (ns).
-    pub shared_wait: RefCell<Dist>,
-    /// Content events of measured, successful requests.
-    pub measured_events: Cell<u64>,
-    pub records: RefCell<crate::record::RecordLog>,
+    /// What the shard measures, handed back whole at its end.
+    pub tally: RefCell<Tally>,
     /// Emptied gap arrays of finished requests, for those that start (at most one per
     /// request in flight is ever needed).
     gap_arrays: RefCell<Vec<Vec<u64>>>,
@@ -170,11 +180,7 @@ impl Shard {
                 answer,
                 ..Scratch::default()
             }),
-            record_lag: RefCell::new(Dist::new()),
-            shared_events: Cell::new(0),
-            shared_wait: RefCell::new(Dist::new()),
-            measured_events: Cell::new(0),
-            records: RefCell::default(),
+            tally: RefCell::default(),
             gap_arrays: RefCell::default(),
             write_bufs: RefCell::default(),
             read_bufs: RefCell::default(),
@@ -445,11 +451,12 @@ impl Shard {
                 }
             }
         }
+        let mut tally = self.tally.borrow_mut();
         if rec.is_measured_ok() {
-            let n = self.measured_events.get() + content_events(&rec) as u64;
-            self.measured_events.set(n);
+            tally.events += content_events(&rec) as u64;
         }
-        let gaps = self.records.borrow_mut().push(rec);
+        let gaps = tally.records.push(rec);
+        drop(tally);
         if gaps.capacity() > 0 {
             // (A request closed before it was sent took none: nothing to give back.)
             self.gap_arrays.borrow_mut().push(gaps);
@@ -967,19 +974,18 @@ async fn drive(
                     }
                     if measured {
                         let now = now_ns();
-                        shard.record_lag.borrow_mut().record(now - t);
+                        let mut tally = shard.tally.borrow_mut();
+                        tally.record_lag.record(now - t);
                         let events = content_events(rec).saturating_sub(events_before);
                         let shared =
                             groups.on_read(t, now, filled, events, had_first, rec.start_ns);
                         if shared.events > 0 {
-                            shard
-                                .shared_events
-                                .set(shard.shared_events.get() + shared.events);
+                            tally.shared_events += shared.events;
                             if let Some(ns) = shared.first_token_ns {
                                 rec.first_token_shared_ns = ns;
                             }
                             if let Some(w) = shared.wait_ns {
-                                shard.shared_wait.borrow_mut().record(w);
+                                tally.shared_wait.record(w);
                             }
                         }
                     }
