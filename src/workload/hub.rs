@@ -48,6 +48,102 @@ impl Repo {
 /// Time allowed for one download.
 const TIMEOUT: Duration = Duration::from_secs(300);
 
+/// Why a file of a hub repository could not be had, each with what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Not in the cache, and `HF_HUB_OFFLINE` forbids the download.
+    #[error(
+        "{name} of {id} (revision {revision}) is not in the Hugging Face cache ({cache}) and \
+         HF_HUB_OFFLINE is set: download it once with the network, or {instead}"
+    )]
+    Offline {
+        /// The file.
+        name: String,
+        /// The repository.
+        id: String,
+        /// The revision asked for.
+        revision: String,
+        /// The cache folder.
+        cache: String,
+        /// What to do instead of downloading.
+        instead: &'static str,
+    },
+    /// The hub answered 401.
+    #[error(
+        "{id}: the hub answered 401: the {what} is gated or private; set HF_TOKEN to a token \
+         that may read it"
+    )]
+    Gated {
+        /// The repository.
+        id: String,
+        /// `model` or `dataset`.
+        what: &'static str,
+    },
+    /// The hub answered 403.
+    #[error(
+        "{id}: the hub answered 403: this token may not read the {what}; accept its terms on \
+         the {what}'s page, or use a token that has"
+    )]
+    Forbidden {
+        /// The repository.
+        id: String,
+        /// `model` or `dataset`.
+        what: &'static str,
+    },
+    /// The hub answered 404.
+    #[error(
+        "{id}: the hub has no {name} at revision {revision} ({url} answered 404): is the \
+         {what} id right?"
+    )]
+    NotFound {
+        /// The repository.
+        id: String,
+        /// The file.
+        name: String,
+        /// The revision asked for.
+        revision: String,
+        /// The URL asked.
+        url: String,
+        /// `model` or `dataset`.
+        what: &'static str,
+    },
+    /// Another status.
+    #[error("{url}: the hub answered HTTP {status}")]
+    Status {
+        /// The URL asked.
+        url: String,
+        /// Its status.
+        status: u16,
+    },
+    /// The hub cannot be reached.
+    #[error(
+        "cannot reach {endpoint} ({why}); {name} of {id} is not in the cache ({cache}): \
+         {instead}, or run where the hub can be reached"
+    )]
+    Unreachable {
+        /// `$HF_ENDPOINT`.
+        endpoint: String,
+        /// Why (the connection, TLS, a redirect).
+        why: String,
+        /// The file.
+        name: String,
+        /// The repository.
+        id: String,
+        /// The cache folder.
+        cache: String,
+        /// What to do instead of downloading.
+        instead: &'static str,
+    },
+    /// The download could not be written into the cache.
+    #[error("writing to the cache {cache}: {source}")]
+    Store {
+        /// The cache folder.
+        cache: String,
+        /// The system's error.
+        source: std::io::Error,
+    },
+}
+
 /// Where the hub is and how to talk to it, from the environment Python tools read. (No
 /// `Debug`: it holds the token.)
 #[derive(Clone)]
@@ -114,27 +210,40 @@ impl Hub {
     /// `name` of model `id` at `revision`: from the cache, else downloaded into it (a line on
     /// stderr says so).
     pub fn file(&self, id: &str, revision: &str, name: &str) -> Result<PathBuf, WorkloadError> {
-        self.file_in(Repo::Model, id, revision, name)
-            .map_err(WorkloadError::Tokenizer)
+        Ok(self.file_in(Repo::Model, id, revision, name)?)
     }
 
     /// `name` of dataset `id` at `revision`, as [`Hub::file`] gets a model's; `Err` says why
     /// not.
-    pub fn dataset_file(&self, id: &str, revision: &str, name: &str) -> Result<PathBuf, String> {
+    pub fn dataset_file(
+        &self,
+        id: &str,
+        revision: &str,
+        name: &str,
+    ) -> Result<PathBuf, Box<Error>> {
         self.file_in(Repo::Dataset, id, revision, name)
     }
 
-    fn file_in(&self, kind: Repo, id: &str, revision: &str, name: &str) -> Result<PathBuf, String> {
+    fn file_in(
+        &self,
+        kind: Repo,
+        id: &str,
+        revision: &str,
+        name: &str,
+    ) -> Result<PathBuf, Box<Error>> {
         let (what, instead) = (kind.word(), kind.instead());
         if let Some(f) = self.cached_in(kind, id, revision, name) {
             return Ok(f);
         }
+        let cache = || self.cache.display().to_string();
         if self.offline {
-            return Err(format!(
-                "{name} of {id} (revision {revision}) is not in the Hugging Face cache ({}) and \
-                 HF_HUB_OFFLINE is set: download it once with the network, or {instead}",
-                self.cache.display()
-            ));
+            return Err(Box::new(Error::Offline {
+                name: name.into(),
+                id: id.into(),
+                revision: revision.into(),
+                cache: cache(),
+                instead,
+            }));
         }
         let url = match kind {
             Repo::Model => format!("{}/{id}/resolve/{revision}/{name}", self.endpoint),
@@ -148,30 +257,45 @@ impl Hub {
             "ringperf: downloading {name} of {id} from {} …",
             self.endpoint
         );
-        let got = self.fetch(&url).map_err(|e| match e {
-            Fetch::Status(401) => format!(
-                "{id}: the hub answered 401: the {what} is gated or private; set HF_TOKEN to a \
-                 token that may read it"
-            ),
-            Fetch::Status(403) => format!(
-                "{id}: the hub answered 403: this token may not read the {what}; accept its \
-                 terms on the {what}'s page, or use a token that has"
-            ),
-            Fetch::Status(404) => format!(
-                "{id}: the hub has no {name} at revision {revision} ({url} answered 404): is \
-                 the {what} id right?"
-            ),
-            Fetch::Status(s) => format!("{url}: the hub answered HTTP {s}"),
-            Fetch::Net(why) => format!(
-                "cannot reach {} ({why}); {name} of {id} is not in the cache ({}): {instead}, \
-                 or run where the hub can be reached",
-                self.endpoint,
-                self.cache.display()
-            ),
+        let got = self.fetch(&url).map_err(|e| {
+            Box::new(match e {
+                Fetch::Status(401) => Error::Gated {
+                    id: id.into(),
+                    what,
+                },
+                Fetch::Status(403) => Error::Forbidden {
+                    id: id.into(),
+                    what,
+                },
+                Fetch::Status(404) => Error::NotFound {
+                    id: id.into(),
+                    name: name.into(),
+                    revision: revision.into(),
+                    url: url.clone(),
+                    what,
+                },
+                Fetch::Status(status) => Error::Status {
+                    url: url.clone(),
+                    status,
+                },
+                Fetch::Net(why) => Error::Unreachable {
+                    endpoint: self.endpoint.clone(),
+                    why,
+                    name: name.into(),
+                    id: id.into(),
+                    cache: cache(),
+                    instead,
+                },
+            })
         })?;
         let path = self
             .store(kind, id, revision, name, &got)
-            .map_err(|e| format!("writing to the cache {}: {e}", self.cache.display()))?;
+            .map_err(|source| {
+                Box::new(Error::Store {
+                    cache: cache(),
+                    source,
+                })
+            })?;
         crate::redact::say!(
             "ringperf: {name} of {id}: {:.1} MB into {}",
             got.body.len() as f64 / 1e6,

@@ -39,6 +39,9 @@ pub enum WorkloadError {
     /// The tokenizer could not be found or loaded.
     #[error("tokenizer: {0}")]
     Tokenizer(String),
+    /// The tokenizer's file is not in the cache and could not be downloaded.
+    #[error("tokenizer: {0}")]
+    TokenizerFile(#[from] Box<hub::Error>),
     /// A dataset file is unreadable or malformed (the text names the file and line).
     #[error("--input-file {0}")]
     Dataset(String),
