@@ -28,50 +28,48 @@ fn run(c: &mut Command) -> (i32, String, String) {
     (out.status.code().unwrap_or(-1), o, e)
 }
 
-/// Runs `flags` as `n` node processes that start together, each into `root/node_I`, and as
-/// one process into `root/single`; returns the node folders.
+/// Runs `flags` as `n` node processes and as one process, all starting at the same instant
+/// (the single process beside the nodes, so that both see the same host), each node into
+/// `root/node_I` and the single process into `root/single`; returns the node folders.
 fn nodes_and_single(url: &str, flags: &str, n: usize, root: &Path) -> Vec<PathBuf> {
-    let profile = |extra: Vec<String>, dir: &Path| {
-        let mut c = ringperf();
-        c.args(["profile", "--no-progress", "--url", url])
-            .args(flags.split_whitespace())
-            .args(extra)
-            .args(["--artifact-dir", dir.to_str().unwrap()]);
-        c
-    };
-    // Far enough ahead for every node to prepare its prompts first.
+    // Far enough ahead for every process to prepare its prompts first.
     let at = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs_f64()
         + 4.0;
+    let start = |node: Option<usize>, dir: &Path| {
+        let mut c = ringperf();
+        c.args(["profile", "--no-progress", "--url", url])
+            .args(flags.split_whitespace())
+            .args(["--start-at", &format!("{at:.3}")])
+            .args(["--artifact-dir", dir.to_str().unwrap()]);
+        if let Some(i) = node {
+            c.args([
+                "--node-count",
+                &n.to_string(),
+                "--node-index",
+                &i.to_string(),
+            ]);
+        }
+        c.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
     let dirs: Vec<PathBuf> = (0..n).map(|i| root.join(format!("node_{i}"))).collect();
-    let children: Vec<_> = dirs
+    let mut children: Vec<_> = dirs
         .iter()
         .enumerate()
-        .map(|(i, d)| {
-            let extra = vec![
-                "--node-count".into(),
-                n.to_string(),
-                "--node-index".into(),
-                i.to_string(),
-                "--start-at".into(),
-                format!("{at:.3}"),
-            ];
-            profile(extra, d)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
+        .map(|(i, d)| start(Some(i), d))
         .collect();
+    children.push(start(None, &root.join("single")));
     for c in children {
         let out = c.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "a node failed: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(out.status.success(), "a run failed: {err}");
     }
-    let (code, _, err) = run(&mut profile(Vec::new(), &root.join("single")));
-    assert_eq!(code, 0, "{err}");
     dirs
 }
 

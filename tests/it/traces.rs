@@ -56,15 +56,22 @@ fn every_requests_server_phases_are_the_simulators_timings() {
         r.console
     );
     let ms = 1_000_000i64;
+    // Each request's phases are the simulator's timings, give or take what a loaded host
+    // can do to one event: the simulator's timer may wake up to 0.1 ms early, and a host may
+    // freeze it for up to 10 ms (past that, ringperf calls it a stall). The median request
+    // keeps to the timings within 1 ms, whatever one request met.
+    let median = |mut v: Vec<i64>| {
+        v.sort_unstable();
+        v[v.len() / 2]
+    };
     let mut queued = 0;
     for s in &t.ttft {
         let [queue, prefill, other, outside] = s.parts[..] else {
             panic!("{s:?}")
         };
-        // Prefill is the TTFT told (the timer may wake up to 0.1 ms early, a loaded host
-        // later); the server's TTFT is its queue and prefill, nothing else; the client saw
-        // the first token after the server wrote it.
-        assert!((20 * ms - ms / 5..22 * ms).contains(&prefill), "{s:?}");
+        // Prefill is the TTFT told; the server's TTFT is its queue and prefill, nothing
+        // else; the client saw the first token after the server wrote it.
+        assert!((20 * ms - ms / 5..30 * ms).contains(&prefill), "{s:?}");
         assert_eq!(other, 0, "{s:?}");
         assert!((0..5 * ms).contains(&outside), "{s:?}");
         if queue > 10 * ms {
@@ -72,18 +79,28 @@ fn every_requests_server_phases_are_the_simulators_timings() {
         }
     }
     assert!(queued >= 8, "{queued} of 32 queued");
+    let prefill = median(t.ttft.iter().map(|s| s.parts[1]).collect());
+    assert!(
+        (20 * ms - ms / 5..21 * ms).contains(&prefill),
+        "median prefill {prefill} ns"
+    );
     for s in &t.latency {
         // The simulator's tokens keep to deadlines counted from the request's start: a first
-        // token late by some tenths of a millisecond (a loaded host) shortens decode by as
-        // much, and prefill and decode together stay 20 + 9 × 4 ms.
+        // token late (a loaded host) shortens decode by as much, and prefill and decode
+        // together stay 20 + 9 × 4 ms, unless a later token met the freeze.
         let (prefill, decode) = (s.parts[1], s.parts[2]);
         assert!(
-            (56 * ms - ms / 5..60 * ms).contains(&(prefill + decode)),
+            (56 * ms - ms / 5..66 * ms).contains(&(prefill + decode)),
             "{s:?}"
         );
-        assert!((34 * ms..40 * ms).contains(&decode), "{s:?}");
+        assert!((26 * ms..46 * ms).contains(&decode), "{s:?}");
         assert!(s.parts[4] >= 0, "{s:?}");
     }
+    let decode = median(t.latency.iter().map(|s| s.parts[2]).collect());
+    assert!(
+        (35 * ms..37 * ms).contains(&decode),
+        "median decode {decode} ns"
+    );
     // The console, the JSON, the CSV and each request's line say it.
     assert!(r.console.contains("Where the time went"), "{}", r.console);
     assert!(r.console.contains("p99 request"), "{}", r.console);
