@@ -197,7 +197,7 @@ fn the_knee_is_the_simulators_batch_limit_in_a_sweep_and_in_a_staircase() {
             "--concurrency",
             &conc,
         ]);
-        argv.extend(["--staircase", "2s", "--artifact-dir", dir.to_str().unwrap()]);
+        argv.extend(["--staircase", "1s", "--artifact-dir", dir.to_str().unwrap()]);
         ringperf::app::profile(
             &support::profile_args(&argv),
             Arc::new(AtomicBool::new(false)),
