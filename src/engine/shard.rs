@@ -97,6 +97,21 @@ pub(crate) struct Tally {
     pub shared_wait: Dist,
 }
 
+/// A shard's buffers not in use, kept for the next request or read.
+#[derive(Default)]
+struct Spares {
+    /// Emptied gap arrays of finished requests, for those that start (at most one per
+    /// request in flight is ever needed).
+    gaps: Vec<Vec<u64>>,
+    /// Buffers requests are written into, taken for the send and given back after it: only
+    /// sends under way hold one (a connection kept one each, as big as its largest prompt).
+    writes: Vec<Vec<u8>>,
+    /// Read buffers. A response holds one from a read until its bytes are all parsed; with
+    /// kernel stamps the read takes it only once data has come, so the thousands of streams
+    /// waiting for their next event hold none.
+    reads: Vec<Vec<u8>>,
+}
+
 /// Shard state, owned by the shard's thread.
 pub(crate) struct Shard {
     pub index: u16,
@@ -123,16 +138,8 @@ pub(crate) struct Shard {
     pub scratch: RefCell<Scratch>,
     /// What the shard measures, handed back whole at its end.
     pub tally: RefCell<Tally>,
-    /// Emptied gap arrays of finished requests, for those that start (at most one per
-    /// request in flight is ever needed).
-    gap_arrays: RefCell<Vec<Vec<u64>>>,
-    /// Buffers requests are written into, taken for the send and given back after it: only
-    /// sends under way hold one (a connection kept one each, as big as its largest prompt).
-    write_bufs: RefCell<Vec<Vec<u8>>>,
-    /// Read buffers not in use. A response holds one from a read until its bytes are all
-    /// parsed; with kernel stamps the read takes it only once data has come, so the thousands
-    /// of streams waiting for their next event hold none.
-    read_bufs: RefCell<Vec<Vec<u8>>>,
+    /// Buffers not in use, taken by what starts and given back when it is done.
+    spares: RefCell<Spares>,
     pub timer: FineTimer,
     progress: Arc<Progress>,
     stop: Arc<AtomicBool>,
@@ -181,9 +188,7 @@ impl Shard {
                 ..Scratch::default()
             }),
             tally: RefCell::default(),
-            gap_arrays: RefCell::default(),
-            write_bufs: RefCell::default(),
-            read_bufs: RefCell::default(),
+            spares: RefCell::default(),
             timer: FineTimer::start()?,
             progress,
             stop,
@@ -459,7 +464,7 @@ impl Shard {
         drop(tally);
         if gaps.capacity() > 0 {
             // (A request closed before it was sent took none: nothing to give back.)
-            self.gap_arrays.borrow_mut().push(gaps);
+            self.spares.borrow_mut().gaps.push(gaps);
         }
     }
 }
@@ -740,7 +745,7 @@ async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record)
     });
     // A finished request's array, grown if need be to the tokens asked for, instead of an
     // allocation per request and repeated growth while tokens stream in.
-    rec.chunk_gaps_ns = shard.gap_arrays.borrow_mut().pop().unwrap_or_default();
+    rec.chunk_gaps_ns = shard.spares.borrow_mut().gaps.pop().unwrap_or_default();
     rec.chunk_gaps_ns
         .reserve_exact(rec.requested_osl.map_or(0, |n| n as usize));
     let timeout = plan.target.request_timeout_ns;
@@ -884,12 +889,12 @@ async fn drive(
         conn.used = true;
         let may_retry = reused && attempt == 0;
 
-        let mut wbuf = shard.write_bufs.borrow_mut().pop().unwrap_or_default();
+        let mut wbuf = shard.spares.borrow_mut().writes.pop().unwrap_or_default();
         template.write_into(&mut wbuf, rec.id);
         let before = now_ns();
         let (res, wbuf) = conn.send(wbuf).await;
         rec.sending_ns = (now_ns() - before).min(u64::from(u32::MAX)) as u32;
-        shard.write_bufs.borrow_mut().push(wbuf);
+        shard.spares.borrow_mut().writes.push(wbuf);
         rec.start_ns = res.as_ref().map_or_else(|_| now_ns(), |t| *t);
         rec.start_source = crate::record::StartSource::Write;
         let mut want_tx = true;
@@ -908,7 +913,7 @@ async fn drive(
         slot.exchange.reset();
         let mut rbuf = Vec::new();
         let fresh = || {
-            let b = shard.read_bufs.borrow_mut().pop();
+            let b = shard.spares.borrow_mut().reads.pop();
             b.unwrap_or_else(|| Vec::with_capacity(READ_BUF))
         };
         let measured = rec.phase == crate::record::Phase::Profiling;
@@ -970,7 +975,11 @@ async fn drive(
                         rbuf.reserve_exact(rbuf.capacity());
                     }
                     if rbuf.is_empty() {
-                        shard.read_bufs.borrow_mut().push(std::mem::take(&mut rbuf));
+                        shard
+                            .spares
+                            .borrow_mut()
+                            .reads
+                            .push(std::mem::take(&mut rbuf));
                     }
                     if measured {
                         let now = now_ns();
@@ -1006,7 +1015,7 @@ async fn drive(
         };
         if rbuf.capacity() > 0 {
             rbuf.clear();
-            shard.read_bufs.borrow_mut().push(rbuf);
+            shard.spares.borrow_mut().reads.push(rbuf);
         }
         if retry {
             slot.conn = None;
