@@ -7,6 +7,7 @@
 
 use std::io::Read;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use super::WorkloadError;
 
@@ -14,7 +15,7 @@ const EMBEDDED_QWEN3: &[u8] = include_bytes!("qwen3/tokenizer.json.gz");
 
 /// A loaded tokenizer and where it came from.
 pub struct Tokenizer {
-    inner: tokenizers::Tokenizer,
+    inner: Arc<tokenizers::Tokenizer>,
     /// Human description of the source, printed once at start.
     pub source: String,
 }
@@ -63,7 +64,7 @@ impl Tokenizer {
         let inner = tokenizers::Tokenizer::from_file(&file)
             .map_err(|e| err(format!("{}: {e}", file.display())))?;
         Ok(Tokenizer {
-            inner,
+            inner: Arc::new(inner),
             source: file.display().to_string(),
         })
     }
@@ -103,7 +104,7 @@ impl Tokenizer {
         match hub.cached(model, revision.unwrap_or("main"), "tokenizer.json") {
             Some(f) => match tokenizers::Tokenizer::from_file(&f) {
                 Ok(inner) => Tokenizer {
-                    inner,
+                    inner: Arc::new(inner),
                     source: format!(
                         "{} ({model}'s own, from the Hugging Face cache)",
                         f.display()
@@ -118,13 +119,26 @@ impl Tokenizer {
         }
     }
 
-    /// The embedded Qwen3 tokenizer.
+    /// The embedded Qwen3 tokenizer. It is unpacked and parsed once per process (most of a
+    /// second of CPU in a test build) and shared by every run the process makes: a program
+    /// that profiles many times in one process, or the test suite, pays for it once.
     pub fn embedded() -> Result<Tokenizer, WorkloadError> {
-        let mut json = Vec::with_capacity(12 << 20);
-        flate2::read::GzDecoder::new(EMBEDDED_QWEN3)
-            .read_to_end(&mut json)
-            .map_err(err)?;
-        let inner = tokenizers::Tokenizer::from_bytes(&json).map_err(err)?;
+        // A mutex rather than a race to fill a cell: threads that ask together wait for one
+        // parse instead of each parsing.
+        static PARSED: Mutex<Option<Arc<tokenizers::Tokenizer>>> = Mutex::new(None);
+        let mut parsed = PARSED.lock().unwrap_or_else(|e| e.into_inner());
+        let inner = match &*parsed {
+            Some(t) => t.clone(),
+            None => {
+                let mut json = Vec::with_capacity(12 << 20);
+                flate2::read::GzDecoder::new(EMBEDDED_QWEN3)
+                    .read_to_end(&mut json)
+                    .map_err(err)?;
+                let t = Arc::new(tokenizers::Tokenizer::from_bytes(&json).map_err(err)?);
+                *parsed = Some(t.clone());
+                t
+            }
+        };
         Ok(Tokenizer {
             inner,
             source: "embedded Qwen3 tokenizer (Apache-2.0, Qwen team); pass --tokenizer to \
@@ -158,6 +172,16 @@ fn looks_like_model_id(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_embedded_tokenizer_is_parsed_once_and_shared() {
+        let (a, b) = (
+            Tokenizer::embedded().unwrap(),
+            Tokenizer::embedded().unwrap(),
+        );
+        assert!(Arc::ptr_eq(&a.inner, &b.inner));
+        assert_eq!(a.encode(" the of").unwrap(), b.encode(" the of").unwrap());
+    }
 
     #[test]
     fn model_ids_and_cache_lookup() {
