@@ -120,9 +120,10 @@ fn a_stream_still_going_at_the_request_timeout_is_cut_there() {
     );
     let err = res.err().expect("every request timed out").to_string();
     assert!(err.contains("request_timeout (8)"), "{err}");
-    // Two rounds of 600 ms, not two of 4 s.
+    // Two rounds of 600 ms, not two of 4 s (the rest is start-up: with other tests beside
+    // it on 2 cores, it once took 3.27 s in all).
     assert!(
-        t.elapsed() < Duration::from_secs(3),
+        t.elapsed() < Duration::from_secs(6),
         "took {:?}",
         t.elapsed()
     );

@@ -143,7 +143,10 @@ fn assert_exact(merged: &Value, dirs: &[PathBuf]) {
 }
 
 /// The merged figures against the single process's: counts exact, TTFT, ITL and request
-/// latency p50 and p99 within 1%.
+/// latency p50 within 1%, p99 within 1% or 3 ms. A p99 is a run's few slowest values, and
+/// one scheduling delay on a loaded 2-core host shows there: the nodes' ITL p99 was once
+/// 102.07 ms against the single process's 100.23 ms (the values themselves are checked
+/// exactly by `assert_exact`).
 fn assert_equal(merged: &Value, single: &Value, console: &str) {
     for k in ["request_count", "error_request_count"] {
         assert_eq!(merged[k]["avg"], single[k]["avg"], "{k}\n{console}");
@@ -158,8 +161,9 @@ fn assert_equal(merged: &Value, single: &Value, console: &str) {
                 merged[m][p].as_f64().unwrap(),
                 single[m][p].as_f64().unwrap(),
             );
+            let slack = if p == "p99" { 3.0 } else { 0.0 };
             assert!(
-                support::rel(a, b) < 0.01,
+                (a - b).abs() < (0.01 * b).max(slack),
                 "{m} {p}: merged {a}, single {b}\n{console}"
             );
         }
