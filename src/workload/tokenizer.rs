@@ -30,6 +30,72 @@ fn err(e: impl std::fmt::Display) -> WorkloadError {
     WorkloadError::Tokenizer(e.to_string())
 }
 
+/// A `tokenizer.json` read from `path` by [`parse`].
+fn parse_file(path: &Path) -> tokenizers::Result<tokenizers::Tokenizer> {
+    parse(&std::fs::read(path)?)
+}
+
+/// A `tokenizer.json`, parsed as the `tokenizers` crate parses it, in a fifth of its time
+/// where the model is BPE (most LLMs'): see [`BpeFile`]. Any other file goes through the
+/// crate.
+fn parse(json: &[u8]) -> tokenizers::Result<tokenizers::Tokenizer> {
+    match serde_json::from_slice::<BpeFile>(json) {
+        Ok(f) => f.build(),
+        Err(_) => tokenizers::Tokenizer::from_bytes(json),
+    }
+}
+
+/// A `tokenizer.json` whose model is BPE. The crate reads the `model` object three times
+/// over (an untagged enum buffers it, a flattened tag copies it into a JSON value with
+/// ordered maps, then the model is read from that): 0.6 s of CPU for Qwen3's 151,643 tokens
+/// and 151,387 merges in a test build. Here the BPE model reads itself in one pass, and
+/// [`BpeFile::build`] puts the parts and the added tokens together as the crate's own
+/// deserializer does.
+#[derive(serde::Deserialize)]
+struct BpeFile {
+    version: String,
+    truncation: Option<tokenizers::TruncationParams>,
+    padding: Option<tokenizers::PaddingParams>,
+    // Each with its `id`, which is not read: as in the crate, the tokens are added in order
+    // after the model's vocabulary, and a token the vocabulary holds keeps its id there.
+    #[serde(default)]
+    added_tokens: Vec<tokenizers::AddedToken>,
+    normalizer: Option<tokenizers::NormalizerWrapper>,
+    pre_tokenizer: Option<tokenizers::PreTokenizerWrapper>,
+    post_processor: Option<tokenizers::PostProcessorWrapper>,
+    decoder: Option<tokenizers::DecoderWrapper>,
+    model: tokenizers::models::bpe::BPE,
+}
+
+impl BpeFile {
+    fn build(self) -> tokenizers::Result<tokenizers::Tokenizer> {
+        if self.version != "1.0" {
+            return Err(format!("Unknown tokenizer version '{}'", self.version).into());
+        }
+        use tokenizers::{DecoderWrapper, ModelWrapper, NormalizerWrapper};
+        use tokenizers::{PostProcessorWrapper, PreTokenizerWrapper, TokenizerBuilder};
+        type Builder = TokenizerBuilder<
+            ModelWrapper,
+            NormalizerWrapper,
+            PreTokenizerWrapper,
+            PostProcessorWrapper,
+            DecoderWrapper,
+        >;
+        let mut t: tokenizers::Tokenizer = Builder::new()
+            .with_model(self.model.into())
+            .with_truncation(self.truncation)
+            .with_padding(self.padding)
+            .with_normalizer(self.normalizer)
+            .with_pre_tokenizer(self.pre_tokenizer)
+            .with_post_processor(self.post_processor)
+            .with_decoder(self.decoder)
+            .build()?
+            .into();
+        t.add_tokens(self.added_tokens)?;
+        Ok(t)
+    }
+}
+
 impl Tokenizer {
     /// Loads from `spec` (a path, a directory or a model id: from the Hugging Face cache, or
     /// downloaded into it, at `revision`), or the embedded default.
@@ -61,8 +127,7 @@ impl Tokenizer {
         } else {
             return Err(err(format!("{spec:?}: no such file or directory")));
         };
-        let inner = tokenizers::Tokenizer::from_file(&file)
-            .map_err(|e| err(format!("{}: {e}", file.display())))?;
+        let inner = parse_file(&file).map_err(|e| err(format!("{}: {e}", file.display())))?;
         Ok(Tokenizer {
             inner: Arc::new(inner),
             source: file.display().to_string(),
@@ -102,7 +167,7 @@ impl Tokenizer {
             return fallback(format!("{model:?} names no Hugging Face model"));
         }
         match hub.cached(model, revision.unwrap_or("main"), "tokenizer.json") {
-            Some(f) => match tokenizers::Tokenizer::from_file(&f) {
+            Some(f) => match parse_file(&f) {
                 Ok(inner) => Tokenizer {
                     inner: Arc::new(inner),
                     source: format!(
@@ -134,7 +199,7 @@ impl Tokenizer {
                 flate2::read::GzDecoder::new(EMBEDDED_QWEN3)
                     .read_to_end(&mut json)
                     .map_err(err)?;
-                let t = Arc::new(tokenizers::Tokenizer::from_bytes(&json).map_err(err)?);
+                let t = Arc::new(parse(&json).map_err(err)?);
                 *parsed = Some(t.clone());
                 t
             }
@@ -172,6 +237,56 @@ fn looks_like_model_id(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn embedded_json() -> Vec<u8> {
+        let mut json = Vec::new();
+        flate2::read::GzDecoder::new(EMBEDDED_QWEN3)
+            .read_to_end(&mut json)
+            .unwrap();
+        json
+    }
+
+    /// What the crate makes of `json` and what [`parse`] makes of it: the same tokenizer
+    /// (written back to JSON byte for byte) that encodes `text` alike.
+    fn assert_parsed_alike(json: &[u8], ours: &tokenizers::Tokenizer, text: &str) {
+        let theirs = tokenizers::Tokenizer::from_bytes(json).unwrap();
+        assert_eq!(
+            ours.to_string(false).unwrap(),
+            theirs.to_string(false).unwrap()
+        );
+        let ids = |t: &tokenizers::Tokenizer| t.encode(text, true).unwrap().get_ids().to_vec();
+        assert_eq!(ids(ours), ids(&theirs));
+    }
+
+    #[test]
+    fn a_bpe_file_is_read_in_one_pass_into_what_the_crate_reads() {
+        let json = embedded_json();
+        let ours = serde_json::from_slice::<BpeFile>(&json)
+            .expect("Qwen3's file takes the one-pass path")
+            .build()
+            .unwrap();
+        let text = format!(
+            "<|im_start|>user\n{} héllo wörld 12345 \u{1F600}<|im_end|><|endoftext|>",
+            &include_str!("corpus.txt")[..4000]
+        );
+        assert_parsed_alike(&json, &ours, &text);
+        assert_eq!(ours.token_to_id("<|endoftext|>"), Some(151_643));
+        assert_eq!(ours.get_vocab_size(true), 151_669);
+    }
+
+    #[test]
+    fn other_models_and_bad_files_go_through_the_crate() {
+        let json = br#"{"version": "1.0", "truncation": null, "padding": null,
+            "added_tokens": [{"id": 2, "content": "[X]", "single_word": false, "lstrip": false,
+                              "rstrip": false, "normalized": false, "special": true}],
+            "normalizer": null, "pre_tokenizer": {"type": "Whitespace"},
+            "post_processor": null, "decoder": null,
+            "model": {"type": "WordLevel", "vocab": {"a": 0, "[UNK]": 1}, "unk_token": "[UNK]"}}"#;
+        assert!(serde_json::from_slice::<BpeFile>(json).is_err());
+        assert_parsed_alike(json, &parse(json).unwrap(), "a b [X] a");
+        let e = parse(b"{\"version\": \"1.0\", \"model\": 7}").unwrap_err();
+        assert!(!e.to_string().is_empty());
+    }
 
     #[test]
     fn the_embedded_tokenizer_is_parsed_once_and_shared() {
