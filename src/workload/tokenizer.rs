@@ -35,7 +35,7 @@ fn parse_file(path: &Path) -> tokenizers::Result<tokenizers::Tokenizer> {
     parse(&std::fs::read(path)?)
 }
 
-/// A `tokenizer.json`, parsed as the `tokenizers` crate parses it, in a fifth of its time
+/// A `tokenizer.json`, parsed as the `tokenizers` crate parses it, in two fifths of its time
 /// where the model is BPE (most LLMs'): see [`BpeFile`]. Any other file goes through the
 /// crate.
 fn parse(json: &[u8]) -> tokenizers::Result<tokenizers::Tokenizer> {
@@ -47,10 +47,10 @@ fn parse(json: &[u8]) -> tokenizers::Result<tokenizers::Tokenizer> {
 
 /// A `tokenizer.json` whose model is BPE. The crate reads the `model` object three times
 /// over (an untagged enum buffers it, a flattened tag copies it into a JSON value with
-/// ordered maps, then the model is read from that): 0.6 s of CPU for Qwen3's 151,643 tokens
-/// and 151,387 merges in a test build. Here the BPE model reads itself in one pass, and
-/// [`BpeFile::build`] puts the parts and the added tokens together as the crate's own
-/// deserializer does.
+/// ordered maps, then the model is read from that). Here the BPE model reads itself in one
+/// pass, and [`BpeFile::build`] puts the parts and the added tokens together as the crate's
+/// own deserializer does. Qwen3's 151,643 tokens and 151,387 merges, in a test build on 2
+/// cores: 0.19 s here against 0.43 s through the crate (medians of 5).
 #[derive(serde::Deserialize)]
 struct BpeFile {
     version: String,
