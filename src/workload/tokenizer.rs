@@ -35,9 +35,8 @@ fn parse_file(path: &Path) -> tokenizers::Result<tokenizers::Tokenizer> {
     parse(&std::fs::read(path)?)
 }
 
-/// A `tokenizer.json`, parsed as the `tokenizers` crate parses it, in two fifths of its time
-/// where the model is BPE (most LLMs'): see [`BpeFile`]. Any other file goes through the
-/// crate.
+/// A `tokenizer.json`, parsed as the `tokenizers` crate parses it, faster where the model is
+/// BPE (most LLMs'): see [`BpeFile`]. Any other file goes through the crate.
 fn parse(json: &[u8]) -> tokenizers::Result<tokenizers::Tokenizer> {
     match serde_json::from_slice::<BpeFile>(json) {
         Ok(f) => f.build(),
