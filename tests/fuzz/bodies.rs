@@ -263,24 +263,19 @@ pub const SECRETS: [&str; 2] = ["sk-fuzz-Qx7Zv9Wq-Plm3", "Zm9vOmJhcg=="];
 pub fn redact(data: &[u8]) {
     use ringperf::internals::redact::{install, scrub_bytes, server_bytes, ScrubWriter};
     use std::io::Write;
-    // The secrets' 8-byte windows as words, sorted: every window of every output is looked
-    // up, and a binary search over 19 words costs far less than hashing each window.
-    static GRAMS: std::sync::OnceLock<Vec<u64>> = std::sync::OnceLock::new();
+    // The secrets' 8-byte windows, each searched for in every output.
+    static GRAMS: std::sync::OnceLock<Vec<memchr::memmem::Finder<'static>>> =
+        std::sync::OnceLock::new();
     let grams = GRAMS.get_or_init(|| {
         install(SECRETS);
-        let mut g: Vec<u64> = SECRETS
+        SECRETS
             .iter()
-            .flat_map(|s| s.as_bytes().windows(8).map(word))
-            .collect();
-        g.sort_unstable();
-        g
+            .flat_map(|s| s.as_bytes().windows(8).map(memchr::memmem::Finder::new))
+            .collect()
     });
     let whole = scrub_bytes(data).into_owned();
-    if let Some(w) = whole
-        .windows(8)
-        .find(|w| grams.binary_search(&word(w)).is_ok())
-    {
-        panic!("{:?} survived", String::from_utf8_lossy(w));
+    if let Some(g) = grams.iter().find(|g| g.find(&whole).is_some()) {
+        panic!("{:?} survived", String::from_utf8_lossy(g.needle()));
     }
     let at = split_point(data);
     let mut w = ScrubWriter::new(Vec::new());
@@ -290,9 +285,4 @@ pub fn redact(data: &[u8]) {
     let text = server_bytes(data, 64);
     assert!(!text.chars().any(char::is_control), "{text:?}");
     assert!(text.chars().count() <= 64 * 10 + 1, "{text:?}");
-}
-
-/// 8 bytes as one word.
-fn word(w: &[u8]) -> u64 {
-    u64::from_le_bytes(w.try_into().expect("8 bytes"))
 }
