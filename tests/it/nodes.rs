@@ -33,12 +33,13 @@ fn run(c: &mut Command) -> (i32, String, String) {
 /// `root/node_I` and the single process into `root/single`; returns the node folders.
 fn nodes_and_single(url: &str, flags: &str, n: usize, root: &Path) -> Vec<PathBuf> {
     // Far enough ahead for every process to prepare first: five of them, each sending a
-    // preflight request against a simulated TTFT of 1 s, were ready 1.8 s after they started.
+    // preflight request against a simulated TTFT of 1 s, were ready 2.2 to 2.4 s after they
+    // started (a test build, 2 cores).
     let at = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs_f64()
-        + 3.0;
+        + 4.0;
     let start = |node: Option<usize>, dir: &Path| {
         let mut c = ringperf();
         c.args(["profile", "--no-progress", "--url", url])
