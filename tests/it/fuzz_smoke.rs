@@ -113,7 +113,7 @@ fn survives(name: &str, target: fn(&[u8]), seed: u64) {
     eprintln!("fuzz smoke, {name}: {runs} inputs");
 }
 
-/// A test per target (the longest, redact, about 3 s here), so that a failure names its target
+/// A test per target (the longest, redact, about 5.6 s here), so that a failure names its target
 /// and the short tests run beside the others instead of one long one.
 macro_rules! targets {
     ($($target:ident: $seed:literal),* $(,)?) => {$(
