@@ -193,33 +193,49 @@ mod tests {
             .0
     }
 
+    /// One round: five sleeps with deadlines out of order, 150 µs apart, starting 2 ms ahead
+    /// (so that all are waiting before the first is due). Returns the order they woke in and
+    /// their median lateness.
+    async fn five_sleeps(timer: &FineTimer) -> (Vec<u64>, u64) {
+        let start = now_ns() + 2_000_000;
+        let order = Rc::new(RefCell::new(Vec::new()));
+        let mut handles = Vec::new();
+        for k in [5u64, 1, 3, 2, 4] {
+            let t = timer.clone();
+            let order = order.clone();
+            handles.push(monoio::spawn(async move {
+                let deadline = start + k * 150_000;
+                t.sleep_until(deadline).await;
+                let late = now_ns() - deadline;
+                order.borrow_mut().push(k);
+                late
+            }));
+        }
+        let mut lates = Vec::new();
+        for h in handles {
+            lates.push(h.await);
+        }
+        lates.sort();
+        let order = order.borrow().clone();
+        (order, lates[2])
+    }
+
     #[test]
     fn wakes_at_sub_millisecond_deadlines_in_order() {
         runtime().block_on(async {
             let timer = FineTimer::start().unwrap();
-            let start = now_ns();
-            let order = Rc::new(RefCell::new(Vec::new()));
-            let mut handles = Vec::new();
-            // Deadlines out of order, 150 µs apart: each must fire at or after its time.
-            for k in [5u64, 1, 3, 2, 4] {
-                let t = timer.clone();
-                let order = order.clone();
-                handles.push(monoio::spawn(async move {
-                    let deadline = start + k * 150_000;
-                    t.sleep_until(deadline).await;
-                    let late = now_ns() - deadline;
-                    order.borrow_mut().push(k);
-                    late
-                }));
+            // A timer that wakes out of order or late does so every round; a host that
+            // descheduled the test's thread (other tests share 2 cores) spoils one round.
+            // The bound is generous; the benchmark reports the real figures.
+            let mut rounds = Vec::new();
+            for _ in 0..3 {
+                let (order, median_late) = five_sleeps(&timer).await;
+                if order == [1, 2, 3, 4, 5] && median_late < 5_000_000 {
+                    return;
+                }
+                rounds.push((order, median_late));
             }
-            let mut lates = Vec::new();
-            for h in handles {
-                lates.push(h.await);
-            }
-            assert_eq!(*order.borrow(), vec![1, 2, 3, 4, 5]);
-            // Generous bound for a noisy 2-core VM; the benchmark reports the real figures.
-            lates.sort();
-            assert!(lates[2] < 5_000_000, "median lateness {} ns", lates[2]);
+            panic!("three rounds out of order or late (order, median lateness ns): {rounds:?}");
         });
     }
 
