@@ -3,11 +3,15 @@
 //!
 //! By theme: `protocol` (real vLLM and llama.cpp captures at every byte split), `e2e` (the
 //! simulator over loopback), `faults`, `cli` (the binary as a user runs it), `tls`,
-//! `open_loop`, `datasets`, `endpoints`, `sessions`, `telemetry`, `placement` (placement and
-//! starvation), `sweeps` (sweeps, repeats, the knee), `nodes` (one load on many nodes, merged), `browser` (the reports in headless Chromium),
-//! `dashboard` (the live view on a pseudo-terminal), `layers` (the import rule). Each test first takes [`support::alone`] or
-//! [`support::shared`], so that nothing runs beside a test that asserts timings.
+//! `open_loop`, `datasets`, `endpoints`, `sessions`, `telemetry`, `sweeps` (sweeps, repeats,
+//! the knee), `nodes` (one load on many nodes, merged), `browser` (the reports in headless
+//! Chromium), `dashboard` (the live view on a pseudo-terminal), `layers` (the import rule).
+//! The tests that assert timings or load the CPUs on purpose are in `alone`, by the same
+//! themes (and `placement` and `verdicts`, placement, starvation and the verdicts on them).
+//! Each test first takes [`support::alone`] or [`support::shared`], so that nothing runs
+//! beside a test that asserts timings.
 
+mod alone;
 mod browser;
 mod cli;
 mod dashboard;
@@ -23,7 +27,6 @@ mod metrics;
 mod nodes;
 mod nvml;
 mod open_loop;
-mod placement;
 mod porting;
 mod preflight;
 mod protocol;
@@ -34,42 +37,50 @@ mod sweeps;
 mod telemetry;
 mod tls;
 mod traces;
-mod verdicts;
 mod workloads;
 
 /// Every test's first statement takes a guard, so that a new test cannot run beside one that
-/// asserts timings by forgetting it.
+/// asserts timings by forgetting it: `alone` in the `alone` module, whose tests sort first,
+/// and `shared` everywhere else (an `alone` test among them would hold up the test threads
+/// behind it).
 #[test]
 fn every_test_takes_a_guard() {
     let _shared = support::shared();
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
-    let mut tests = 0;
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        let src = std::fs::read_to_string(&path).unwrap();
-        let mut lines = src.lines().enumerate();
-        while let Some((n, line)) = lines.next() {
-            if line.trim() != "#[test]" {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
+    let mut counts = [0, 0];
+    for (dir, guard, count) in [
+        (root.clone(), "let _shared = support::shared();", 0),
+        (root.join("alone"), "let _alone = support::alone();", 1),
+    ] {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
                 continue;
             }
-            tests += 1;
-            let body = lines
-                .by_ref()
-                .skip_while(|(_, l)| !l.trim_end().ends_with('{'))
-                .nth(1)
-                .map_or("", |(_, l)| l.trim());
-            assert!(
-                body.starts_with("let _alone = support::alone();")
-                    || body.starts_with("let _shared = support::shared();"),
-                "{}:{}: the test's first statement must take support::alone() or support::shared(), found {body:?}",
-                path.display(),
-                n + 1
-            );
+            let src = std::fs::read_to_string(&path).unwrap();
+            let mut lines = src.lines().enumerate();
+            while let Some((n, line)) = lines.next() {
+                if line.trim() != "#[test]" {
+                    continue;
+                }
+                counts[count] += 1;
+                let body = lines
+                    .by_ref()
+                    .skip_while(|(_, l)| !l.trim_end().ends_with('{'))
+                    .nth(1)
+                    .map_or("", |(_, l)| l.trim());
+                assert!(
+                    body.starts_with(guard),
+                    "{}:{}: the test's first statement must be `{guard}`, found {body:?}",
+                    path.display(),
+                    n + 1
+                );
+            }
         }
     }
     assert!(
-        tests > 50,
-        "found only {tests} tests under {}",
-        dir.display()
+        counts[0] > 50 && counts[1] > 10,
+        "found only {counts:?} tests (shared, alone) under {}",
+        root.display()
     );
 }

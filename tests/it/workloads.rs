@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::support::{self, artifact_dir, profile, sim};
 
 /// Every line of `profile_export.jsonl` in `dir`, its metadata.
-fn requests(dir: &std::path::Path) -> Vec<Value> {
+pub(crate) fn requests(dir: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(dir.join("profile_export.jsonl"))
         .unwrap()
         .lines()
@@ -20,7 +20,7 @@ fn json(path: &std::path::Path) -> Value {
 }
 
 /// The most requests that were ever between their send and their first token at once.
-fn most_prefilling(reqs: &[Value]) -> usize {
+pub(crate) fn most_prefilling(reqs: &[Value]) -> usize {
     let mut edges: Vec<(u64, i32)> = Vec::new();
     for r in reqs {
         let (Some(start), Some(first)) = (r["start_ns"].as_u64(), r["first_content_ns"].as_u64())
@@ -114,10 +114,13 @@ fn cancelled_requests_are_about_the_share_asked_closed_on_time_and_never_errors(
                 assert!(chosen);
                 let held_ms =
                     (q["end_ns"].as_u64().unwrap() - q["start_ns"].as_u64().unwrap()) as f64 / 1e6;
+                // The delay runs from when the client took the request up, as AIPerf's does,
+                // so a request that opened a connection first was sent that much later.
+                let opening_ms = q["http"]["http_req_connecting"].as_f64().unwrap();
                 // Closed by the watcher's 10 ms tick after the delay.
                 assert!(
-                    (99.0..160.0).contains(&held_ms),
-                    "closed after {held_ms} ms"
+                    held_ms < 160.0 && held_ms + opening_ms >= 99.0,
+                    "closed {held_ms} ms after it was sent, {opening_ms} ms after its opening"
                 );
             }
             "ok" => assert!(!chosen, "a chosen request cannot finish in 100 ms: {q}"),
@@ -702,91 +705,4 @@ fn a_warm_up_prefill_cap_below_the_shards_still_warms_every_shard() {
     );
     let doc = json(&dir.join("profile_export_ringperf.json"));
     assert_eq!(doc["client_health"]["shards"].as_array().unwrap().len(), 1);
-}
-
-/// The most requests in flight at once among those sent in `[from, to)` ns (their sends
-/// counted against every request still open then).
-fn most_in_flight_sent_within(reqs: &[Value], from: u64, to: u64) -> usize {
-    let spans: Vec<(u64, u64)> = reqs
-        .iter()
-        .filter_map(|r| Some((r["start_ns"].as_u64()?, r["end_ns"].as_u64()?)))
-        .collect();
-    spans
-        .iter()
-        .filter(|(s, _)| (from..to).contains(s))
-        .map(|&(s, _)| spans.iter().filter(|(a, b)| *a <= s && s < *b).count())
-        .max()
-        .unwrap_or(0)
-}
-
-/// When the first of `reqs` was sent.
-fn first_send(reqs: &[Value]) -> u64 {
-    reqs.iter()
-        .filter_map(|r| r["start_ns"].as_u64())
-        .min()
-        .unwrap()
-}
-
-#[test]
-fn aiperfs_ramps_start_low_reach_their_target_and_are_measured() {
-    let _alone = support::alone();
-    let s = sim("--ttft 10ms --itl 5ms");
-    // The closed loop's ramp: from 1 to 8 in flight over the first second.
-    let dir = artifact_dir("aiperf-concurrency-ramp");
-    let res = profile(
-        &format!(
-            "--url http://{} --streaming --concurrency 8 --concurrency-ramp-duration 1 \
-             --benchmark-duration 2 --output-tokens-mean 10",
-            s.addr
-        ),
-        &dir,
-    )
-    .unwrap();
-    let reqs = requests(&dir);
-    let t0 = first_send(&reqs);
-    let early = most_in_flight_sent_within(&reqs, t0, t0 + 200_000_000);
-    let late = most_in_flight_sent_within(&reqs, t0 + 1_200_000_000, u64::MAX);
-    assert!(
-        (1..=3).contains(&early),
-        "in flight in the first 0.2 s: {early}"
-    );
-    assert_eq!(late, 8, "in flight after the ramp");
-    // AIPerf measures the ramp: its requests are in the figures.
-    assert_eq!(res.report.ramp_up, 0, "{}", res.console);
-    let in_ramp = reqs
-        .iter()
-        .filter(|r| r["start_ns"].as_u64().unwrap() < t0 + 1_000_000_000)
-        .count() as u64;
-    assert!(in_ramp > 10, "{in_ramp} requests in the ramp");
-    assert_eq!(res.report.completed, reqs.len() as u64, "{}", res.console);
-
-    // The prefill cap's ramp: from 1 to 4 between send and first token over the first second.
-    let dir = artifact_dir("aiperf-prefill-ramp");
-    profile(
-        &format!(
-            "--url http://{} --streaming --concurrency 16 --prefill-concurrency 4 \
-             --prefill-concurrency-ramp-duration 1 --benchmark-duration 2 \
-             --output-tokens-mean 10",
-            s.addr
-        ),
-        &dir,
-    )
-    .unwrap();
-    let reqs = requests(&dir);
-    let t0 = first_send(&reqs);
-    let window = |from: u64, to: u64| {
-        let within: Vec<Value> = reqs
-            .iter()
-            .filter(|r| (from..to).contains(&r["start_ns"].as_u64().unwrap()))
-            .cloned()
-            .collect();
-        most_prefilling(&within)
-    };
-    let early = window(t0, t0 + 200_000_000);
-    let late = window(t0 + 1_200_000_000, u64::MAX);
-    assert!(
-        (1..=2).contains(&early),
-        "prefilling in the first 0.2 s: {early}"
-    );
-    assert_eq!(late, 4, "prefilling after the ramp");
 }

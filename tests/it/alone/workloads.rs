@@ -1,0 +1,92 @@
+//! AIPerf's ramps, timed.
+
+use crate::support::{self, artifact_dir, profile, sim};
+use crate::workloads::{most_prefilling, requests};
+use serde_json::Value;
+
+/// The most requests in flight at once among those sent in `[from, to)` ns (their sends
+/// counted against every request still open then).
+fn most_in_flight_sent_within(reqs: &[Value], from: u64, to: u64) -> usize {
+    let spans: Vec<(u64, u64)> = reqs
+        .iter()
+        .filter_map(|r| Some((r["start_ns"].as_u64()?, r["end_ns"].as_u64()?)))
+        .collect();
+    spans
+        .iter()
+        .filter(|(s, _)| (from..to).contains(s))
+        .map(|&(s, _)| spans.iter().filter(|(a, b)| *a <= s && s < *b).count())
+        .max()
+        .unwrap_or(0)
+}
+
+/// When the first of `reqs` was sent.
+fn first_send(reqs: &[Value]) -> u64 {
+    reqs.iter()
+        .filter_map(|r| r["start_ns"].as_u64())
+        .min()
+        .unwrap()
+}
+
+#[test]
+fn aiperfs_ramps_start_low_reach_their_target_and_are_measured() {
+    let _alone = support::alone();
+    let s = sim("--ttft 10ms --itl 5ms");
+    // The closed loop's ramp: from 1 to 8 in flight over the first second.
+    let dir = artifact_dir("aiperf-concurrency-ramp");
+    let res = profile(
+        &format!(
+            "--url http://{} --streaming --concurrency 8 --concurrency-ramp-duration 1 \
+             --benchmark-duration 2 --output-tokens-mean 10",
+            s.addr
+        ),
+        &dir,
+    )
+    .unwrap();
+    let reqs = requests(&dir);
+    let t0 = first_send(&reqs);
+    let early = most_in_flight_sent_within(&reqs, t0, t0 + 200_000_000);
+    let late = most_in_flight_sent_within(&reqs, t0 + 1_200_000_000, u64::MAX);
+    assert!(
+        (1..=3).contains(&early),
+        "in flight in the first 0.2 s: {early}"
+    );
+    assert_eq!(late, 8, "in flight after the ramp");
+    // AIPerf measures the ramp: its requests are in the figures.
+    assert_eq!(res.report.ramp_up, 0, "{}", res.console);
+    let in_ramp = reqs
+        .iter()
+        .filter(|r| r["start_ns"].as_u64().unwrap() < t0 + 1_000_000_000)
+        .count() as u64;
+    assert!(in_ramp > 10, "{in_ramp} requests in the ramp");
+    assert_eq!(res.report.completed, reqs.len() as u64, "{}", res.console);
+
+    // The prefill cap's ramp: from 1 to 4 between send and first token over the first second.
+    let dir = artifact_dir("aiperf-prefill-ramp");
+    profile(
+        &format!(
+            "--url http://{} --streaming --concurrency 16 --prefill-concurrency 4 \
+             --prefill-concurrency-ramp-duration 1 --benchmark-duration 2 \
+             --output-tokens-mean 10",
+            s.addr
+        ),
+        &dir,
+    )
+    .unwrap();
+    let reqs = requests(&dir);
+    let t0 = first_send(&reqs);
+    let window = |from: u64, to: u64| {
+        let within: Vec<Value> = reqs
+            .iter()
+            .filter(|r| (from..to).contains(&r["start_ns"].as_u64().unwrap()))
+            .cloned()
+            .collect();
+        most_prefilling(&within)
+    };
+    let early = window(t0, t0 + 200_000_000);
+    let late = window(t0 + 1_200_000_000, u64::MAX);
+    assert!(
+        (1..=2).contains(&early),
+        "prefilling in the first 0.2 s: {early}"
+    );
+    assert_eq!(late, 4, "prefilling after the ramp");
+}
