@@ -1,7 +1,7 @@
-//! AIPerf's ramps, timed.
+//! AIPerf's ramps and prefill cap, whose checks include the client's verdict on its timings.
 
 use crate::support::{self, artifact_dir, profile, sim};
-use crate::workloads::{most_prefilling, requests};
+use crate::workloads::{json, requests};
 use serde_json::Value;
 
 /// The most requests in flight at once among those sent in `[from, to)` ns (their sends
@@ -89,4 +89,67 @@ fn aiperfs_ramps_start_low_reach_their_target_and_are_measured() {
         "prefilling in the first 0.2 s: {early}"
     );
     assert_eq!(late, 4, "prefilling after the ramp");
+}
+
+/// The most requests that were ever between their send and their first token at once.
+fn most_prefilling(reqs: &[Value]) -> usize {
+    let mut edges: Vec<(u64, i32)> = Vec::new();
+    for r in reqs {
+        let (Some(start), Some(first)) = (r["start_ns"].as_u64(), r["first_content_ns"].as_u64())
+        else {
+            continue;
+        };
+        edges.push((start, 1));
+        edges.push((first, -1));
+    }
+    // A first token and a send at the same instant: the place was given back first.
+    edges.sort();
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, d) in edges {
+        now += d;
+        most = most.max(now);
+    }
+    most as usize
+}
+
+#[test]
+fn the_prefill_cap_holds_from_every_requests_stamps_and_its_wait_is_the_clients() {
+    let _alone = support::alone();
+    let s = sim("--ttft 20ms --itl 5ms");
+    let dir = artifact_dir("prefill-cap");
+    let res = profile(
+        &format!(
+            "--url http://{} --streaming --concurrency 16 --prefill-concurrency 2 \
+             --request-count 120 --output-tokens-mean 20",
+            s.addr
+        ),
+        &dir,
+    )
+    .unwrap();
+    let r = &res.report;
+    assert_eq!((r.completed, r.failed), (120, 0), "{}", res.console);
+    let reqs = requests(&dir);
+    assert_eq!(
+        most_prefilling(&reqs),
+        2,
+        "never more than 2 between send and first token, and the cap was reached"
+    );
+    // The wait is the client's: reported apart, and not in TTFT (the simulator's 20 ms).
+    let waited = reqs
+        .iter()
+        .filter(|q| q["prefill_wait_ms"].as_f64().unwrap() > 1.0)
+        .count();
+    assert!(
+        waited > 60,
+        "most of 16 requests wait for 2 places: {waited}"
+    );
+    let doc = json(&dir.join("profile_export_ringperf.json"));
+    assert!(
+        doc["prefill_wait"]["p90"].as_f64().unwrap() > 10.0,
+        "{}",
+        doc["prefill_wait"]
+    );
+    let ttft_p99 = doc["time_to_first_token"]["p99"].as_f64().unwrap();
+    assert!((19.0..40.0).contains(&ttft_p99), "TTFT p99 {ttft_p99} ms");
+    assert_eq!(doc["client_distorted"], false, "{}", res.console);
 }
