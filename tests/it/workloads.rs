@@ -57,7 +57,7 @@ fn cancelled_requests_are_about_the_share_asked_closed_on_time_and_never_errors(
                 // Closed by the watcher's 10 ms tick after the delay.
                 assert!(
                     held_ms < 160.0 && held_ms + opening_ms >= 99.0,
-                    "closed {held_ms} ms after it was sent, {opening_ms} ms after its opening"
+                    "closed {held_ms} ms after it was sent, after {opening_ms} ms opening its connection"
                 );
             }
             "ok" => assert!(!chosen, "a chosen request cannot finish in 100 ms: {q}"),
