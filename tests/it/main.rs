@@ -48,7 +48,7 @@ fn every_test_takes_a_guard() {
     let _shared = support::shared();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
     let mut counts = [0, 0];
-    for (dir, guard, count) in [
+    for (dir, guard, kind) in [
         (root.clone(), "let _shared = support::shared();", 0),
         (root.join("alone"), "let _alone = support::alone();", 1),
     ] {
@@ -63,7 +63,7 @@ fn every_test_takes_a_guard() {
                 if line.trim() != "#[test]" {
                     continue;
                 }
-                counts[count] += 1;
+                counts[kind] += 1;
                 let body = lines
                     .by_ref()
                     .skip_while(|(_, l)| !l.trim_end().ends_with('{'))
