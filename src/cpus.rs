@@ -1,10 +1,29 @@
 //! CPU lists: parsing `0,2-5`, printing them back as ranges, and the CPUs this process may use.
 
+/// A CPU list that is not one.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ListError {
+    /// An item that is neither a CPU number nor a rising range.
+    #[error("--cpus {list:?}: {item:?} is not a CPU number or range like 2-5")]
+    Item {
+        /// The whole list.
+        list: String,
+        /// The item.
+        item: String,
+    },
+    /// A list with no item.
+    #[error("--cpus {0:?} names no CPU")]
+    Empty(String),
+}
+
 /// Parses `0,2-5` into CPU ids.
-pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, ListError> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let bad = || format!("--cpus {s:?}: {part:?} is not a CPU number or range like 2-5");
+        let bad = || ListError::Item {
+            list: s.into(),
+            item: part.into(),
+        };
         match part.split_once('-') {
             Some((a, b)) => {
                 let (a, b): (usize, usize) =
@@ -18,7 +37,7 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
         }
     }
     if out.is_empty() {
-        return Err(format!("--cpus {s:?} names no CPU"));
+        return Err(ListError::Empty(s.into()));
     }
     Ok(out)
 }
@@ -63,9 +82,16 @@ mod tests {
     #[test]
     fn cpu_lists() {
         assert_eq!(parse_cpu_list("0,2-4").unwrap(), vec![0, 2, 3, 4]);
-        assert!(parse_cpu_list("3-1").is_err());
-        assert!(parse_cpu_list("x").is_err());
-        assert!(parse_cpu_list("").is_err());
+        let item = |item: &str, list: &str| {
+            Err(ListError::Item {
+                list: list.into(),
+                item: item.into(),
+            })
+        };
+        assert_eq!(parse_cpu_list("0,3-1"), item("3-1", "0,3-1"));
+        assert_eq!(parse_cpu_list("x"), item("x", "x"));
+        assert_eq!(parse_cpu_list("1-y"), item("1-y", "1-y"));
+        assert_eq!(parse_cpu_list(" , "), Err(ListError::Empty(" , ".into())));
     }
 
     #[test]

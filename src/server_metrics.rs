@@ -195,9 +195,23 @@ pub struct Target {
     path: String,
 }
 
+/// A `--server-metrics-url` that is not a URL ringperf can scrape.
+#[derive(Debug, thiserror::Error)]
+#[error("--server-metrics-url {0}")]
+pub struct MetricsUrlError(pub crate::endpoint::UrlError);
+
+/// Checks a `--server-metrics-url` before the run starts (`auto` needs the server's URL, and
+/// is always one).
+pub fn check(spec: &str) -> Result<(), MetricsUrlError> {
+    if spec != "auto" {
+        Endpoint::parse(spec).map_err(MetricsUrlError)?;
+    }
+    Ok(())
+}
+
 impl Target {
     /// Parses `URL`, or `auto` = the benchmarked server's `/metrics`.
-    pub fn parse(spec: &str, server: &Endpoint) -> Result<Target, String> {
+    pub fn parse(spec: &str, server: &Endpoint) -> Result<Target, MetricsUrlError> {
         if spec == "auto" {
             let url = format!(
                 "{}://{}/metrics",
@@ -210,7 +224,7 @@ impl Target {
                 path: "/metrics".into(),
             });
         }
-        let endpoint = Endpoint::parse(spec).map_err(|e| format!("--server-metrics-url {e}"))?;
+        let endpoint = Endpoint::parse(spec).map_err(MetricsUrlError)?;
         let path = if endpoint.prefix.is_empty() {
             "/metrics".to_string()
         } else {

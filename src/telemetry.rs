@@ -28,11 +28,11 @@ pub struct Config {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// `--gpus` is not `all` or a list of indices.
-    #[error("{0}")]
-    Gpus(String),
+    #[error(transparent)]
+    Gpus(#[from] crate::gpu::GpusError),
     /// A `--server-metrics-url` cannot be used.
-    #[error("{0}")]
-    ServerMetricsUrl(String),
+    #[error(transparent)]
+    ServerMetricsUrl(#[from] crate::server_metrics::MetricsUrlError),
 }
 
 /// Telemetry threads while the run is live.
@@ -70,7 +70,7 @@ impl Telemetry {
         let (gpu, gpu_unavailable) = if !cfg.gpu {
             (None, Some("turned off (--no-gpu-telemetry)".to_string()))
         } else {
-            let want = gpu::parse_gpus(&cfg.gpus).map_err(Error::Gpus)?;
+            let want = gpu::parse_gpus(&cfg.gpus)?;
             match gpu::Nvml::open().and_then(|n| {
                 Sampler::start(
                     Box::new(n),
@@ -90,8 +90,7 @@ impl Telemetry {
             .server_metrics_urls
             .iter()
             .map(|u| Target::parse(u, &plan.target.endpoint))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(Error::ServerMetricsUrl)?;
+            .collect::<Result<Vec<_>, _>>()?;
         let scraper = (!targets.is_empty()).then(|| {
             let tls = plan
                 .target

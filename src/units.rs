@@ -2,16 +2,52 @@
 
 use serde::Serialize;
 
+/// A value on the command line that is not the unit it should be. Each names the text it read,
+/// as clap prints it under the flag.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// Not a number followed by a time unit.
+    #[error("{0:?} is not a duration (try 30s, 1.5ms, 250us)")]
+    NotADuration(String),
+    /// A number with a unit that is not one of time.
+    #[error("unknown time unit {unit:?} in {text:?} (ns, us, ms, s, m, h)")]
+    TimeUnit {
+        /// The unit as written.
+        unit: String,
+        /// The whole value.
+        text: String,
+    },
+    /// A duration below zero or above 10^18 ns.
+    #[error("{0:?} is out of range")]
+    OutOfRange(String),
+    /// Not a number with an optional `k` or `M`.
+    #[error("{0:?} is not a count (try 100, 10k, 1M)")]
+    NotACount(String),
+    /// A count that is negative or has a fraction.
+    #[error("{0:?} is not a whole non-negative count")]
+    NotWhole(String),
+    /// A distribution with other than its two values.
+    #[error("{kind} needs two values: {kind}:A,B")]
+    TwoValues {
+        /// The distribution's name.
+        kind: String,
+    },
+    /// `uniform:A,B` with A above B.
+    #[error("uniform:{0}: the low bound is above the high one")]
+    Bounds(String),
+    /// A distribution's name that is not one.
+    #[error("unknown distribution {0:?} (fixed, normal, uniform, exp)")]
+    Distribution(String),
+}
+
 /// Parses a duration into nanoseconds. A bare number is seconds (as in AIPerf's flags).
-pub(crate) fn parse_duration_ns(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_duration_ns(s: &str) -> Result<u64, Error> {
     let t = s.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (try 30s, 1.5ms, 250us)"))?;
+    let value: f64 = num.parse().map_err(|_| Error::NotADuration(s.into()))?;
     let scale = match unit.trim() {
         "" | "s" | "sec" => 1e9,
         "ns" => 1.0,
@@ -20,32 +56,31 @@ pub(crate) fn parse_duration_ns(s: &str) -> Result<u64, String> {
         "m" | "min" => 60e9,
         "h" => 3600e9,
         other => {
-            return Err(format!(
-                "unknown time unit {other:?} in {s:?} (ns, us, ms, s, m, h)"
-            ))
+            return Err(Error::TimeUnit {
+                unit: other.into(),
+                text: s.into(),
+            })
         }
     };
     let ns = value * scale;
     if !(0.0..=1e18).contains(&ns) {
-        return Err(format!("{s:?} is out of range"));
+        return Err(Error::OutOfRange(s.into()));
     }
     Ok(ns.round() as u64)
 }
 
 /// Parses a count with an optional `k`/`M` suffix (`10k` = 10000).
-pub(crate) fn parse_count(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_count(s: &str) -> Result<u64, Error> {
     let t = s.trim();
     let (num, mult) = match t.chars().last() {
         Some('k' | 'K') => (&t[..t.len() - 1], 1_000.0),
         Some('M') => (&t[..t.len() - 1], 1_000_000.0),
         _ => (t, 1.0),
     };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a count (try 100, 10k, 1M)"))?;
+    let v: f64 = num.parse().map_err(|_| Error::NotACount(s.into()))?;
     let n = v * mult;
     if !n.is_finite() || n < 0.0 || n.fract() != 0.0 {
-        return Err(format!("{s:?} is not a whole non-negative count"));
+        return Err(Error::NotWhole(s.into()));
     }
     Ok(n as u64)
 }
@@ -106,17 +141,17 @@ impl std::fmt::Display for TimeDist {
 
 impl TimeDist {
     /// Parses `50ms`, `normal:10ms,2ms`, `uniform:5ms,15ms` or `exp:10ms`.
-    pub fn parse(s: &str) -> Result<TimeDist, String> {
+    pub fn parse(s: &str) -> Result<TimeDist, Error> {
         let Some((kind, args)) = s.split_once(':') else {
             return Ok(TimeDist::Fixed {
                 ns: parse_duration_ns(s)?,
             });
         };
         let parts: Vec<&str> = args.split(',').collect();
-        let two = || -> Result<(u64, u64), String> {
+        let two = || -> Result<(u64, u64), Error> {
             match parts.as_slice() {
                 [a, b] => Ok((parse_duration_ns(a)?, parse_duration_ns(b)?)),
-                _ => Err(format!("{kind} needs two values: {kind}:A,B")),
+                _ => Err(Error::TwoValues { kind: kind.into() }),
             }
         };
         match kind {
@@ -127,18 +162,14 @@ impl TimeDist {
             "uniform" => {
                 let (lo, hi) = two()?;
                 if lo > hi {
-                    return Err(format!(
-                        "uniform:{args}: the low bound is above the high one"
-                    ));
+                    return Err(Error::Bounds(args.into()));
                 }
                 Ok(TimeDist::Uniform { lo, hi })
             }
             "exp" => Ok(TimeDist::Exp {
                 mean: parse_duration_ns(args)?,
             }),
-            other => Err(format!(
-                "unknown distribution {other:?} (fixed, normal, uniform, exp)"
-            )),
+            other => Err(Error::Distribution(other.into())),
         }
     }
 
@@ -181,11 +212,29 @@ mod tests {
         assert_eq!(parse_duration_ns("250us"), Ok(250_000));
         assert_eq!(parse_duration_ns("2m"), Ok(120_000_000_000));
         assert_eq!(parse_duration_ns("7ns"), Ok(7));
-        assert!(parse_duration_ns("fast").is_err());
-        assert!(parse_duration_ns("5 parsecs")
-            .unwrap_err()
-            .contains("unknown time unit"));
-        assert!(parse_duration_ns("-1s").is_err());
+        assert_eq!(
+            parse_duration_ns("fast"),
+            Err(Error::NotADuration("fast".into()))
+        );
+        assert_eq!(
+            parse_duration_ns("5 parsecs").unwrap_err().to_string(),
+            r#"unknown time unit "parsecs" in "5 parsecs" (ns, us, ms, s, m, h)"#
+        );
+        assert_eq!(
+            parse_duration_ns("-1s"),
+            Err(Error::NotADuration("-1s".into()))
+        );
+        assert_eq!(
+            parse_duration_ns("1e30s"),
+            Err(Error::TimeUnit {
+                unit: "e30s".into(),
+                text: "1e30s".into()
+            })
+        );
+        assert_eq!(
+            parse_duration_ns("99999999999h"),
+            Err(Error::OutOfRange("99999999999h".into()))
+        );
     }
 
     #[test]
@@ -194,8 +243,8 @@ mod tests {
         assert_eq!(parse_count("1M"), Ok(1_000_000));
         assert_eq!(parse_count("1.5k"), Ok(1_500));
         assert_eq!(parse_count("42"), Ok(42));
-        assert!(parse_count("1.5").is_err());
-        assert!(parse_count("lots").is_err());
+        assert_eq!(parse_count("1.5"), Err(Error::NotWhole("1.5".into())));
+        assert_eq!(parse_count("lots"), Err(Error::NotACount("lots".into())));
     }
 
     #[test]
@@ -211,8 +260,20 @@ mod tests {
             TimeDist::parse("50ms"),
             Ok(TimeDist::Fixed { ns: 50_000_000 })
         );
-        assert!(TimeDist::parse("uniform:5ms,1ms").is_err());
-        assert!(TimeDist::parse("cauchy:1ms").is_err());
+        assert_eq!(
+            TimeDist::parse("uniform:5ms,1ms"),
+            Err(Error::Bounds("5ms,1ms".into()))
+        );
+        assert_eq!(
+            TimeDist::parse("normal:5ms"),
+            Err(Error::TwoValues {
+                kind: "normal".into()
+            })
+        );
+        assert_eq!(
+            TimeDist::parse("cauchy:1ms"),
+            Err(Error::Distribution("cauchy".into()))
+        );
         for text in ["50ms", "normal:10ms,2ms", "uniform:250us,3ms", "exp:1s"] {
             assert_eq!(TimeDist::parse(text).unwrap().to_string(), text);
         }

@@ -594,11 +594,11 @@ fn parse_filter(s: &str) -> Result<(String, String), String> {
     }
 }
 
-fn parse_count_points(s: &str) -> Result<Points, String> {
+fn parse_count_points(s: &str) -> Result<Points, crate::plan::sweep::PointsError> {
     crate::plan::sweep::parse_points(s, true).map(Points)
 }
 
-fn parse_rate_points(s: &str) -> Result<Points, String> {
+fn parse_rate_points(s: &str) -> Result<Points, crate::plan::sweep::PointsError> {
     crate::plan::sweep::parse_points(s, false).map(Points)
 }
 
@@ -1371,7 +1371,7 @@ impl ProfileArgs {
         );
         let mut notes = Vec::new();
         let cpus = match &e.cpus {
-            Some(list) => Some(crate::cpus::parse_cpu_list(list).map_err(PlanError::Flag)?),
+            Some(list) => Some(crate::cpus::parse_cpu_list(list)?),
             None => None,
         };
         let model =

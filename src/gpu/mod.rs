@@ -283,17 +283,18 @@ fn sample_loop(
     }
 }
 
+/// A `--gpus` value that is neither `all` nor a list of GPU indices.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("--gpus {0:?}: expected `all` or indices like 0,2")]
+pub struct GpusError(pub String);
+
 /// Parses `--gpus`: `all` or a list like `0,2`.
-pub fn parse_gpus(s: &str) -> Result<Option<Vec<u32>>, String> {
+pub fn parse_gpus(s: &str) -> Result<Option<Vec<u32>>, GpusError> {
     if s.trim() == "all" {
         return Ok(None);
     }
     s.split(',')
-        .map(|p| {
-            p.trim()
-                .parse::<u32>()
-                .map_err(|_| format!("--gpus {s:?}: expected `all` or indices like 0,2"))
-        })
+        .map(|p| p.trim().parse::<u32>().map_err(|_| GpusError(s.into())))
         .collect::<Result<Vec<_>, _>>()
         .map(Some)
 }
@@ -413,7 +414,7 @@ mod tests {
     fn gpu_selection() {
         assert_eq!(parse_gpus("all").unwrap(), None);
         assert_eq!(parse_gpus("0,2").unwrap(), Some(vec![0, 2]));
-        assert!(parse_gpus("x").is_err());
+        assert_eq!(parse_gpus("0,x"), Err(GpusError("0,x".into())));
         let fake = Fake(vec![FakeGpu::steady(1.0)]);
         let e = Sampler::start(Box::new(fake), Some(&[3]), 1_000_000, None)
             .err()

@@ -604,25 +604,43 @@ pub enum SloMetric {
     E2e,
 }
 
+/// An SLO that is not `metric:milliseconds`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SloError {
+    /// No `:` between the metric and its bound.
+    #[error("{0:?}: expected metric:milliseconds, e.g. ttft:200")]
+    Shape(String),
+    /// A metric an SLO cannot bound.
+    #[error("unknown SLO metric {0:?} (ttft, itl, e2e)")]
+    Metric(String),
+    /// A bound that is not a number.
+    #[error("{slo:?}: {bound:?} is not a number of milliseconds")]
+    NotANumber {
+        /// The whole SLO.
+        slo: String,
+        /// Its bound as written.
+        bound: String,
+    },
+    /// A bound that is not positive and finite.
+    #[error("{0:?}: the bound must be a positive number of milliseconds")]
+    NotPositive(String),
+}
+
 /// Parses `ttft:200` (vLLM's and GenAI-Perf's syntax, in milliseconds).
-pub fn parse_slo(s: &str) -> Result<Slo, String> {
-    let (name, v) = s
-        .split_once(':')
-        .ok_or_else(|| format!("{s:?}: expected metric:milliseconds, e.g. ttft:200"))?;
+pub fn parse_slo(s: &str) -> Result<Slo, SloError> {
+    let (name, v) = s.split_once(':').ok_or_else(|| SloError::Shape(s.into()))?;
     let metric = match name.trim() {
         "ttft" | "time_to_first_token" => SloMetric::Ttft,
         "itl" | "tpot" | "inter_token_latency" => SloMetric::Itl,
         "e2e" | "e2el" | "request_latency" => SloMetric::E2e,
-        other => return Err(format!("unknown SLO metric {other:?} (ttft, itl, e2e)")),
+        other => return Err(SloError::Metric(other.into())),
     };
-    let max_ms: f64 = v
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?}: {v:?} is not a number of milliseconds"))?;
+    let max_ms: f64 = v.trim().parse().map_err(|_| SloError::NotANumber {
+        slo: s.into(),
+        bound: v.into(),
+    })?;
     if !(max_ms > 0.0 && max_ms.is_finite()) {
-        return Err(format!(
-            "{s:?}: the bound must be a positive number of milliseconds"
-        ));
+        return Err(SloError::NotPositive(s.into()));
     }
     Ok(Slo { metric, max_ms })
 }
@@ -870,11 +888,19 @@ pub(super) mod tests {
                 max_ms: 200.0
             }
         );
-        assert!(parse_slo("ttft").is_err());
-        assert!(parse_slo("speed:1")
-            .unwrap_err()
-            .contains("unknown SLO metric"));
-        assert!(parse_slo("e2e:-5").is_err());
+        assert_eq!(parse_slo("ttft"), Err(SloError::Shape("ttft".into())));
+        assert_eq!(parse_slo("speed:1"), Err(SloError::Metric("speed".into())));
+        assert_eq!(
+            parse_slo("itl:fast"),
+            Err(SloError::NotANumber {
+                slo: "itl:fast".into(),
+                bound: "fast".into()
+            })
+        );
+        assert_eq!(
+            parse_slo("e2e:-5"),
+            Err(SloError::NotPositive("e2e:-5".into()))
+        );
         let mut r = Record::new(0, 0, Phase::Profiling, 0, Some(1));
         r.start_ns = 0;
         r.first_content_ns = Some(100_000_000);

@@ -18,7 +18,7 @@ pub mod workload;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
-pub use load::{parse_slo, Load, LoadSpec, Slo, SloMetric};
+pub use load::{parse_slo, Load, LoadSpec, Slo, SloError, SloMetric};
 pub use output::{Output, OutputSpec};
 pub use target::{Endpoint, Target, TargetSpec};
 pub use workload::{Workload, WorkloadSpec};
@@ -35,6 +35,9 @@ pub enum PlanError {
     /// The URL cannot be used.
     #[error("--url {0}")]
     Url(crate::endpoint::UrlError),
+    /// `--cpus` is not a CPU list.
+    #[error(transparent)]
+    Cpus(#[from] crate::cpus::ListError),
     /// Preparing prompts or the tokenizer failed.
     #[error(transparent)]
     Workload(#[from] WorkloadError),

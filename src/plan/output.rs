@@ -201,22 +201,74 @@ const METRICS: &[(&[&str], &str, bool)] = &[
     (&["request_count"], "request_count", false),
 ];
 
+/// A `--fail-on` gate that cannot be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("--fail-on {gate:?}: {why}")]
+pub struct GateError {
+    /// The gate as written.
+    pub gate: String,
+    /// What is wrong with it.
+    pub why: GateWhy,
+}
+
+/// What is wrong with a gate.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GateWhy {
+    /// `warning:CODE` with a code ringperf does not have.
+    #[error("unknown warning code {0:?} (any, {codes})", codes = warning_codes())]
+    WarningCode(String),
+    /// No comparison.
+    #[error("expected METRIC[.STAT] > VALUE (or >=, <, <=)")]
+    Shape,
+    /// A metric no gate can bound.
+    #[error("unknown metric {0:?} ({METRIC_NAMES})")]
+    Metric(String),
+    /// A statistic the summary does not have.
+    #[error("unknown statistic {0:?} ({stats})", stats = STATS.join(", "))]
+    Statistic(String),
+    /// A bound that is not a number.
+    #[error("{0:?} is not a number")]
+    NotANumber(String),
+    /// A unit that does not fit the metric (a time on a count, a percentage on a time).
+    #[error("unit {unit:?} does not fit {metric}")]
+    Unit {
+        /// The unit as written.
+        unit: String,
+        /// The metric's name.
+        metric: String,
+    },
+}
+
+/// The statistics a gate can bound.
+const STATS: [&str; 14] = [
+    "avg", "min", "max", "std", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99",
+    "p99_9",
+];
+
+/// The metric names a gate's error lists (the short ones where a metric has several).
+const METRIC_NAMES: &str = "ttft, ttfo, ttst, itl, icl, e2e, osl, isl, per_user, throughput, \
+                            request_throughput, goodput, error_rate, errors, request_count";
+
+fn warning_codes() -> String {
+    let codes: Vec<&str> = crate::warning::Code::ALL
+        .iter()
+        .map(|c| c.as_str())
+        .collect();
+    codes.join(", ")
+}
+
 impl Gate {
     /// Parses `metric[.stat] (>|>=|<|<=) value[unit]`: `ttft.p99>500ms`, `error_rate>0.01`,
     /// `request_throughput<10`.
-    pub fn parse(s: &str) -> Result<Gate, String> {
-        let bad = |why: &str| format!("--fail-on {s:?}: {why}");
+    pub fn parse(s: &str) -> Result<Gate, GateError> {
+        let bad = |why| GateError {
+            gate: s.into(),
+            why,
+        };
         let t = s.replace(' ', "");
         if let Some(code) = t.strip_prefix("warning:") {
             if code != "any" && crate::warning::Code::parse(code).is_none() {
-                let codes: Vec<&str> = crate::warning::Code::ALL
-                    .iter()
-                    .map(|c| c.as_str())
-                    .collect();
-                return Err(bad(&format!(
-                    "unknown warning code {code:?} (any, {})",
-                    codes.join(", ")
-                )));
+                return Err(bad(GateWhy::WarningCode(code.into())));
             }
             return Ok(Gate {
                 text: s.to_string(),
@@ -236,27 +288,15 @@ impl Gate {
         ]
         .iter()
         .find_map(|(op, c)| t.find(op).map(|i| (i, *c, op.len())))
-        .ok_or_else(|| bad("expected METRIC[.STAT] > VALUE (or >=, <, <=)"))?;
+        .ok_or_else(|| bad(GateWhy::Shape))?;
         let (left, right) = (&t[..at], &t[at + width..]);
         let (name, stat) = left.split_once('.').unwrap_or((left, "avg"));
         let (_, metric, time) = METRICS
             .iter()
             .find(|(names, _, _)| names.contains(&name))
-            .ok_or_else(|| {
-                bad(&format!(
-                    "unknown metric {name:?} (ttft, ttfo, ttst, itl, icl, e2e, osl, isl, per_user, \
-                     throughput, request_throughput, goodput, error_rate, errors, request_count)"
-                ))
-            })?;
-        let stats = [
-            "avg", "min", "max", "std", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95",
-            "p99", "p99_9",
-        ];
-        if !stats.contains(&stat) {
-            return Err(bad(&format!(
-                "unknown statistic {stat:?} ({})",
-                stats.join(", ")
-            )));
+            .ok_or_else(|| bad(GateWhy::Metric(name.into())))?;
+        if !STATS.contains(&stat) {
+            return Err(bad(GateWhy::Statistic(stat.into())));
         }
         let split = right
             .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == 'e'))
@@ -264,7 +304,7 @@ impl Gate {
         let (num, unit) = right.split_at(split);
         let v: f64 = num
             .parse()
-            .map_err(|_| bad(&format!("{num:?} is not a number")))?;
+            .map_err(|_| bad(GateWhy::NotANumber(num.into())))?;
         let bound = match (unit, *time) {
             ("", _) => v,
             ("%", false) => v / 100.0,
@@ -272,7 +312,12 @@ impl Gate {
             ("us" | "µs", true) => v / 1e3,
             ("ms", true) => v,
             ("s", true) => v * 1e3,
-            (u, _) => return Err(bad(&format!("unit {u:?} does not fit {metric}"))),
+            (u, _) => {
+                return Err(bad(GateWhy::Unit {
+                    unit: u.into(),
+                    metric: metric.to_string(),
+                }))
+            }
         };
         Ok(Gate {
             text: s.to_string(),
@@ -312,7 +357,7 @@ mod gate_tests {
             ("ttft.p99=1", "expected METRIC"),
             ("error_rate>5ms", "does not fit"),
         ] {
-            let e = Gate::parse(bad).unwrap_err();
+            let e = Gate::parse(bad).unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");
         }
         assert!(Cmp::Ge.holds(1.0, 1.0) && !Cmp::Gt.holds(1.0, 1.0));

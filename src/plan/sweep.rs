@@ -352,12 +352,49 @@ impl SweepSpec {
     }
 }
 
+/// A load flag's value that is not a list of points.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PointsError {
+    /// A point that must be a whole count is not one.
+    #[error(transparent)]
+    Count(#[from] crate::units::Error),
+    /// A point that is not a number.
+    #[error("{0:?} is not a number")]
+    NotANumber(String),
+    /// A point below zero.
+    #[error("{0:?} is not a non-negative number")]
+    Negative(String),
+    /// More points than a sweep takes.
+    #[error("{0:?}: more than {MAX_POINTS} points")]
+    TooMany(String),
+    /// Two commas with nothing between.
+    #[error("{0:?}: an empty item in the list")]
+    EmptyItem(String),
+    /// A range that goes down or has no finite end.
+    #[error("{0:?}: a range goes up, from A to a finite B")]
+    Downward(String),
+    /// A range's step that is not a number.
+    #[error("{item:?}: {step:?} is not a step")]
+    Step {
+        /// The range.
+        item: String,
+        /// Its step as written.
+        step: String,
+    },
+    /// A range by factor from 0 or by a factor of at most 1.
+    #[error("{0:?}: a range by factor needs A > 0 and a factor above 1")]
+    Factor(String),
+    /// A range by steps that are not positive (or too small to end).
+    #[error("{0:?}: the step must be positive")]
+    NonPositiveStep(String),
+}
+
 /// Parses a load flag's value: a number, a comma list, or ranges `A..B` (doubling), `A..BxF`
 /// (times F) and `A..B+S` (plus S), each up to B; items mix: `1,2,4..64x4`. `whole` asks for
 /// whole numbers (geometric steps are rounded). Points are kept in the order given, without
 /// repeats; at most [`MAX_POINTS`].
-pub fn parse_points(s: &str, whole: bool) -> Result<Vec<f64>, String> {
-    let number = |t: &str| -> Result<f64, String> {
+pub fn parse_points(s: &str, whole: bool) -> Result<Vec<f64>, PointsError> {
+    let number = |t: &str| -> Result<f64, PointsError> {
         let t = t.trim();
         let v = if whole {
             crate::units::parse_count(t)? as f64
@@ -366,19 +403,19 @@ pub fn parse_points(s: &str, whole: bool) -> Result<Vec<f64>, String> {
                 "inf" | "infinity" | "Infinity" => f64::INFINITY,
                 _ => t
                     .parse::<f64>()
-                    .map_err(|_| format!("{t:?} is not a number"))?,
+                    .map_err(|_| PointsError::NotANumber(t.into()))?,
             }
         };
         if v.is_nan() || v < 0.0 {
-            return Err(format!("{t:?} is not a non-negative number"));
+            return Err(PointsError::Negative(t.into()));
         }
         Ok(v)
     };
     let mut out: Vec<f64> = Vec::new();
-    let push = |v: f64, out: &mut Vec<f64>| -> Result<(), String> {
+    let push = |v: f64, out: &mut Vec<f64>| -> Result<(), PointsError> {
         if !out.contains(&v) {
             if out.len() == MAX_POINTS {
-                return Err(format!("{s:?}: more than {MAX_POINTS} points"));
+                return Err(PointsError::TooMany(s.into()));
             }
             out.push(v);
         }
@@ -387,7 +424,7 @@ pub fn parse_points(s: &str, whole: bool) -> Result<Vec<f64>, String> {
     for item in s.split(',') {
         let item = item.trim();
         if item.is_empty() {
-            return Err(format!("{s:?}: an empty item in the list"));
+            return Err(PointsError::EmptyItem(s.into()));
         }
         let Some((a, rest)) = item.split_once("..") else {
             push(number(item)?, &mut out)?;
@@ -399,24 +436,23 @@ pub fn parse_points(s: &str, whole: bool) -> Result<Vec<f64>, String> {
         };
         let (a, b) = (number(a)?, number(b)?);
         if !(a <= b && b.is_finite()) {
-            return Err(format!("{item:?}: a range goes up, from A to a finite B"));
+            return Err(PointsError::Downward(item.into()));
         }
         let (times, by) = match step {
             None => (true, 2.0),
             Some((op, f)) => (
                 op == "x",
-                f.trim()
-                    .parse::<f64>()
-                    .map_err(|_| format!("{item:?}: {f:?} is not a step"))?,
+                f.trim().parse::<f64>().map_err(|_| PointsError::Step {
+                    item: item.into(),
+                    step: f.into(),
+                })?,
             ),
         };
         if times && !(by > 1.0 && a > 0.0) {
-            return Err(format!(
-                "{item:?}: a range by factor needs A > 0 and a factor above 1"
-            ));
+            return Err(PointsError::Factor(item.into()));
         }
         if !(times || by > 0.0 && (b - a) / by < 1e6) {
-            return Err(format!("{item:?}: the step must be positive"));
+            return Err(PointsError::NonPositiveStep(item.into()));
         }
         let mut v = a;
         while v <= b * (1.0 + 1e-9) {
@@ -518,7 +554,7 @@ mod tests {
             ("1..1e300+1e-300", false, "positive"),
             ("abc", false, "not a number"),
         ] {
-            let e = parse_points(s, whole).unwrap_err();
+            let e = parse_points(s, whole).unwrap_err().to_string();
             assert!(e.contains(says), "{s}: {e}");
         }
     }

@@ -279,6 +279,10 @@ fn plans_are_bounded_before_anything_is_prepared() {
             "give one or the other",
         ),
         (vec!["--gpus", "foo", "--request-count", "300"], "--gpus"),
+        (
+            vec!["--server-metrics-url", "ftp://x", "--request-count", "300"],
+            "--server-metrics-url \"ftp://x\": only http:// and https://",
+        ),
     ] {
         let t = Instant::now();
         let dir = support::artifact_dir("hostile-plan-refused");
