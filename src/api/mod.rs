@@ -348,17 +348,26 @@ fn fill_template(template: &str, prompt: &str, osl: Option<u32>, model: &str) ->
         .into_bytes()
 }
 
+/// A request template that cannot be sent.
+#[derive(Debug, thiserror::Error)]
+pub enum TemplateError {
+    /// No place for the prompt: every request would be the same.
+    #[error("has no {{{{prompt}}}} placeholder: ringperf would send the same body every time")]
+    NoPrompt,
+    /// Not JSON once its placeholders are filled in.
+    #[error("is not JSON once filled in: {0}")]
+    NotJson(#[source] serde_json::Error),
+}
+
 /// Checks a request template: it needs `{{prompt}}`, and must be JSON once filled in.
-pub fn check_template(template: &str) -> Result<(), String> {
+pub fn check_template(template: &str) -> Result<(), TemplateError> {
     if !template.contains("{{prompt}}") {
-        return Err(
-            "has no {{prompt}} placeholder: ringperf would send the same body every time".into(),
-        );
+        return Err(TemplateError::NoPrompt);
     }
     let filled = fill_template(template, "x", Some(1), "m");
     serde_json::from_slice::<Value>(&filled)
         .map(|_| ())
-        .map_err(|e| format!("is not JSON once filled in: {e}"))
+        .map_err(TemplateError::NotJson)
 }
 
 #[cfg(test)]
@@ -440,8 +449,16 @@ mod tests {
         }
         assert_eq!(Kind::at("/v1/other"), None);
         assert!(!Kind::Embeddings.streams());
-        assert!(check_template("{}").is_err());
-        assert!(check_template(r#"{"a": {{prompt}}"#).is_err());
+        let no_prompt = check_template("{}").unwrap_err();
+        assert!(matches!(no_prompt, TemplateError::NoPrompt));
+        assert_eq!(
+            no_prompt.to_string(),
+            "has no {{prompt}} placeholder: ringperf would send the same body every time"
+        );
+        assert!(matches!(
+            check_template(r#"{"a": {{prompt}}"#),
+            Err(TemplateError::NotJson(_))
+        ));
         assert!(check_template(r#"{"a": {{prompt}}}"#).is_ok());
     }
 }

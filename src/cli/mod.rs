@@ -1446,8 +1446,7 @@ impl ProfileArgs {
             (c, _) => c,
         };
         let (nodes, from_env) =
-            crate::plan::nodes::resolve(l.node_count, l.node_index, &|k| std::env::var(k).ok())
-                .map_err(PlanError::Flag)?;
+            crate::plan::nodes::resolve(l.node_count, l.node_index, &|k| std::env::var(k).ok())?;
         // The kind: as asked, else what --endpoint names, else chat.
         let kind = asked_kind
             .or_else(|| {

@@ -38,6 +38,17 @@ pub enum PlanError {
     /// `--cpus` is not a CPU list.
     #[error(transparent)]
     Cpus(#[from] crate::cpus::ListError),
+    /// The request template cannot be sent.
+    #[error("--request-template {name}: {source}")]
+    Template {
+        /// The file, or `(inline)`.
+        name: String,
+        /// What is wrong with it.
+        source: crate::api::TemplateError,
+    },
+    /// This node's place in a load split across nodes cannot be one.
+    #[error(transparent)]
+    Nodes(#[from] nodes::NodesError),
     /// Preparing prompts or the tokenizer failed.
     #[error(transparent)]
     Workload(#[from] WorkloadError),

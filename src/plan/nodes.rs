@@ -54,6 +54,44 @@ pub fn share(total: u64, parts: usize, index: usize) -> u64 {
     total / parts + u64::from((index as u64) < total % parts)
 }
 
+/// A node's place that cannot be one.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NodesError {
+    /// A job engine's variable that is not a whole number.
+    #[error("{name}={value:?} is not a whole number")]
+    Variable {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+    },
+    /// `--node-index` alone.
+    #[error("--node-index needs --node-count")]
+    IndexWithoutCount,
+    /// `--node-count` above 1 with no index from the flags or the environment.
+    #[error(
+        "--node-count {0} needs this node's --node-index (or JOB_COMPLETION_INDEX from a \
+         Kubernetes Indexed Job, or SLURM_PROCID from srun)"
+    )]
+    NoIndex(u64),
+    /// A count of 0 or above [`MAX_NODES`].
+    #[error("--node-count {0}: must be from 1 to {MAX_NODES}")]
+    Count(u64),
+    /// An index at or above the count.
+    #[error(
+        "node index {index} is not below the node count {count}{}",
+        from.map_or(String::new(), |f| format!(" (index from {f})"))
+    )]
+    Index {
+        /// The index.
+        index: u64,
+        /// The count.
+        count: u64,
+        /// The variables that gave the index, when the environment did.
+        from: Option<&'static str>,
+    },
+}
+
 /// Where a node's place comes from: the flags, else the job engine's environment (a
 /// Kubernetes Indexed Job's `JOB_COMPLETION_INDEX` with `--node-count`; Slurm's `SLURM_PROCID`
 /// and `SLURM_NTASKS` under `srun`). `env` reads one variable. Returns the place and, when it
@@ -62,20 +100,20 @@ pub fn resolve(
     count: Option<u64>,
     index: Option<u64>,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<(Nodes, Option<&'static str>), String> {
-    let number = |name: &str| -> Result<Option<u64>, String> {
+) -> Result<(Nodes, Option<&'static str>), NodesError> {
+    let number = |name: &'static str| -> Result<Option<u64>, NodesError> {
         match env(name) {
             None => Ok(None),
             Some(v) => v
                 .trim()
                 .parse()
                 .map(Some)
-                .map_err(|_| format!("{name}={v:?} is not a whole number")),
+                .map_err(|_| NodesError::Variable { name, value: v }),
         }
     };
     let (nodes, from) = match (count, index) {
         (Some(count), Some(index)) => (Nodes { index, count }, None),
-        (None, Some(_)) => return Err("--node-index needs --node-count".into()),
+        (None, Some(_)) => return Err(NodesError::IndexWithoutCount),
         (Some(count), None) => {
             if let Some(index) = number("JOB_COMPLETION_INDEX")? {
                 (Nodes { index, count }, Some("JOB_COMPLETION_INDEX"))
@@ -84,10 +122,7 @@ pub fn resolve(
             } else if count == 1 {
                 (Nodes::default(), None)
             } else {
-                return Err(format!(
-                    "--node-count {count} needs this node's --node-index (or JOB_COMPLETION_INDEX \
-                     from a Kubernetes Indexed Job, or SLURM_PROCID from srun)"
-                ));
+                return Err(NodesError::NoIndex(count));
             }
         }
         (None, None) => match (number("SLURM_PROCID")?, number("SLURM_NTASKS")?) {
@@ -99,18 +134,14 @@ pub fn resolve(
         },
     };
     if !(1..=MAX_NODES).contains(&nodes.count) {
-        return Err(format!(
-            "--node-count {}: must be from 1 to {MAX_NODES}",
-            nodes.count
-        ));
+        return Err(NodesError::Count(nodes.count));
     }
     if nodes.index >= nodes.count {
-        return Err(format!(
-            "node index {} is not below the node count {}{}",
-            nodes.index,
-            nodes.count,
-            from.map_or(String::new(), |f| format!(" (index from {f})"))
-        ));
+        return Err(NodesError::Index {
+            index: nodes.index,
+            count: nodes.count,
+            from,
+        });
     }
     Ok((nodes, from))
 }
@@ -240,24 +271,29 @@ mod tests {
     #[test]
     fn a_bad_place_is_named() {
         let none = env(&[]);
-        let e = resolve(Some(4), None, &none).unwrap_err();
-        assert!(e.contains("--node-index"), "{e}");
-        assert!(resolve(None, Some(1), &none)
-            .unwrap_err()
-            .contains("--node-count"));
-        assert!(resolve(Some(4), Some(4), &none)
-            .unwrap_err()
-            .contains("not below"));
-        assert!(resolve(Some(0), Some(0), &none)
-            .unwrap_err()
-            .contains("from 1"));
+        assert_eq!(resolve(Some(4), None, &none), Err(NodesError::NoIndex(4)));
+        assert_eq!(
+            resolve(None, Some(1), &none),
+            Err(NodesError::IndexWithoutCount)
+        );
+        let index = |index, count, from| Err(NodesError::Index { index, count, from });
+        assert_eq!(resolve(Some(4), Some(4), &none), index(4, 4, None));
+        assert_eq!(resolve(Some(0), Some(0), &none), Err(NodesError::Count(0)));
         let k8s = env(&[("JOB_COMPLETION_INDEX", "9")]);
-        let e = resolve(Some(4), None, &k8s).unwrap_err();
-        assert!(e.contains("JOB_COMPLETION_INDEX"), "{e}");
+        let e = resolve(Some(4), None, &k8s);
+        assert_eq!(e, index(9, 4, Some("JOB_COMPLETION_INDEX")));
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "node index 9 is not below the node count 4 (index from JOB_COMPLETION_INDEX)"
+        );
         let junk = env(&[("JOB_COMPLETION_INDEX", "x")]);
-        assert!(resolve(Some(4), None, &junk)
-            .unwrap_err()
-            .contains("whole number"));
+        assert_eq!(
+            resolve(Some(4), None, &junk),
+            Err(NodesError::Variable {
+                name: "JOB_COMPLETION_INDEX",
+                value: "x".into()
+            })
+        );
     }
 
     #[test]

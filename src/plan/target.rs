@@ -311,8 +311,10 @@ impl Target {
                         })?
                     };
                     let name = if inline { "(inline)" } else { given.as_str() };
-                    crate::api::check_template(&text)
-                        .map_err(|e| PlanError::Flag(format!("--request-template {name}: {e}")))?;
+                    crate::api::check_template(&text).map_err(|source| PlanError::Template {
+                        name: name.into(),
+                        source,
+                    })?;
                     Some(text)
                 }
                 (None, Kind::Template) => return Err(PlanError::Flag(
