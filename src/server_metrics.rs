@@ -238,22 +238,39 @@ impl Target {
     }
 }
 
+/// Why a metrics page was not read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FetchError {
+    /// An https URL without a TLS configuration to reach it.
+    #[error("https metrics URL but no TLS configuration")]
+    NoTls,
+    /// The exchange failed (connecting, TLS, reading, or the response's framing).
+    #[error(transparent)]
+    Get(#[from] blocking::Error),
+    /// An answer other than 200.
+    #[error("HTTP {0}")]
+    Status(u16),
+    /// A page that is not text.
+    #[error("the page is not UTF-8")]
+    NotUtf8,
+}
+
 /// GETs a page (blocking, with a timeout).
-pub fn fetch(
+pub(crate) fn fetch(
     t: &Target,
     tls: Option<&Arc<rustls::ClientConfig>>,
     timeout: Duration,
-) -> Result<String, String> {
+) -> Result<String, FetchError> {
     if t.endpoint.tls && tls.is_none() {
-        return Err("https metrics URL but no TLS configuration".into());
+        return Err(FetchError::NoTls);
     }
     let to = blocking::To::of(&t.endpoint, tls);
     let request = blocking::request("GET", &t.path, &t.endpoint.authority(), &[], "text/plain");
-    let page = blocking::fetch(&to, &request, timeout, PAGE_CAP).map_err(|e| e.to_string())?;
+    let page = blocking::fetch(&to, &request, timeout, PAGE_CAP)?;
     if page.status != 200 {
-        return Err(format!("HTTP {}", page.status));
+        return Err(FetchError::Status(page.status));
     }
-    String::from_utf8(page.body).map_err(|_| "the page is not UTF-8".to_string())
+    String::from_utf8(page.body).map_err(|_| FetchError::NotUtf8)
 }
 
 /// The largest metrics page read (a vLLM page with many LoRA adapters is a few MiB).
@@ -302,7 +319,7 @@ impl Scraper {
                         let t_ns = now_ns();
                         let (page, raw) = match got {
                             Ok(text) => (prom::parse(&text).map_err(|e| e.to_string()), text),
-                            Err(e) => (Err(e), String::new()),
+                            Err(e) => (Err(e.to_string()), String::new()),
                         };
                         // Keep raw text only for the first page; the last is kept at the end.
                         if out.len() > 1 {
