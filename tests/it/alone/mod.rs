@@ -11,6 +11,7 @@ mod cli;
 mod dashboard;
 mod datasets;
 mod e2e;
+mod faults;
 mod metrics;
 mod nodes;
 mod open_loop;
