@@ -55,12 +55,44 @@ pub struct Exposition {
 
 /// A line that is not valid exposition text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("metrics line {line}: {message}")]
+#[error("metrics line {line}: {why}")]
 pub struct ParseError {
     /// 1-based line number.
     pub line: usize,
     /// What is wrong.
-    pub message: String,
+    pub why: Why,
+}
+
+/// What is wrong with a line of exposition text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Why {
+    /// `# TYPE` without a name or a type.
+    #[error("TYPE needs a name and a type")]
+    TypeShape,
+    /// `# TYPE name kind` with a kind that is not one.
+    #[error("unknown type {0:?}")]
+    Type(String),
+    /// A sample without its value.
+    #[error("a sample needs a value")]
+    NoValue,
+    /// A metric name with other than letters, digits, `_` and `:`.
+    #[error("invalid metric name {0:?}")]
+    Name(String),
+    /// A value that is not a number.
+    #[error("invalid value {0:?}")]
+    Value(String),
+    /// A timestamp that is not whole milliseconds.
+    #[error("invalid timestamp {0:?}")]
+    Timestamp(String),
+    /// A label that is not `key="value"`.
+    #[error("malformed label set")]
+    Labels,
+    /// A label value without its closing quote.
+    #[error("unterminated label value")]
+    Unterminated,
+    /// A backslash before other than `n`, a backslash or `"`.
+    #[error("invalid escape in label value")]
+    Escape,
 }
 
 impl Exposition {
@@ -97,10 +129,7 @@ pub fn parse(text: &str) -> Result<Exposition, ParseError> {
     let mut out = Exposition::default();
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim();
-        let err = |m: &str| ParseError {
-            line: i + 1,
-            message: m.to_string(),
-        };
+        let err = |why| ParseError { line: i + 1, why };
         if line.is_empty() {
             continue;
         }
@@ -108,7 +137,7 @@ pub fn parse(text: &str) -> Result<Exposition, ParseError> {
             let mut parts = rest.split_whitespace();
             if parts.next() == Some("TYPE") {
                 let (Some(name), Some(kind)) = (parts.next(), parts.next()) else {
-                    return Err(err("TYPE needs a name and a type"));
+                    return Err(err(Why::TypeShape));
                 };
                 let kind = match kind {
                     "counter" => Kind::Counter,
@@ -116,28 +145,28 @@ pub fn parse(text: &str) -> Result<Exposition, ParseError> {
                     "histogram" => Kind::Histogram,
                     "summary" => Kind::Summary,
                     "untyped" | "unknown" => Kind::Untyped,
-                    other => return Err(err(&format!("unknown type {other:?}"))),
+                    other => return Err(err(Why::Type(other.into()))),
                 };
                 out.types.insert(name.to_string(), kind);
             }
             continue;
         }
-        out.samples.push(parse_sample(line).map_err(|m| err(&m))?);
+        out.samples.push(parse_sample(line).map_err(err)?);
     }
     Ok(out)
 }
 
-fn parse_sample(line: &str) -> Result<Sample, String> {
+fn parse_sample(line: &str) -> Result<Sample, Why> {
     let name_end = line
         .find(|c: char| c == '{' || c.is_whitespace())
-        .ok_or("a sample needs a value")?;
+        .ok_or(Why::NoValue)?;
     let name = &line[..name_end];
     if name.is_empty()
         || !name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
     {
-        return Err(format!("invalid metric name {name:?}"));
+        return Err(Why::Name(name.into()));
     }
     let mut rest = &line[name_end..];
     let mut labels = Vec::new();
@@ -147,16 +176,15 @@ fn parse_sample(line: &str) -> Result<Sample, String> {
         rest = &after[used..];
     }
     let mut fields = rest.split_whitespace();
-    let value = fields.next().ok_or("a sample needs a value")?;
+    let value = fields.next().ok_or(Why::NoValue)?;
     let value = match value {
         "+Inf" | "Inf" => f64::INFINITY,
         "-Inf" => f64::NEG_INFINITY,
         "NaN" => f64::NAN,
-        v => v.parse().map_err(|_| format!("invalid value {v:?}"))?,
+        v => v.parse().map_err(|_| Why::Value(v.into()))?,
     };
     if let Some(ts) = fields.next() {
-        ts.parse::<i64>()
-            .map_err(|_| format!("invalid timestamp {ts:?}"))?;
+        ts.parse::<i64>().map_err(|_| Why::Timestamp(ts.into()))?;
     }
     Ok(Sample {
         name: name.to_string(),
@@ -166,7 +194,7 @@ fn parse_sample(line: &str) -> Result<Sample, String> {
 }
 
 /// Parses `k="v",…}`; returns the labels and the bytes used, the closing brace included.
-fn parse_labels(s: &str) -> Result<(Vec<(String, String)>, usize), String> {
+fn parse_labels(s: &str) -> Result<(Vec<(String, String)>, usize), Why> {
     let b = s.as_bytes();
     let mut i = 0;
     let mut labels = Vec::new();
@@ -183,13 +211,13 @@ fn parse_labels(s: &str) -> Result<(Vec<(String, String)>, usize), String> {
         }
         let key = &s[start..i];
         if key.is_empty() || i + 1 >= b.len() || b[i] != b'=' || b[i + 1] != b'"' {
-            return Err("malformed label set".into());
+            return Err(Why::Labels);
         }
         i += 2;
         let mut value = String::new();
         loop {
             let Some(&c) = b.get(i) else {
-                return Err("unterminated label value".into());
+                return Err(Why::Unterminated);
             };
             match c {
                 b'"' => {
@@ -201,7 +229,7 @@ fn parse_labels(s: &str) -> Result<(Vec<(String, String)>, usize), String> {
                         Some(b'n') => value.push('\n'),
                         Some(b'\\') => value.push('\\'),
                         Some(b'"') => value.push('"'),
-                        _ => return Err("invalid escape in label value".into()),
+                        _ => return Err(Why::Escape),
                     }
                     i += 2;
                 }
@@ -239,8 +267,20 @@ mod tests {
     #[test]
     fn errors_name_the_line() {
         let e = parse("ok 1\nbad{a=\"1\" 2\n").unwrap_err();
-        assert_eq!(e.line, 2);
-        assert!(parse("x notanumber").is_err());
-        assert!(parse("# TYPE x bogus").is_err());
+        assert_eq!((e.line, e.why), (2, Why::Labels));
+        let why = |text: &str| parse(text).unwrap_err().why;
+        assert_eq!(why("x notanumber"), Why::Value("notanumber".into()));
+        assert_eq!(why("x 1 soon"), Why::Timestamp("soon".into()));
+        assert_eq!(why("x-y 1"), Why::Name("x-y".into()));
+        assert_eq!(why("x"), Why::NoValue);
+        assert_eq!(why("x{a=1} 2"), Why::Labels);
+        assert_eq!(why("x{a=\"1} 2"), Why::Unterminated);
+        assert_eq!(why("x{a=\"\\t\"} 2"), Why::Escape);
+        assert_eq!(why("# TYPE x"), Why::TypeShape);
+        assert_eq!(why("# TYPE x bogus"), Why::Type("bogus".into()));
+        assert_eq!(
+            parse("\n# TYPE x bogus").unwrap_err().to_string(),
+            r#"metrics line 2: unknown type "bogus""#
+        );
     }
 }
