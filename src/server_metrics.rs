@@ -200,8 +200,8 @@ pub struct Target {
 #[error("--server-metrics-url {0}")]
 pub struct MetricsUrlError(pub crate::endpoint::UrlError);
 
-/// Checks a `--server-metrics-url` before the run starts (`auto` needs the server's URL, and
-/// is always one).
+/// Checks a `--server-metrics-url` without the server's URL, which `auto` needs (and is
+/// always one).
 pub fn check(spec: &str) -> Result<(), MetricsUrlError> {
     if spec != "auto" {
         Endpoint::parse(spec).map_err(MetricsUrlError)?;

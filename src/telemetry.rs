@@ -24,6 +24,18 @@ pub struct Config {
     pub server_metrics_interval_ns: u64,
 }
 
+impl Config {
+    /// Checks `--gpus` and every `--server-metrics-url` before anything starts (`auto` is
+    /// resolved against the server when telemetry starts).
+    pub(crate) fn check(&self) -> Result<(), Error> {
+        gpu::parse_gpus(&self.gpus)?;
+        for url in &self.server_metrics_urls {
+            server_metrics::check(url)?;
+        }
+        Ok(())
+    }
+}
+
 /// Telemetry flags that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -332,10 +332,7 @@ pub(super) fn prepare(flags: Flags) -> Result<Prepared, Fatal> {
     }
     // Everything the flags say is checked before anything is started, asked or prepared.
     let checked = crate::plan::Plan::check(&spec)?;
-    crate::gpu::parse_gpus(&telemetry.gpus).map_err(crate::telemetry::Error::from)?;
-    for url in &telemetry.server_metrics_urls {
-        crate::server_metrics::check(url).map_err(crate::telemetry::Error::from)?;
-    }
+    telemetry.check()?;
     if sweep.resume && !sweep.is_sweep && sweep.repeats.runs == 1 {
         return Err(Fatal::Refused(
             "--resume continues a sweep (a list on --concurrency or --request-rate) or \
