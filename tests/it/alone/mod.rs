@@ -16,6 +16,7 @@ mod metrics;
 mod nodes;
 mod open_loop;
 mod placement;
+mod preflight;
 mod sweeps;
 mod tls;
 mod traces;
