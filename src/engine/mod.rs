@@ -430,7 +430,7 @@ pub fn run(
             .dataset
             .count_sent(records, &plan.workload.tokenizer, &stop, announce)
     {
-        failures.push(Warning::new(Code::PromptsUncounted, e));
+        failures.push(Warning::new(Code::PromptsUncounted, e.to_string()));
     }
     Ok(RunOutput {
         shards,

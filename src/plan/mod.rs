@@ -52,6 +52,9 @@ pub enum PlanError {
     /// Preparing prompts or the tokenizer failed.
     #[error(transparent)]
     Workload(#[from] WorkloadError),
+    /// The images and audio asked for take more memory than a run prepares.
+    #[error(transparent)]
+    MediaBudget(#[from] crate::workload::MediaBudget),
     /// TLS settings are unusable.
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),

@@ -404,7 +404,7 @@ impl Workload {
                      prompts: drop --input-file and the session flags",
                 ));
             }
-            s.media.check_budget(s.num_dataset_entries).map_err(flag)?;
+            s.media.check_budget(s.num_dataset_entries)?;
         }
         Ok(())
     }

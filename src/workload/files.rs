@@ -14,7 +14,9 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
 
-use super::{Prompt, PromptMaker, Tokenizer, WorkloadError};
+use super::{
+    At, DatasetError, DatasetWhy, Prompt, PromptMaker, RequestError, Tokenizer, WorkloadError,
+};
 
 /// Tokens per mooncake hash block.
 pub const BLOCK_TOKENS: usize = 512;
@@ -47,8 +49,8 @@ pub struct Item {
     pub tokens: Option<u32>,
 }
 
-fn err(path: &Path, line: usize, msg: impl std::fmt::Display) -> WorkloadError {
-    WorkloadError::Dataset(format!("{}:{line}: {msg}", path.display()))
+fn err(path: &Path, at: At, why: impl Into<DatasetWhy>) -> WorkloadError {
+    DatasetError::at(path, at, why)
 }
 
 /// Guesses the format: `.json` is ShareGPT, `.parquet` Parquet; JSONL whose first object has `hash_ids` or
@@ -63,7 +65,9 @@ pub fn detect(path: &Path) -> Result<DatasetType, WorkloadError> {
     let mut r = open(path)?;
     let mut line = Vec::new();
     for n in 1..=50 {
-        if !next_line(&mut r, &mut line, CAPS.line, &mut 0).map_err(|e| err(path, n, e))? {
+        if !next_line(&mut r, &mut line, CAPS.line, &mut 0)
+            .map_err(|e| err(path, At::Line(n), e))?
+        {
             break;
         }
         if line.trim_ascii().is_empty() {
@@ -77,13 +81,13 @@ pub fn detect(path: &Path) -> Result<DatasetType, WorkloadError> {
             DatasetType::Jsonl
         });
     }
-    Err(err(path, 0, "the file is empty"))
+    Err(err(path, At::File, DatasetWhy::Empty))
 }
 
 fn open(path: &Path) -> Result<BufReader<std::fs::File>, WorkloadError> {
     std::fs::File::open(path)
         .map(|f| BufReader::with_capacity(1 << 20, f))
-        .map_err(|e| err(path, 0, e))
+        .map_err(|e| err(path, At::File, e))
 }
 
 /// The UTF-8 byte order mark some editors put first in a file (RFC 8259 lets a reader ignore
@@ -94,7 +98,10 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 fn open_text(path: &Path) -> Result<(BufReader<std::fs::File>, u64), WorkloadError> {
     use std::io::BufRead;
     let mut r = open(path)?;
-    let bom = r.fill_buf().map_err(|e| err(path, 0, e))?.starts_with(BOM);
+    let bom = r
+        .fill_buf()
+        .map_err(|e| err(path, At::File, e))?
+        .starts_with(BOM);
     if bom {
         r.consume(BOM.len());
     }
@@ -121,7 +128,7 @@ pub const CAPS: Caps = Caps {
 };
 
 /// Bytes as a person reads them: whole MiB, MB, or bytes.
-fn size(n: u64) -> String {
+pub(super) fn size(n: u64) -> String {
     if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
         format!("{} MiB", n >> 20)
     } else if n >= 1_000_000 {
@@ -139,7 +146,7 @@ fn next_line(
     buf: &mut Vec<u8>,
     max: usize,
     at: &mut u64,
-) -> std::io::Result<bool> {
+) -> Result<bool, DatasetWhy> {
     buf.clear();
     let read = <&mut _ as std::io::Read>::take(r, max as u64 + 2).read_until(b'\n', buf)?;
     if read == 0 {
@@ -153,13 +160,7 @@ fn next_line(
         }
     }
     if buf.len() > max {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!(
-                "the line is longer than {}, the most one may be",
-                size(max as u64)
-            ),
-        ));
+        return Err(DatasetWhy::LineTooLong(max));
     }
     Ok(true)
 }
@@ -172,15 +173,13 @@ struct Kept {
 
 impl Kept {
     /// Counts `n` more bytes; what is wrong when they pass the cap.
-    fn add(&mut self, n: usize) -> Result<(), String> {
+    fn add(&mut self, n: usize) -> Result<(), DatasetWhy> {
         self.bytes += n as u64;
         if self.bytes > self.cap {
-            return Err(format!(
-                "the requests kept reach {} by here; a run holds at most {} of a file (lower \
-                 --num-dataset-entries or cut the file)",
-                size(self.bytes),
-                size(self.cap)
-            ));
+            return Err(DatasetWhy::KeptTooMuch {
+                bytes: self.bytes,
+                cap: self.cap,
+            });
         }
         Ok(())
     }
@@ -203,10 +202,11 @@ struct Clock(f64);
 impl Clock {
     fn check(&mut self, t: f64, path: &Path, n: usize) -> Result<(), WorkloadError> {
         if t < self.0 {
+            let previous = self.0;
             return Err(err(
                 path,
-                n,
-                format!("timestamp {t} goes backwards (previous {})", self.0),
+                At::Line(n),
+                DatasetWhy::Backwards { t, previous },
             ));
         }
         self.0 = t;
@@ -272,63 +272,58 @@ pub const MAX_TRACE_HASH_IDS: usize = 10_000_000;
 pub fn read_trace(path: &Path) -> Result<Vec<TraceLine>, WorkloadError> {
     let (mut r, mut at) = open_text(path)?;
     let (mut buf, mut lines, mut n, mut ids) = (Vec::new(), Vec::new(), 0, 0);
-    while next_line(&mut r, &mut buf, CAPS.line, &mut at).map_err(|e| err(path, n + 1, e))? {
+    while next_line(&mut r, &mut buf, CAPS.line, &mut at)
+        .map_err(|e| err(path, At::Line(n + 1), e))?
+    {
         n += 1;
         if buf.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let v: Value =
-            serde_json::from_slice(&buf).map_err(|e| err(path, n, format!("invalid JSON: {e}")))?;
-        let t = trace_line(&v).map_err(|m| err(path, n, m))?;
+        let v: Value = serde_json::from_slice(&buf)
+            .map_err(|e| err(path, At::Line(n), DatasetWhy::Json(e)))?;
+        let t = trace_line(&v).map_err(|m| err(path, At::Line(n), m))?;
         ids += t.hash_ids.len();
         if ids > MAX_TRACE_HASH_IDS {
-            return Err(err(
-                path,
-                n,
-                format!("the trace holds more than {MAX_TRACE_HASH_IDS} hash ids, the most one analysis reads (cut the file)"),
-            ));
+            return Err(err(path, At::Line(n), DatasetWhy::TooManyHashIds));
         }
         lines.push(t);
     }
     if lines.is_empty() {
-        return Err(err(path, n, "no request in the trace"));
+        return Err(err(path, At::Line(n), DatasetWhy::NoTraceRequest));
     }
     Ok(lines)
 }
 
 /// A count field of a line: absent (`None`), or a whole number of at least 0; anything else
 /// is an error that says what it holds.
-fn count(v: &Value, key: &str) -> Result<Option<u64>, String> {
+fn count(v: &Value, key: &'static str) -> Result<Option<u64>, RequestError> {
     match v.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(x) => x
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| format!("\"{key}\": {x} is not a whole number of at least 0")),
+        Some(x) => x.as_u64().map(Some).ok_or_else(|| RequestError::NotCount {
+            key,
+            value: x.clone(),
+        }),
     }
 }
 
-fn trace_line(v: &Value) -> Result<TraceLine, String> {
-    let num = |k: &str| count(v, k);
+fn trace_line(v: &Value) -> Result<TraceLine, RequestError> {
+    let needed = |k: &'static str| count(v, k)?.ok_or(RequestError::Missing(k));
     let timestamp = v
         .get("timestamp")
         .and_then(Value::as_f64)
-        .ok_or("missing \"timestamp\" (ms)")?;
-    let input = num("input_length")?.ok_or("missing \"input_length\"")?;
+        .ok_or(RequestError::NoTimestamp)?;
+    let input = needed("input_length")?;
     if input > super::MAX_PROMPT_TOKENS {
-        return Err(format!(
-            "input_length {input} is over the {}-token cap on one prompt",
-            super::MAX_PROMPT_TOKENS
-        ));
+        return Err(RequestError::InputTooLong(input));
     }
-    let output = num("output_length")?.ok_or("missing \"output_length\"")?;
+    let output = needed("output_length")?;
     let hash_ids = match v.get("hash_ids") {
         None => Vec::new(),
         Some(Value::Array(a)) => a
             .iter()
-            .map(|x| x.as_u64().ok_or("hash_ids must be non-negative integers"))
+            .map(|x| x.as_u64().ok_or(RequestError::HashIdsNotIntegers))
             .collect::<Result<_, _>>()?,
-        Some(_) => return Err("hash_ids must be an array".into()),
+        Some(_) => return Err(RequestError::HashIdsNotArray),
     };
     Ok(TraceLine {
         timestamp,
@@ -344,7 +339,7 @@ fn folder(path: &Path) -> &Path {
 }
 
 /// The largest image or audio file a JSONL line may name.
-const MEDIA_FILE_CAP: u64 = 32 << 20;
+pub(super) const MEDIA_FILE_CAP: u64 = 32 << 20;
 
 /// A JSONL line's images and audio (AIPerf's single-turn fields `image`/`images` and
 /// `audio`/`audios`, each a string or a list) as chat content parts. A URL (`http(s)://`,
@@ -352,9 +347,9 @@ const MEDIA_FILE_CAP: u64 = 32 << 20;
 /// read and sent inline (found as given, else beside the JSONL file). Returns the parts and
 /// the bytes files add inline. With `read` false a file is only checked (that it is there and
 /// not too large), and its part left empty: for the first pass over a file, which counts.
-fn media_parts(v: &Value, base: &Path, read: bool) -> Result<(Vec<Value>, u64), String> {
+fn media_parts(v: &Value, base: &Path, read: bool) -> Result<(Vec<Value>, u64), RequestError> {
     use base64::Engine as _;
-    let list = |keys: [&str; 2]| -> Result<Vec<String>, String> {
+    let list = |keys: [&'static str; 2]| -> Result<Vec<String>, RequestError> {
         let mut out = Vec::new();
         for k in keys {
             match v.get(k) {
@@ -362,17 +357,17 @@ fn media_parts(v: &Value, base: &Path, read: bool) -> Result<(Vec<Value>, u64), 
                 Some(Value::String(s)) => out.push(s.clone()),
                 Some(Value::Array(a)) => {
                     for x in a {
-                        let s = x.as_str().ok_or(format!("\"{k}\" must hold strings"))?;
+                        let s = x.as_str().ok_or(RequestError::NotStrings(k))?;
                         out.push(s.to_string());
                     }
                 }
-                Some(_) => return Err(format!("\"{k}\" must be a string or a list of strings")),
+                Some(_) => return Err(RequestError::NotStringOrList(k)),
             }
         }
         Ok(out)
     };
     let mut inlined = 0u64;
-    let mut file = |name: &str| -> Result<(Vec<u8>, String), String> {
+    let mut file = |name: &str| -> Result<(Vec<u8>, String), RequestError> {
         let given = Path::new(name);
         let path = if given.exists() || given.is_absolute() {
             given.to_path_buf()
@@ -384,21 +379,18 @@ fn media_parts(v: &Value, base: &Path, read: bool) -> Result<(Vec<Value>, u64), 
             .and_then(|e| e.to_str())
             .unwrap_or("")
             .to_ascii_lowercase();
-        let size = std::fs::metadata(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?
-            .len();
+        let unreadable = |source| RequestError::MediaFile {
+            path: path.clone(),
+            source,
+        };
+        let size = std::fs::metadata(&path).map_err(unreadable)?.len();
         if size > MEDIA_FILE_CAP {
-            return Err(format!(
-                "{}: {} bytes, over the {} MiB one file may be",
-                path.display(),
-                size,
-                MEDIA_FILE_CAP >> 20
-            ));
+            return Err(RequestError::MediaFileTooLarge { path, bytes: size });
         }
         // Base64: four bytes for every three.
         inlined += size.div_ceil(3) * 4;
         let bytes = if read {
-            std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?
+            std::fs::read(&path).map_err(unreadable)?
         } else {
             Vec::new()
         };
@@ -419,11 +411,7 @@ fn media_parts(v: &Value, base: &Path, read: bool) -> Result<(Vec<Value>, u64), 
                 "jpg" | "jpeg" => "jpeg",
                 "webp" => "webp",
                 "gif" => "gif",
-                _ => {
-                    return Err(format!(
-                        "{image}: an image must be .png, .jpg, .webp or .gif"
-                    ))
-                }
+                _ => return Err(RequestError::NotImage(image)),
             };
             format!("data:image/{mime};base64,{}", b64(&bytes))
         };
@@ -438,7 +426,7 @@ fn media_parts(v: &Value, base: &Path, read: bool) -> Result<(Vec<Value>, u64), 
             None => {
                 let (bytes, ext) = file(&audio)?;
                 if !matches!(ext.as_str(), "wav" | "mp3") {
-                    return Err(format!("{audio}: audio must be .wav or .mp3"));
+                    return Err(RequestError::NotAudio(audio));
                 }
                 (ext, b64(&bytes))
             }
@@ -452,7 +440,11 @@ fn media_parts(v: &Value, base: &Path, read: bool) -> Result<(Vec<Value>, u64), 
 
 /// A custom JSONL line's request, and the bytes the files it names add; those files are found
 /// from `base` (its folder), and read only with `read` (see [`media_parts`]).
-pub(super) fn jsonl_item(mut v: Value, base: &Path, read: bool) -> Result<(Item, u64), String> {
+pub(super) fn jsonl_item(
+    mut v: Value,
+    base: &Path,
+    read: bool,
+) -> Result<(Item, u64), RequestError> {
     // `prompt` and `output_tokens` are the names of `vllm bench serve`'s custom dataset.
     // `turns` (a list of user turns: the first is sent) is SpecBench's and MT-Bench's.
     let text = v
@@ -463,26 +455,17 @@ pub(super) fn jsonl_item(mut v: Value, base: &Path, read: bool) -> Result<(Item,
         Prompt::Text(t.to_string())
     } else if let Some(m) = v.get_mut("messages").and_then(Value::as_array_mut) {
         if m.is_empty() {
-            return Err("\"messages\" is empty".into());
+            return Err(RequestError::NoMessages);
         }
         Prompt::Messages(std::mem::take(m))
     } else {
-        return Err(
-            "expected a \"text\" (or \"prompt\") string, a \"messages\" array or a \"turns\" list"
-                .into(),
-        );
+        return Err(RequestError::NoPrompt);
     };
     let (parts, inlined) = media_parts(&v, base, read)?;
     let prompt = match prompt {
         _ if parts.is_empty() => prompt,
         Prompt::Text(t) => Prompt::Messages(vec![super::media::message(&t, parts)]),
-        _ => {
-            return Err(
-                "images and audio go with a \"text\" prompt; with \"messages\", put them in \
-                 the messages' content"
-                    .into(),
-            )
-        }
+        _ => return Err(RequestError::MediaBesideMessages),
     };
     let mut max_tokens = None;
     for key in ["max_tokens", "output_length", "output_tokens"] {
@@ -518,7 +501,10 @@ impl Index {
             "ShareGPT and Parquet are not line by line"
         );
         let (mut r, skipped) = open_text(path)?;
-        let file = r.get_ref().try_clone().map_err(|e| err(path, 0, e))?;
+        let file = r
+            .get_ref()
+            .try_clone()
+            .map_err(|e| err(path, At::File, e))?;
         let mut index = Index {
             path: path.to_path_buf(),
             file,
@@ -536,8 +522,8 @@ impl Index {
         while index.lines.len() < limit {
             n += 1;
             let start = at;
-            let read =
-                next_line(&mut r, &mut buf, max_line, &mut at).map_err(|e| err(path, n, e))?;
+            let read = next_line(&mut r, &mut buf, max_line, &mut at)
+                .map_err(|e| err(path, At::Line(n), e))?;
             if !read {
                 break;
             }
@@ -545,14 +531,10 @@ impl Index {
                 continue;
             }
             if index.lines.len() == MAX_LINES {
-                return Err(err(
-                    path,
-                    n,
-                    format!("a run reads at most {MAX_LINES} lines of a file (lower --num-dataset-entries or cut the file)"),
-                ));
+                return Err(err(path, At::Line(n), DatasetWhy::TooManyLines));
             }
             let v: Value = serde_json::from_slice(&buf)
-                .map_err(|e| err(path, n, format!("invalid JSON: {e}")))?;
+                .map_err(|e| err(path, At::Line(n), DatasetWhy::Json(e)))?;
             if let Some((key, want)) = filter {
                 let holds = match v.get(key) {
                     Some(Value::String(s)) => s == want,
@@ -566,14 +548,14 @@ impl Index {
             }
             let (timestamp, max_tokens, bytes) = match kind {
                 DatasetType::Mooncake => {
-                    let t = trace_line(&v).map_err(|m| err(path, n, m))?;
+                    let t = trace_line(&v).map_err(|m| err(path, At::Line(n), m))?;
                     let out = t.output.clamp(1, u64::from(u32::MAX)) as u32;
                     (Some(t.timestamp), Some(out), 4 * t.input)
                 }
                 _ => {
                     // Images and audio in files count with the line.
-                    let (item, media) =
-                        jsonl_item(v, folder(path), false).map_err(|m| err(path, n, m))?;
+                    let (item, media) = jsonl_item(v, folder(path), false)
+                        .map_err(|m| err(path, At::Line(n), m))?;
                     (item.timestamp_ms, item.max_tokens, buf.len() as u64 + media)
                 }
             };
@@ -599,15 +581,16 @@ impl Index {
             });
         }
         if index.lines.is_empty() {
-            let what = match (kind, filter, select.window_ms) {
-                (_, _, Some((from, to))) => {
-                    format!("no request line with a timestamp from {from} to {to} ms")
-                }
-                (_, Some((k, v)), None) => format!("no request line with {k} = {v:?}"),
-                (DatasetType::Mooncake, None, None) => "no request in the trace".into(),
-                _ => "no request in the file".into(),
+            let why = match (kind, filter, select.window_ms) {
+                (_, _, Some((from, to))) => DatasetWhy::NoneInWindow { from, to },
+                (_, Some((key, value)), None) => DatasetWhy::NoneFiltered {
+                    key: key.clone(),
+                    value: value.clone(),
+                },
+                (DatasetType::Mooncake, None, None) => DatasetWhy::NoTraceRequest,
+                _ => DatasetWhy::NoRequest,
             };
-            return Err(err(path, 0, what));
+            return Err(err(path, At::File, why));
         }
         Ok(index)
     }
@@ -633,20 +616,15 @@ impl Index {
         let line = self.lines[i];
         let n = line.n as usize;
         let mut buf = vec![0; line.len as usize];
+        let at = At::Line(n);
         self.file
             .read_exact_at(&mut buf, line.at)
-            .map_err(|e| err(&self.path, n, format!("cannot read the line again: {e}")))?;
-        let changed = |m: String| {
-            err(
-                &self.path,
-                n,
-                format!("the file changed while the run read it: {m}"),
-            )
-        };
-        let v: Value = serde_json::from_slice(&buf).map_err(|e| changed(e.to_string()))?;
+            .map_err(|e| err(&self.path, at, DatasetWhy::ReadAgain(e)))?;
+        let changed = |why: DatasetWhy| err(&self.path, at, DatasetWhy::Changed(Box::new(why)));
+        let v: Value = serde_json::from_slice(&buf).map_err(|e| changed(DatasetWhy::Json(e)))?;
         match self.kind {
             DatasetType::Mooncake => {
-                let t = trace_line(&v).map_err(changed)?;
+                let t = trace_line(&v).map_err(|e| changed(e.into()))?;
                 Ok(Item {
                     prompt: Prompt::Text(trace_prompt(&t, n, (self.seed, self.block), maker)?),
                     max_tokens: self.max_tokens[i],
@@ -656,7 +634,7 @@ impl Index {
             }
             _ => jsonl_item(v, folder(&self.path), true)
                 .map(|(item, _)| item)
-                .map_err(changed),
+                .map_err(|e| changed(e.into())),
         }
     }
 }
@@ -685,7 +663,7 @@ fn trace_prompt<T: std::ops::Deref<Target = Tokenizer>>(
         tokens.extend_from_slice(&rest);
     }
     tokens.truncate(input.max(1));
-    maker.tokenizer.decode(&tokens)
+    Ok(maker.tokenizer.decode(&tokens)?)
 }
 
 /// Reads up to `limit` ShareGPT conversations that start with a human turn, keeping at most
@@ -745,13 +723,12 @@ pub fn read_sharegpt(
                 let max_tokens = match reply {
                     Some(r) => match self.tokenizer.count(&r.value) {
                         Ok(n) => Some(n.max(1) as u32),
-                        Err(e) => return Ok(Err(e)),
+                        Err(e) => return Ok(Err(e.into())),
                     },
                     None => None,
                 };
-                if let Err(m) = self.kept.add(turns[h].value.len()) {
-                    let at = format!("{}: conversation {i}", self.path.display());
-                    return Ok(Err(WorkloadError::Dataset(format!("{at}: {m}"))));
+                if let Err(why) = self.kept.add(turns[h].value.len()) {
+                    return Ok(Err(err(self.path, At::Conversation(i), why)));
                 }
                 out.push(Item {
                     prompt: Prompt::Text(turns[h].value.clone()),
@@ -775,9 +752,9 @@ pub fn read_sharegpt(
     };
     let items = (&mut de)
         .deserialize_seq(collect)
-        .map_err(|e| err(path, e.line(), format!("not ShareGPT JSON: {e}")))??;
+        .map_err(|e| err(path, At::Line(e.line()), DatasetWhy::NotShareGpt(e)))??;
     if items.is_empty() {
-        return Err(err(path, 0, "no conversation has a human turn"));
+        return Err(err(path, At::File, DatasetWhy::NoHumanTurn));
     }
     Ok(items)
 }
@@ -972,18 +949,24 @@ mod tests {
         let max = crate::workload::MAX_PROMPT_TOKENS;
         let line = |input: u64| serde_json::json!({"timestamp": 0, "input_length": input, "output_length": 1});
         assert_eq!(trace_line(&line(max)).unwrap().input, max);
-        let e = trace_line(&line(max + 1)).err().unwrap();
+        let e = trace_line(&line(max + 1)).unwrap_err();
         assert!(
-            e.contains(&format!("input_length {} is over", max + 1)),
-            "{e}"
+            matches!(e, RequestError::InputTooLong(n) if n == max + 1),
+            "{e:?}"
         );
-        let e = trace_line(&serde_json::json!({"input_length": 1}))
-            .err()
-            .unwrap();
-        assert!(e.contains("missing \"timestamp\""), "{e}");
+        let e = trace_line(&serde_json::json!({"input_length": 1})).unwrap_err();
+        assert!(matches!(e, RequestError::NoTimestamp), "{e:?}");
+        let e = trace_line(&serde_json::json!({"timestamp": 0, "input_length": 1})).unwrap_err();
+        assert!(matches!(e, RequestError::Missing("output_length")), "{e:?}");
         let bad = serde_json::json!({"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [-1]});
-        let e = trace_line(&bad).err().unwrap();
-        assert!(e.contains("hash_ids must be non-negative"), "{e}");
+        let e = trace_line(&bad).unwrap_err();
+        assert!(matches!(e, RequestError::HashIdsNotIntegers), "{e:?}");
+        let bad = serde_json::json!({"timestamp": 0, "input_length": "1", "output_length": 1});
+        let e = trace_line(&bad).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "\"input_length\": \"1\" is not a whole number of at least 0"
+        );
     }
 
     #[test]

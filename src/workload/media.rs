@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::WorkloadError;
+use super::{MediaBudget, MediaError, WorkloadError};
 
 /// The largest image side drawn (pixels).
 pub const MAX_SIDE: u32 = 8192;
@@ -116,7 +116,7 @@ impl MediaSpec {
 
     /// The media bytes `entries` requests would take, from the means plus three standard
     /// deviations (before base64), against [`MAX_BYTES`].
-    pub fn check_budget(&self, entries: u64) -> Result<(), String> {
+    pub fn check_budget(&self, entries: u64) -> Result<(), MediaBudget> {
         let hi = |(m, s): (f64, f64)| m + 3.0 * s;
         let mut bytes = 0.0;
         if let Some(i) = &self.images {
@@ -131,16 +131,11 @@ impl MediaSpec {
                 * f64::from(depth / 8)
                 * f64::from(a.channels);
         }
-        let all = bytes * entries as f64;
-        if all > MAX_BYTES {
-            return Err(format!(
-                "{entries} requests of about {:.1} MB of images and audio each take {:.1} GB, \
-                 over the {:.0} GB one run prepares: ask for fewer distinct prompts \
-                 (--num-dataset-entries) or smaller media",
-                bytes / 1e6,
-                all / 1e9,
-                MAX_BYTES / 1e9
-            ));
+        if bytes * entries as f64 > MAX_BYTES {
+            return Err(MediaBudget {
+                entries,
+                each: bytes,
+            });
         }
         Ok(())
     }
@@ -233,7 +228,6 @@ impl Draw {
     /// The chat content part that carries it.
     pub fn part(&self) -> Result<Value, WorkloadError> {
         let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
-        let fail = |m: String| WorkloadError::Media(m);
         Ok(match *self {
             Draw::Image {
                 width,
@@ -253,7 +247,11 @@ impl Draw {
                                 height as u16,
                                 jpeg_encoder::ColorType::Rgb,
                             )
-                            .map_err(|e| fail(format!("JPEG {width}x{height}: {e}")))?;
+                            .map_err(|source| MediaError::Jpeg {
+                                width,
+                                height,
+                                source,
+                            })?;
                         "jpeg"
                     }
                     _ => {
@@ -262,7 +260,11 @@ impl Draw {
                         e.set_depth(png::BitDepth::Eight);
                         e.write_header()
                             .and_then(|mut w| w.write_image_data(&pixels))
-                            .map_err(|e| fail(format!("PNG {width}x{height}: {e}")))?;
+                            .map_err(|source| MediaError::Png {
+                                width,
+                                height,
+                                source,
+                            })?;
                         "png"
                     }
                 };
@@ -282,7 +284,7 @@ impl Draw {
                     sample_format: hound::SampleFormat::Int,
                 };
                 let mut cursor = std::io::Cursor::new(Vec::new());
-                let wav = |e: hound::Error| fail(format!("WAV: {e}"));
+                let wav = MediaError::Wav;
                 let mut w = hound::WavWriter::new(&mut cursor, spec).map_err(wav)?;
                 let mut rng = ChaCha8Rng::seed_from_u64(seed);
                 // Quiet noise: a sixteenth of full scale.

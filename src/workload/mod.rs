@@ -13,6 +13,7 @@
 //! same ids; otherwise the whole text is counted. Decoding and building the requests, the
 //! costly part, run on every core, in an order fixed by the seed.
 
+mod error;
 pub mod files;
 pub mod hub;
 pub mod media;
@@ -26,29 +27,13 @@ use serde_json::{Map, Value};
 pub use crate::api::Prompt;
 use crate::http::request::{Target, Template};
 use crate::record::Record;
+pub use error::{
+    At, DatasetError, DatasetWhy, ExtraInputWhy, MediaBudget, MediaError, RequestError,
+    TokenizerError, Uncounted, WorkloadError,
+};
 pub use tokenizer::Tokenizer;
 
 const CORPUS: &str = include_str!("corpus.txt");
-
-/// Errors found while preparing the workload.
-#[derive(Debug, thiserror::Error)]
-pub enum WorkloadError {
-    /// An `--extra-inputs` value is not `key:value`.
-    #[error("--extra-inputs {0:?}: {1}")]
-    ExtraInput(String, String),
-    /// The tokenizer could not be found or loaded.
-    #[error("tokenizer: {0}")]
-    Tokenizer(String),
-    /// The tokenizer's file is not in the cache and could not be downloaded.
-    #[error("tokenizer: {0}")]
-    TokenizerFile(#[from] Box<hub::Error>),
-    /// A dataset file is unreadable or malformed (the text names the file and line).
-    #[error("--input-file {0}")]
-    Dataset(String),
-    /// An image or audio clip could not be encoded.
-    #[error("images and audio: {0}")]
-    Media(String),
-}
 
 /// How requests are generated: the body's shape and the lengths and prompts to draw.
 #[derive(Debug, Clone)]
@@ -459,35 +444,29 @@ impl Stream {
 pub fn parse_extra_inputs(items: &[String]) -> Result<Map<String, Value>, WorkloadError> {
     let mut map = Map::new();
     for item in items {
+        let refuse = |why| WorkloadError::ExtraInput {
+            item: item.clone(),
+            why,
+        };
         // GenAI-Perf's and AIPerf's other form: one JSON object of fields.
         if item.trim_start().starts_with('{') {
-            let fields: Map<String, Value> = serde_json::from_str(item).map_err(|e| {
-                WorkloadError::ExtraInput(item.clone(), format!("not a JSON object: {e}"))
-            })?;
+            let fields: Map<String, Value> =
+                serde_json::from_str(item).map_err(|e| refuse(ExtraInputWhy::NotObject(e)))?;
             map.extend(fields);
             continue;
         }
         let Some((key, raw)) = item.split_once(':') else {
-            return Err(WorkloadError::ExtraInput(
-                item.clone(),
-                "expected key:value, e.g. ignore_eos:true".into(),
-            ));
+            return Err(refuse(ExtraInputWhy::NotKeyValue));
         };
         let key = key.trim();
         if key.is_empty() {
-            return Err(WorkloadError::ExtraInput(
-                item.clone(),
-                "the key is empty".into(),
-            ));
+            return Err(refuse(ExtraInputWhy::EmptyKey));
         }
         let raw = raw.trim();
         let value = match serde_json::from_str::<Value>(raw) {
             Ok(v) => v,
             Err(e) if raw.starts_with(['{', '[', '"']) => {
-                return Err(WorkloadError::ExtraInput(
-                    item.clone(),
-                    format!("the value is not valid JSON: {e}"),
-                ))
+                return Err(refuse(ExtraInputWhy::BadValue(e)))
             }
             Err(_) => Value::String(raw.to_string()),
         };
@@ -595,7 +574,7 @@ impl<T: std::ops::Deref<Target = Tokenizer>> PromptMaker<T> {
 
     /// A prompt of exactly `n` tokens (as token ids), decoded to text.
     pub fn prompt(&self, n: usize, rng: &mut impl Rng) -> Result<String, WorkloadError> {
-        self.tokenizer.decode(&self.tokens(n, rng))
+        Ok(self.tokenizer.decode(&self.tokens(n, rng))?)
     }
 }
 
@@ -841,7 +820,7 @@ impl Dataset {
                 count_prompt(&s.prompt(0)?, tokenizer)?,
             )),
             (None, Some(e)) => Ok((e.template.clone(), e.isl(tokenizer)?)),
-            (None, None) => Err(WorkloadError::Dataset("the plan holds no request".into())),
+            (None, None) => Err(WorkloadError::NoRequest),
         }
     }
 
@@ -857,7 +836,7 @@ impl Dataset {
         tokenizer: &Tokenizer,
         stop: &std::sync::atomic::AtomicBool,
         announce: impl FnOnce(usize),
-    ) -> Result<(), String> {
+    ) -> Result<(), Uncounted> {
         let mut records: Vec<&mut Record> = records
             .filter(|r| r.isl.is_none() && (r.entry as usize) < self.len())
             .collect();
@@ -888,17 +867,11 @@ impl Dataset {
             r.isl = counts[at].as_ref().and_then(|c| c.as_ref().ok()).copied();
             uncounted += usize::from(r.isl.is_none());
         }
-        let first_error = counts.into_iter().flatten().find_map(Result::err);
-        match first_error {
-            Some(e) => Err(format!(
-                "{uncounted} request(s) have no prompt token count (left out of ISL): {e}"
-            )),
-            None if uncounted > 0 => Err(format!(
-                "{uncounted} request(s) have no prompt token count (left out of ISL): the \
-                 counting of the prompts sent was stopped (Ctrl-C)"
-            )),
-            None => Ok(()),
+        let why = counts.into_iter().flatten().find_map(Result::err);
+        if why.is_none() && uncounted == 0 {
+            return Ok(());
         }
+        Err(Uncounted { uncounted, why })
     }
 
     /// Writes `inputs.json` (see [`write_inputs_json`]): a payload per entry. A large file's
@@ -1136,13 +1109,16 @@ mod tests {
         assert_eq!(out, (0..1000).map(|x| x * 2).collect::<Vec<_>>());
         let e = par_map(&items, |x| {
             if *x >= 700 {
-                Err(WorkloadError::Dataset(format!("item {x}")))
+                Err(WorkloadError::ExtraInput {
+                    item: x.to_string(),
+                    why: ExtraInputWhy::EmptyKey,
+                })
             } else {
                 Ok(*x)
             }
         })
         .unwrap_err();
-        assert!(e.to_string().contains("item 700"), "{e}");
+        assert!(e.to_string().contains("\"700\""), "{e}");
     }
 
     #[test]

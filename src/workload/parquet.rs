@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::files::{Caps, Item};
 use super::tokenizer::Tokenizer;
-use super::WorkloadError;
+use super::{At, DatasetError, DatasetWhy, RequestError, WorkloadError};
 use crate::api::Prompt;
 
 /// How a row becomes a request.
@@ -74,14 +74,19 @@ impl Rule {
 
     /// One row's request (files a row names are found from `base`), or `None` when vLLM
     /// would skip the row.
-    fn item(self, v: Value, base: &Path, tokenizer: &Tokenizer) -> Result<Option<Item>, String> {
-        let text = |v: &Value, key: &str| -> Result<String, String> {
+    fn item(
+        self,
+        v: Value,
+        base: &Path,
+        tokenizer: &Tokenizer,
+    ) -> Result<Option<Item>, RequestError> {
+        let text = |v: &Value, key: &'static str| -> Result<String, RequestError> {
             v.get(key)
                 .and_then(Value::as_str)
                 .map(str::to_string)
-                .ok_or_else(|| format!("no {key:?} string"))
+                .ok_or(RequestError::NoText(key))
         };
-        let count = |t: &str| tokenizer.count(t).map_err(|e| e.to_string());
+        let count = |t: &str| tokenizer.count(t).map_err(RequestError::Tokenizer);
         let (prompt, max_tokens) = match self {
             Rule::Fields => {
                 let (item, _) = super::files::jsonl_item(v, base, true)?;
@@ -100,10 +105,7 @@ impl Rule {
                     .get("turns")
                     .and_then(|t| t.get(0))
                     .and_then(Value::as_str);
-                (
-                    first.ok_or("no \"turns\" list of strings")?.to_string(),
-                    256,
-                )
+                (first.ok_or(RequestError::NoTurns)?.to_string(), 256)
             }
             Rule::Aimo | Rule::Conversation => {
                 let (prompt, reply, limits) = if self == Rule::Aimo {
@@ -140,45 +142,35 @@ pub fn read(
     tokenizer: &Tokenizer,
     caps: Caps,
 ) -> Result<Vec<Item>, WorkloadError> {
-    let fail = |row: usize, m: &dyn std::fmt::Display| {
-        let at = if row == 0 {
-            String::new()
-        } else {
-            format!(": row {row}")
-        };
-        WorkloadError::Dataset(format!("{}{at}: {m}", path.display()))
-    };
+    let fail = |at, why: DatasetWhy| DatasetError::at(path, at, why);
     let base = path.parent().unwrap_or(Path::new("."));
-    let file = std::fs::File::open(path).map_err(|e| fail(0, &e))?;
-    let reader = SerializedFileReader::new(file)
-        .map_err(|e| fail(0, &format!("not a Parquet file ringperf can read: {e}")))?;
-    let rows = reader.get_row_iter(None).map_err(|e| fail(0, &e))?;
+    let file = std::fs::File::open(path).map_err(|e| fail(At::File, e.into()))?;
+    let reader =
+        SerializedFileReader::new(file).map_err(|e| fail(At::File, DatasetWhy::NotParquet(e)))?;
+    let rows = reader
+        .get_row_iter(None)
+        .map_err(|e| fail(At::File, DatasetWhy::Parquet(e)))?;
     let (mut out, mut kept) = (Vec::new(), 0u64);
     for (i, row) in rows.enumerate() {
         if out.len() >= limit {
             break;
         }
-        let row = row.map_err(|e| fail(i + 1, &e))?;
+        let at = At::Row(i + 1);
+        let row = row.map_err(|e| fail(at, DatasetWhy::Parquet(e)))?;
         let Some(item) = rule
             .item(row.to_json_value(), base, tokenizer)
-            .map_err(|e| fail(i + 1, &e))?
+            .map_err(|e| fail(at, e.into()))?
         else {
             continue;
         };
         kept += item.prompt.text().len() as u64;
         if kept > caps.kept {
-            return Err(fail(
-                i + 1,
-                &format!(
-                    "the prompts kept pass {} MB by here (lower --num-dataset-entries)",
-                    caps.kept >> 20
-                ),
-            ));
+            return Err(fail(at, DatasetWhy::RowsTooLarge(caps.kept)));
         }
         out.push(item);
     }
     if out.is_empty() {
-        return Err(fail(0, &"no row makes a request"));
+        return Err(fail(At::File, DatasetWhy::NoRow));
     }
     Ok(out)
 }

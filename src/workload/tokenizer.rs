@@ -9,7 +9,7 @@ use std::io::Read;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use super::WorkloadError;
+use super::{TokenizerError, WorkloadError};
 
 const EMBEDDED_QWEN3: &[u8] = include_bytes!("qwen3/tokenizer.json.gz");
 
@@ -24,10 +24,6 @@ impl std::fmt::Debug for Tokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Tokenizer({})", self.source)
     }
-}
-
-fn err(e: impl std::fmt::Display) -> WorkloadError {
-    WorkloadError::Tokenizer(e.to_string())
 }
 
 /// A `tokenizer.json` read from `path` by [`parse`].
@@ -117,7 +113,7 @@ impl Tokenizer {
         let file = if path.is_dir() {
             let f = path.join("tokenizer.json");
             if !f.is_file() {
-                return Err(err(format!("{} has no tokenizer.json", path.display())));
+                return Err(TokenizerError::NoFileIn(path.to_path_buf()).into());
             }
             f
         } else if path.is_file() {
@@ -125,9 +121,12 @@ impl Tokenizer {
         } else if looks_like_model_id(spec) {
             hub.file(spec, revision.unwrap_or("main"), "tokenizer.json")?
         } else {
-            return Err(err(format!("{spec:?}: no such file or directory")));
+            return Err(TokenizerError::NotFound(spec.to_string()).into());
         };
-        let inner = parse_file(&file).map_err(|e| err(format!("{}: {e}", file.display())))?;
+        let inner = parse_file(&file).map_err(|source| TokenizerError::Unreadable {
+            file: file.clone(),
+            source,
+        })?;
         Ok(Tokenizer {
             inner: Arc::new(inner),
             source: file.display().to_string(),
@@ -198,8 +197,8 @@ impl Tokenizer {
                 let mut json = Vec::with_capacity(12 << 20);
                 flate2::read::GzDecoder::new(EMBEDDED_QWEN3)
                     .read_to_end(&mut json)
-                    .map_err(err)?;
-                let t = Arc::new(parse(&json).map_err(err)?);
+                    .map_err(|e| TokenizerError::Embedded(e.into()))?;
+                let t = Arc::new(parse(&json).map_err(TokenizerError::Embedded)?);
                 *parsed = Some(t.clone());
                 t
             }
@@ -213,19 +212,28 @@ impl Tokenizer {
     }
 
     /// Token ids of `text` (no special tokens added).
-    pub fn encode(&self, text: &str) -> Result<Vec<u32>, WorkloadError> {
-        let enc = self.inner.encode(text, false).map_err(err)?;
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, TokenizerError> {
+        let enc = self
+            .inner
+            .encode(text, false)
+            .map_err(TokenizerError::Encoding)?;
         Ok(enc.get_ids().to_vec())
     }
 
     /// Number of tokens in `text`.
-    pub fn count(&self, text: &str) -> Result<usize, WorkloadError> {
-        Ok(self.inner.encode(text, false).map_err(err)?.len())
+    pub fn count(&self, text: &str) -> Result<usize, TokenizerError> {
+        let enc = self
+            .inner
+            .encode(text, false)
+            .map_err(TokenizerError::Encoding)?;
+        Ok(enc.len())
     }
 
     /// Text of token ids.
-    pub fn decode(&self, ids: &[u32]) -> Result<String, WorkloadError> {
-        self.inner.decode(ids, false).map_err(err)
+    pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizerError> {
+        self.inner
+            .decode(ids, false)
+            .map_err(TokenizerError::Encoding)
     }
 }
 
