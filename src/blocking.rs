@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::endpoint::Endpoint;
+use crate::http::ProtocolError;
 
 /// The longest a connection may take to open, whatever the exchange's limit.
 const CONNECT_AT_MOST: Duration = Duration::from_secs(15);
@@ -42,16 +43,66 @@ impl<T: Read + Write> ReadWrite for T {}
 pub(crate) enum Error {
     /// No connection (refused, unreachable, timed out).
     #[error("connect: {0}")]
-    Connect(String),
+    Connect(#[source] std::io::Error),
     /// The TLS handshake failed.
-    #[error("TLS handshake: {0}{hint}", hint = crate::tls::handshake_hint(.0))]
-    Tls(String),
-    /// Sending or reading failed, or the server closed early, or the time ran out.
+    #[error("TLS handshake: {0}{hint}", hint = crate::tls::handshake_hint(&.0.to_string()))]
+    Tls(#[source] Handshake),
+    /// A step (`socket`, `send`, `read`) failed at the system.
+    #[error("{step}: {source}")]
+    Io {
+        /// The step.
+        step: &'static str,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// The time ran out at a step.
+    #[error("{step}: no answer within {timeout:?}")]
+    TimedOut {
+        /// The step.
+        step: &'static str,
+        /// The whole exchange's time.
+        timeout: Duration,
+    },
+    /// The server closed the connection before the response ended.
+    #[error("read: the connection closed before the response ended")]
+    Closed,
+    /// The server closed the connection where the response cannot end.
+    #[error("read: {0}")]
+    Truncated(#[source] ProtocolError),
+    /// The response broke HTTP/1.1 framing.
     #[error("{0}")]
-    Io(String),
-    /// The response broke HTTP/1.1 framing or its cap.
+    Http(#[source] ProtocolError),
+    /// The body passed the most the caller reads (bytes).
+    #[error("the body exceeds {} KiB", .0 / 1024)]
+    TooLarge(usize),
+}
+
+impl Error {
+    /// Whether the server closed the connection before its response ended (what a TLS
+    /// server does to a plain-text request).
+    pub(crate) fn closed_early(&self) -> bool {
+        matches!(
+            self,
+            Error::Closed | Error::Truncated(ProtocolError::IncompleteBody)
+        )
+    }
+}
+
+/// Why a TLS handshake failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Handshake {
+    /// The host is not a name a certificate can be checked against.
     #[error("{0}")]
-    Http(String),
+    Name(#[source] crate::tls::TlsError),
+    /// rustls refused the handshake (a certificate, a protocol error).
+    #[error("{0}")]
+    Tls(#[source] rustls::Error),
+    /// The connection failed during the handshake.
+    #[error("{0}")]
+    Io(#[source] std::io::Error),
+    /// The server closed the connection during the handshake.
+    #[error("the server closed the connection")]
+    Closed,
 }
 
 /// Sends `request` and hands each read's bytes to `on_bytes` until it returns true (the
@@ -64,33 +115,35 @@ pub(crate) fn exchange(
     mut on_bytes: impl FnMut(&[u8]) -> Result<bool, Error>,
 ) -> Result<(), Error> {
     let deadline = Instant::now() + timeout;
-    let left = |what: &str| {
+    let left = |what: &'static str| {
         deadline
             .checked_duration_since(Instant::now())
             .filter(|d| !d.is_zero())
-            .ok_or_else(|| Error::Io(format!("{what}: no answer within {timeout:?}")))
+            .ok_or(Error::TimedOut {
+                step: what,
+                timeout,
+            })
     };
     // A connection that takes longer than this is not coming (a firewall dropping the
     // packets): a hub download behind one fails in seconds, not at the transfer's limit.
     let connect = timeout.min(CONNECT_AT_MOST);
-    let mut tcp =
-        TcpStream::connect_timeout(&to.addr, connect).map_err(|e| Error::Connect(e.to_string()))?;
-    let io = |what: &'static str| move |e: std::io::Error| Error::Io(format!("{what}: {e}"));
+    let mut tcp = TcpStream::connect_timeout(&to.addr, connect).map_err(Error::Connect)?;
+    let io = |step: &'static str| move |source: std::io::Error| Error::Io { step, source };
     tcp.set_read_timeout(Some(left("TLS handshake")?))
         .map_err(io("socket"))?;
     tcp.set_write_timeout(Some(left("send")?))
         .map_err(io("socket"))?;
     let mut stream: Box<dyn ReadWrite> = match to.tls {
         Some((config, host)) => {
-            let name = crate::tls::server_name(host).map_err(|e| Error::Tls(e.to_string()))?;
+            let name = crate::tls::server_name(host).map_err(|e| Error::Tls(Handshake::Name(e)))?;
             let mut conn = rustls::ClientConnection::new(config.clone(), name)
-                .map_err(|e| Error::Tls(e.to_string()))?;
+                .map_err(|e| Error::Tls(Handshake::Tls(e)))?;
             while conn.is_handshaking() {
                 let moved = conn
                     .complete_io(&mut tcp)
-                    .map_err(|e| Error::Tls(e.to_string()))?;
+                    .map_err(|e| Error::Tls(Handshake::Io(e)))?;
                 if moved == (0, 0) {
-                    return Err(Error::Tls("the server closed the connection".into()));
+                    return Err(Error::Tls(Handshake::Closed));
                 }
             }
             Box::new(rustls::StreamOwned::new(
@@ -116,7 +169,10 @@ pub(crate) fn exchange(
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                 ) =>
             {
-                return Err(Error::Io(format!("read: no answer within {timeout:?}")))
+                return Err(Error::TimedOut {
+                    step: "read",
+                    timeout,
+                })
             }
             Err(e) => return Err(io("read")(e)),
         };
@@ -188,32 +244,23 @@ pub(crate) fn fetch(
             Part::End => done = true,
         };
         if bytes.is_empty() {
-            parser
-                .eof(&mut on)
-                .map_err(|e| Error::Io(format!("read: {e}")))?;
+            parser.eof(&mut on).map_err(Error::Truncated)?;
             return Ok(true);
         }
         pending.extend_from_slice(bytes);
-        let used = parser
-            .feed(&pending, &mut on)
-            .map_err(|e| Error::Http(e.to_string()))?;
+        let used = parser.feed(&pending, &mut on).map_err(Error::Http)?;
         // Until the head is parsed nothing is consumed, so `pending` starts with the head.
         if !had_head && status != 0 {
             headers = header_list(&pending);
         }
         pending.drain(..used);
         if body.len() > body_cap {
-            return Err(Error::Http(format!(
-                "the body exceeds {} KiB",
-                body_cap / 1024
-            )));
+            return Err(Error::TooLarge(body_cap));
         }
         Ok(done)
     })?;
     if !done {
-        return Err(Error::Io(
-            "read: the connection closed before the response ended".into(),
-        ));
+        return Err(Error::Closed);
     }
     Ok(Fetched {
         status,

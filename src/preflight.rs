@@ -35,15 +35,19 @@ pub(crate) enum Failure {
         /// The target URL.
         url: String,
         /// The connection error.
-        why: String,
+        #[source]
+        why: std::io::Error,
     },
     /// Connected, but the conversation failed below HTTP: TLS, a close, a timeout.
-    #[error("{url}: {why}")]
+    #[error("{url}: {why}{hint}")]
     Transport {
         /// The target URL.
         url: String,
         /// What failed.
-        why: String,
+        #[source]
+        why: blocking::Error,
+        /// What to try, when the failure suggests it.
+        hint: &'static str,
     },
     /// The server answered the model list with an error or something else than a list.
     #[error("GET {path}: {why}")]
@@ -53,53 +57,94 @@ pub(crate) enum Failure {
         /// The HTTP status, when one came back.
         status: Option<u16>,
         /// What came back.
-        why: String,
+        #[source]
+        why: ModelsWhy,
     },
     /// The probe request failed.
     #[error("the first request failed, so the run would measure nothing: {0}")]
-    Probe(String),
+    Probe(#[source] ProbeWhy),
+}
+
+/// What the model list's answer was instead of a list.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ModelsWhy {
+    /// The response broke HTTP/1.1 or its cap.
+    #[error("{0}")]
+    Exchange(#[source] blocking::Error),
+    /// An error status, with the start of the body (made safe to print).
+    #[error("HTTP {status} {text}")]
+    Status {
+        /// The status.
+        status: u16,
+        /// The body's start.
+        text: String,
+    },
+    /// A body that is not OpenAI's model list.
+    #[error("not an OpenAI model list ({0})")]
+    NotList(#[source] serde_json::Error),
+}
+
+/// Why the probe request measured nothing.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ProbeWhy {
+    /// Its request could not be built.
+    #[error("{0}")]
+    Workload(#[source] crate::workload::WorkloadError),
+    /// The response broke HTTP/1.1 or its cap.
+    #[error("{0}")]
+    Exchange(#[source] blocking::Error),
+    /// The response came, and was not a success with content.
+    #[error("{outcome}: {why}{hint}")]
+    Answer {
+        /// The outcome's name (`http_404`, `no_content`, ...).
+        outcome: String,
+        /// The error the response carried, or that it had no content.
+        why: String,
+        /// What to try, when the outcome suggests it.
+        hint: String,
+    },
 }
 
 /// A failed exchange as a failure: connection and transport failures are the target's
 /// whatever was asked; the rest is `other`'s.
-fn classify(target: &Target, e: blocking::Error, other: impl FnOnce(String) -> Failure) -> Failure {
+fn classify(
+    target: &Target,
+    e: blocking::Error,
+    other: impl FnOnce(blocking::Error) -> Failure,
+) -> Failure {
+    use blocking::Error as E;
     let url = target.endpoint.url();
     match e {
-        blocking::Error::Connect(why) => Failure::Down { url, why },
-        e @ blocking::Error::Tls(_) => Failure::Transport {
-            url,
-            why: e.to_string(),
-        },
-        blocking::Error::Io(why) => {
+        E::Connect(why) => Failure::Down { url, why },
+        E::Http(_) | E::TooLarge(_) => other(e),
+        E::Tls(_) | E::Io { .. } | E::TimedOut { .. } | E::Closed | E::Truncated(_) => {
             // A TLS server closes a plain-text connection without a word.
-            let hint = if target.tls.is_none() && why.contains("closed before") {
+            let hint = if target.tls.is_none() && e.closed_early() {
                 "; if the server speaks TLS, use https://"
             } else {
                 ""
             };
-            Failure::Transport {
-                url,
-                why: format!("{why}{hint}"),
-            }
+            Failure::Transport { url, why: e, hint }
         }
-        blocking::Error::Http(why) => other(why),
     }
 }
 
 /// The models the server lists at `GET <prefix>/v1/models` (OpenAI's list: `data[].id`).
 pub(crate) fn models(target: &Target, timeout: Duration) -> Result<Vec<String>, Failure> {
     let path = models_path(target);
-    let fail = |status: Option<u16>| {
-        let path = path.clone();
-        move |why: String| Failure::Models { path, status, why }
+    let fail = |status: Option<u16>, why| Failure::Models {
+        path: path.clone(),
+        status,
+        why,
     };
-    let page = models_page(target, timeout).map_err(|e| classify(target, e, fail(None)))?;
+    let page = models_page(target, timeout)
+        .map_err(|e| classify(target, e, |e| fail(None, ModelsWhy::Exchange(e))))?;
     let (status, body) = (page.status, page.body);
     if status != 200 {
         let text = crate::redact::server_bytes(&body, 200);
-        return Err(fail(Some(status))(format!("HTTP {status} {text}")));
+        return Err(fail(Some(status), ModelsWhy::Status { status, text }));
     }
-    parse_models(&body).map_err(fail(Some(status)))
+    parse_models(&body).map_err(|e| fail(Some(status), ModelsWhy::NotList(e)))
 }
 
 fn models_path(target: &Target) -> String {
@@ -149,7 +194,7 @@ pub(crate) fn http_date(s: &str) -> Option<i64> {
 }
 
 /// `{"object": "list", "data": [{"id": "…"}, …]}` → the ids.
-pub(crate) fn parse_models(body: &[u8]) -> Result<Vec<String>, String> {
+pub(crate) fn parse_models(body: &[u8]) -> Result<Vec<String>, serde_json::Error> {
     #[derive(serde::Deserialize)]
     struct List {
         data: Vec<Model>,
@@ -158,8 +203,7 @@ pub(crate) fn parse_models(body: &[u8]) -> Result<Vec<String>, String> {
     struct Model {
         id: String,
     }
-    let list: List =
-        serde_json::from_slice(body).map_err(|e| format!("not an OpenAI model list ({e})"))?;
+    let list: List = serde_json::from_slice(body)?;
     // A name is shown and written: a server's text, made safe (a real model's name is
     // unchanged by it).
     Ok(list
@@ -171,7 +215,7 @@ pub(crate) fn parse_models(body: &[u8]) -> Result<Vec<String>, String> {
 
 /// Empties the server's prefix cache before the run: vLLM's `POST /reset_prefix_cache`, else
 /// SGLang's `POST /flush_cache`. Returns the path that answered 2xx, or why none did.
-pub(crate) fn reset_prefix_cache(target: &Target) -> Result<String, String> {
+pub(crate) fn reset_prefix_cache(target: &Target) -> Result<String, NotReset> {
     let mut tried = Vec::new();
     for path in ["/reset_prefix_cache", "/flush_cache"] {
         let path = format!("{}{path}", target.endpoint.prefix);
@@ -185,11 +229,36 @@ pub(crate) fn reset_prefix_cache(target: &Target) -> Result<String, String> {
         let timeout = Duration::from_nanos(target.connect_timeout_ns.max(10_000_000_000));
         match blocking::fetch(&to(target), &request, timeout, 1 << 20) {
             Ok(r) if (200..300).contains(&r.status) => return Ok(path),
-            Ok(r) => tried.push(format!("{path}: HTTP {}", r.status)),
-            Err(e) => tried.push(format!("{path}: {e}")),
+            Ok(r) => tried.push((path, ResetWhy::Status(r.status))),
+            Err(e) => tried.push((path, ResetWhy::Exchange(e))),
         }
     }
-    Err(tried.join("; "))
+    Err(NotReset(tried))
+}
+
+/// Each path asked to empty the prefix cache, and what came instead of a success.
+#[derive(Debug)]
+pub(crate) struct NotReset(Vec<(String, ResetWhy)>);
+
+/// What a path asked to empty the prefix cache gave instead of a success.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ResetWhy {
+    /// A status other than 2xx.
+    #[error("HTTP {0}")]
+    Status(u16),
+    /// The exchange failed.
+    #[error("{0}")]
+    Exchange(#[source] blocking::Error),
+}
+
+impl std::fmt::Display for NotReset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (path, why)) in self.0.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "; " };
+            write!(f, "{sep}{path}: {why}")?;
+        }
+        Ok(())
+    }
 }
 
 /// What the probe request showed.
@@ -219,7 +288,7 @@ pub(crate) fn probe(plan: &Plan) -> Result<Probe, Failure> {
             .workload
             .dataset
             .first(&plan.workload.tokenizer)
-            .map_err(|err| Failure::Probe(err.to_string()))?,
+            .map_err(|e| Failure::Probe(ProbeWhy::Workload(e)))?,
     };
     let mut request = Vec::new();
     template.write_into(&mut request, PROBE_ID);
@@ -251,7 +320,7 @@ pub(crate) fn probe(plan: &Plan) -> Result<Probe, Failure> {
         pending.drain(..used);
         Ok(ex.is_done() || rec.first_content_ns.is_some())
     })
-    .map_err(|e| classify(target, e, Failure::Probe))?;
+    .map_err(|e| classify(target, e, |e| Failure::Probe(ProbeWhy::Exchange(e))))?;
     if rec.outcome != Outcome::Ok || !(ex.is_done() || rec.first_content_ns.is_some()) {
         let why = rec
             .error
@@ -268,10 +337,11 @@ pub(crate) fn probe(plan: &Plan) -> Result<Probe, Failure> {
             }
             _ => String::new(),
         };
-        return Err(Failure::Probe(format!(
-            "{}: {why}{hint}",
-            rec.outcome.name()
-        )));
+        return Err(Failure::Probe(ProbeWhy::Answer {
+            outcome: rec.outcome.name(),
+            why,
+            hint,
+        }));
     }
     Ok(Probe {
         first_ns: rec
