@@ -23,11 +23,32 @@ const STOP_CHECK: Duration = Duration::from_millis(10);
 const QUEUE_BYTES: u64 = 64 << 20;
 
 /// One built request (its id, and it or why it could not be built).
-type Built<T> = (u64, Result<T, String>);
+type Built<T, E> = (u64, Result<T, E>);
 
-/// A shard's end of its feeder of `T`s (requests: [`crate::workload::Entry`]).
-pub(super) struct Feed<T> {
-    rx: Option<Receiver<Built<T>>>,
+/// Why the feeder gave no request: it could not build one (`E`, from the builder), or it is
+/// out of step with the shard.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum FeedError<E> {
+    /// The builder's error (the file could not be read again).
+    #[error("{0}")]
+    Build(#[source] E),
+    /// It built another request than the one due.
+    #[error("the request feeder built request {got} where {due} was due")]
+    OutOfStep {
+        /// The id it built.
+        got: u64,
+        /// The id due.
+        due: u64,
+    },
+    /// It ended before the shard's last request.
+    #[error("the request feeder ended early")]
+    Ended,
+}
+
+/// A shard's end of its feeder of `T`s (requests: [`crate::workload::Entry`]), built or
+/// refused with an `E`.
+pub(super) struct Feed<T, E> {
+    rx: Option<Receiver<Built<T, E>>>,
     /// Nothing is sent on it: the feeder drops its end once the queue is full (or it is
     /// done), which wakes a wait on this one.
     full: Receiver<()>,
@@ -57,16 +78,16 @@ pub(super) fn depth(at_once: usize, avg_request_bytes: u64) -> usize {
     at_once.saturating_mul(2).clamp(256, 1 << 16).min(by_bytes)
 }
 
-impl<T: Send + 'static> Feed<T> {
+impl<T: Send + 'static, E: Send + 'static> Feed<T, E> {
     /// Starts a feeder thread (`ringperf-feed-{shard}`) that builds `tickets`' entries in
     /// their order, `depth` ahead.
     pub(super) fn start(
         shard: usize,
         tickets: impl Iterator<Item = (u64, u32)> + Send + 'static,
         depth: usize,
-        build: impl Fn(u32) -> Result<T, String> + Send + 'static,
-    ) -> std::io::Result<Feed<T>> {
-        let (tx, rx) = sync_channel::<Built<T>>(depth);
+        build: impl Fn(u32) -> Result<T, E> + Send + 'static,
+    ) -> std::io::Result<Feed<T, E>> {
+        let (tx, rx) = sync_channel::<Built<T, E>>(depth);
         let (not_full, full) = sync_channel::<()>(0);
         let thread = std::thread::Builder::new()
             .name(format!("ringperf-feed-{shard}"))
@@ -113,20 +134,14 @@ impl<T: Send + 'static> Feed<T> {
         id: u64,
         timer: &crate::timer::FineTimer,
         give_up: impl Fn() -> bool,
-    ) -> Option<Result<T, String>> {
+    ) -> Option<Result<T, FeedError<E>>> {
         let rx = self.rx.as_ref().expect("open until dropped");
         let mut waited = false;
         loop {
             match rx.try_recv() {
-                Ok((got, built)) if got == id => return Some(built),
-                Ok((got, _)) => {
-                    return Some(Err(format!(
-                        "the request feeder built request {got} where {id} was due"
-                    )))
-                }
-                Err(TryRecvError::Disconnected) => {
-                    return Some(Err("the request feeder ended early".into()))
-                }
+                Ok((got, built)) if got == id => return Some(built.map_err(FeedError::Build)),
+                Ok((got, _)) => return Some(Err(FeedError::OutOfStep { got, due: id })),
+                Err(TryRecvError::Disconnected) => return Some(Err(FeedError::Ended)),
                 Err(TryRecvError::Empty) => {
                     if !waited {
                         waited = true;
@@ -142,7 +157,7 @@ impl<T: Send + 'static> Feed<T> {
     }
 }
 
-impl<T> Drop for Feed<T> {
+impl<T, E> Drop for Feed<T, E> {
     fn drop(&mut self) {
         // Closing the queue ends the feeder at its next request.
         drop(self.rx.take());
@@ -193,7 +208,7 @@ mod tests {
         // has found the queue empty three times over (one wait, counted once).
         let tickets = (0..6u64).map(|k| (k * 2, k as u32 + 10));
         let (release, gate) = std::sync::mpsc::channel::<()>();
-        let feed = Feed::start(0, tickets, 4, move |e| {
+        let feed = Feed::<_, ()>::start(0, tickets, 4, move |e| {
             if e == 15 {
                 gate.recv().unwrap();
             }
@@ -227,7 +242,7 @@ mod tests {
             );
             // Past the end of its tickets the feeder has ended: said, not waited for.
             let end = feed.take(12, &timer, || false).await;
-            assert_eq!(end, Some(Err("the request feeder ended early".into())));
+            assert_eq!(end, Some(Err(FeedError::Ended)));
             timer.close().await;
         });
     }
@@ -238,28 +253,23 @@ mod tests {
     fn a_feeder_out_of_step_a_build_error_and_a_stop_end_the_taking() {
         runtime().block_on(async {
             let timer = FineTimer::start().unwrap();
-            let feed = Feed::start(0, [(5, 0)].into_iter(), 4, |_| Ok(1)).unwrap();
+            let feed = Feed::<_, ()>::start(0, [(5, 0)].into_iter(), 4, |_| Ok(1)).unwrap();
             let got = feed.take(4, &timer, || false).await;
-            assert_eq!(
-                got,
-                Some(Err(
-                    "the request feeder built request 5 where 4 was due".into()
-                ))
-            );
+            assert_eq!(got, Some(Err(FeedError::OutOfStep { got: 5, due: 4 })));
             let feed = Feed::start(0, [(0, 0), (1, 1)].into_iter(), 4, |e| match e {
-                0 => Err::<u32, _>("line 1: gone".into()),
+                0 => Err::<u32, _>("line 1: gone"),
                 _ => Ok(e),
             })
             .unwrap();
             assert_eq!(
                 feed.take(0, &timer, || false).await,
-                Some(Err("line 1: gone".into()))
+                Some(Err(FeedError::Build("line 1: gone")))
             );
             // A feeder held at its first request until the shard gave up on it.
             let held = std::sync::Arc::new(());
             let by_feeder = held.clone();
             let (release, gate) = std::sync::mpsc::channel::<()>();
-            let never = Feed::<u32>::start(0, std::iter::repeat((0, 0)), 4, move |_| {
+            let never = Feed::<u32, ()>::start(0, std::iter::repeat((0, 0)), 4, move |_| {
                 let _held = &by_feeder;
                 let _ = gate.recv();
                 Ok(0)

@@ -23,6 +23,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 pub use crate::sys::raise_nofile_limit;
+pub use feed::FeedError;
 pub use shard::Progress;
 
 use crate::clock::{now_ns, thread_cpu_ns};
@@ -104,7 +105,7 @@ pub struct ShardReport {
     /// Requests of a streamed file it had to wait for, its feeder being behind.
     pub feed_stalls: u64,
     /// Why its feeder could not give a request (it then stopped sending).
-    pub feed_error: Option<String>,
+    pub feed_error: Option<feed::FeedError<crate::workload::WorkloadError>>,
     /// The model the server's responses named, when they named one.
     pub served_model: Option<String>,
 }
@@ -268,7 +269,7 @@ pub fn run(
                 let build = move |entry| {
                     let stream = p.workload.dataset.stream.as_ref().expect("streamed");
                     // Boxed here, so that the shard's task stays narrow without allocating.
-                    stream.entry(entry).map(Box::new).map_err(|e| e.to_string())
+                    stream.entry(entry).map(Box::new)
                 };
                 let f = feed::Feed::start(i, sequence(&plan, i, n), depth, build);
                 Some(f.map_err(Error::Thread)?)
@@ -642,7 +643,7 @@ fn shard_thread(
     stop: Arc<AtomicBool>,
     gate: &Gate,
     start: Arc<[OnceLock<u64>; 2]>,
-    feed: Option<feed::Feed<Box<crate::workload::Entry>>>,
+    feed: Option<feed::Feed<Box<crate::workload::Entry>, crate::workload::WorkloadError>>,
 ) -> Result<ShardReport, ShardError> {
     progress.tid.store(crate::sys::gettid(), Ordering::Relaxed);
     let (mut rt, driver) =

@@ -28,6 +28,7 @@ use crate::record::{Outcome, Record};
 use crate::stats::Dist;
 use crate::sys::{prefetch, Prefetched};
 use crate::timer::FineTimer;
+use crate::workload::WorkloadError;
 
 /// A read buffer to start with: a streamed event or two.
 const READ_BUF: usize = 2 * 1024;
@@ -145,9 +146,9 @@ pub(crate) struct Shard {
     stop: Arc<AtomicBool>,
     watcher: RefCell<Option<monoio::task::JoinHandle<()>>>,
     /// A large file's requests, built ahead by a feeder thread.
-    pub feed: Option<super::feed::Feed<Box<crate::workload::Entry>>>,
+    pub feed: Option<super::feed::Feed<Box<crate::workload::Entry>, WorkloadError>>,
     /// Why the feeder could not give a request, when it could not (the shard then stops).
-    pub feed_error: RefCell<Option<String>>,
+    pub feed_error: RefCell<Option<super::feed::FeedError<WorkloadError>>>,
 }
 
 impl Shard {
@@ -156,7 +157,7 @@ impl Shard {
         plan: Arc<Plan>,
         progress: Arc<Progress>,
         stop: Arc<AtomicBool>,
-        feed: Option<super::feed::Feed<Box<crate::workload::Entry>>>,
+        feed: Option<super::feed::Feed<Box<crate::workload::Entry>, WorkloadError>>,
     ) -> std::io::Result<Rc<Shard>> {
         let n = plan.target.servers();
         let server_names = match plan.target.tls {
