@@ -40,7 +40,7 @@ impl<T: Read + Write> ReadWrite for T {}
 
 /// Why an exchange failed, by the step that failed.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum Error {
+pub enum Error {
     /// No connection (refused, unreachable, timed out).
     #[error("connect: {0}")]
     Connect(#[source] std::io::Error),
@@ -90,7 +90,7 @@ impl Error {
 
 /// Why a TLS handshake failed.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum Handshake {
+pub enum Handshake {
     /// The host is not a name a certificate can be checked against.
     #[error("{0}")]
     Name(#[source] crate::tls::TlsError),

@@ -263,7 +263,7 @@ pub(crate) fn encode(service: &str, spans: &[Out], enc: Encoding) -> Vec<u8> {
 
 /// Why the span receiver could not start, or an export could not be posted.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum Error {
+pub enum Error {
     /// The endpoint is not `http://HOST:PORT[/PATH]`.
     #[error("--otlp-traces-endpoint {0:?}: expected http://HOST:PORT (OTLP over HTTP)")]
     Url(String),
@@ -527,16 +527,28 @@ struct Head {
     close: bool,
 }
 
-fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, String> {
+/// Why a request head cannot be read (the answer is a 400 with this text).
+#[derive(Debug, thiserror::Error)]
+enum BadHead {
+    /// Over [`MAX_HEAD`] without its end.
+    #[error("request head too large")]
+    TooLarge,
+    /// Not an HTTP/1.x request head.
+    #[error("{0}")]
+    Head(#[source] httparse::Error),
+    /// A `Content-Length` that is not a number.
+    #[error("bad Content-Length")]
+    ContentLength,
+}
+
+fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, BadHead> {
     let mut headers = [httparse::EMPTY_HEADER; 64];
     let mut req = httparse::Request::new(&mut headers);
     let n = match req.parse(buf) {
         Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
-            return Err("request head too large".into())
-        }
+        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => return Err(BadHead::TooLarge),
         Ok(httparse::Status::Partial) => return Ok(None),
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(BadHead::Head(e)),
     };
     let mut head = Head {
         method: req.method.unwrap_or("").to_string(),
@@ -550,7 +562,7 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, String> {
     for h in req.headers.iter() {
         let v = String::from_utf8_lossy(h.value).trim().to_string();
         match h.name.to_ascii_lowercase().as_str() {
-            "content-length" => head.len = v.parse().map_err(|_| "bad Content-Length")?,
+            "content-length" => head.len = v.parse().map_err(|_| BadHead::ContentLength)?,
             "transfer-encoding" => head.chunked = v.to_ascii_lowercase().contains("chunked"),
             "content-type" => head.content_type = v,
             "content-encoding" => head.content_encoding = Some(v),
@@ -608,7 +620,7 @@ fn serve(mut conn: TcpStream, stop: &AtomicBool, got: &Shared) {
                         return;
                     }
                 }
-                Err(e) => return bad_request(&mut conn, &e),
+                Err(e) => return bad_request(&mut conn, &e.to_string()),
             }
         };
         buf.drain(..at);

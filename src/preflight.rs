@@ -28,7 +28,7 @@ fn to(target: &Target) -> To<'_> {
 
 /// Why a preflight check failed, as one line for the user.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum Failure {
+pub enum Failure {
     /// Nothing answers at the address.
     #[error("{url} is not answering ({why}): is the server up, and is --url right?")]
     Down {
@@ -67,7 +67,7 @@ pub(crate) enum Failure {
 
 /// What the model list's answer was instead of a list.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ModelsWhy {
+pub enum ModelsWhy {
     /// The response broke HTTP/1.1 or its cap.
     #[error("{0}")]
     Exchange(#[source] blocking::Error),
@@ -86,7 +86,7 @@ pub(crate) enum ModelsWhy {
 
 /// Why the probe request measured nothing.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ProbeWhy {
+pub enum ProbeWhy {
     /// Its request could not be built.
     #[error("{0}")]
     Workload(#[source] crate::workload::WorkloadError),

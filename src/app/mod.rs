@@ -52,9 +52,30 @@ pub enum Fatal {
     /// Runs that cannot be merged.
     #[error(transparent)]
     Merge(#[from] crate::report::merge::Error),
-    /// The server cannot be used: down, no model, the probe request failed.
-    #[error("{0}")]
-    Server(String),
+    /// The server cannot be used: down, no model list, the probe request failed; `advice`
+    /// follows the failure's own line.
+    #[error("{failure}{advice}")]
+    Server {
+        /// What the preflight found.
+        #[source]
+        failure: Box<crate::preflight::Failure>,
+        /// What to do about it, when the command line suggests it (empty otherwise).
+        advice: String,
+    },
+    /// The server lists no model, and none was named.
+    #[error("{0} lists no model at /v1/models: name one with -m")]
+    NoModel(String),
+    /// One point of a sweep makes no plan.
+    #[error("{point}: {source}")]
+    Point {
+        /// The point's label.
+        point: String,
+        /// Why.
+        source: crate::plan::PlanError,
+    },
+    /// The span receiver cannot listen.
+    #[error(transparent)]
+    Traces(#[from] crate::otlp::Error),
     /// A file or folder could not be read or written: which, and why.
     #[error("{what}: {source}")]
     Io {
@@ -85,7 +106,10 @@ impl Fatal {
             | Fatal::Engine(_)
             | Fatal::Telemetry(_)
             | Fatal::Merge(_)
-            | Fatal::Server(_)
+            | Fatal::Server { .. }
+            | Fatal::NoModel(_)
+            | Fatal::Point { .. }
+            | Fatal::Traces(_)
             | Fatal::Io { .. }
             | Fatal::NothingMeasured(_)
             | Fatal::Interrupted => 2,

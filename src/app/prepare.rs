@@ -135,10 +135,7 @@ fn choose_model(
     let list = match got {
         Ok(list) if !asked => {
             let Some(first) = list.first() else {
-                return Err(Fatal::Server(format!(
-                    "{} lists no model at /v1/models: name one with -m",
-                    target.endpoint.url()
-                )));
+                return Err(Fatal::NoModel(target.endpoint.url()));
             };
             crate::redact::say!(
                 "ringperf: model: {first} (the first the server lists{}; -m chooses)",
@@ -161,14 +158,18 @@ fn choose_model(
             }
             Ok(list)
         }
-        Err(e @ (Failure::Down { .. } | Failure::Transport { .. })) => {
-            Err(Fatal::Server(e.to_string()))
-        }
+        Err(e @ (Failure::Down { .. } | Failure::Transport { .. })) => Err(Fatal::Server {
+            failure: Box::new(e),
+            advice: String::new(),
+        }),
         Err(e) if asked => {
             crate::redact::say!("ringperf: note: {e}; going on with -m {}", spec.model);
             Ok(Vec::new())
         }
-        Err(e) => Err(Fatal::Server(format!("{e}: name the model with -m"))),
+        Err(e) => Err(Fatal::Server {
+            failure: Box::new(e),
+            advice: ": name the model with -m".into(),
+        }),
     }?;
     Ok((list, waited))
 }
@@ -242,7 +243,7 @@ fn before_the_run(
     let mut warnings = Vec::new();
     if preflight {
         let p = crate::preflight::probe(plan).map_err(|e| {
-            let served = if listed.is_empty() || listed.contains(&plan.target.model) {
+            let advice = if listed.is_empty() || listed.contains(&plan.target.model) {
                 String::new()
             } else {
                 format!(
@@ -250,7 +251,10 @@ fn before_the_run(
                     listed.join(", ")
                 )
             };
-            Fatal::Server(format!("{e}{served}"))
+            Fatal::Server {
+                failure: Box::new(e),
+                advice,
+            }
         })?;
         crate::redact::say!(
             "ringperf: preflight: {} answered the first request in {:.1} ms (not measured)",
@@ -355,8 +359,7 @@ pub(super) fn prepare(flags: Flags) -> Result<Prepared, Fatal> {
     // The span receiver listens before anything is sent (the simulator's spans included).
     let (traces, traces_wait_ns) = match &traces {
         Some((addr, wait)) => {
-            let r =
-                crate::otlp::Receiver::start(addr).map_err(|e| Fatal::Refused(e.to_string()))?;
+            let r = crate::otlp::Receiver::start(addr)?;
             crate::redact::say!(
                 "ringperf: server traces: receiving OTLP/HTTP spans on {}/v1/traces (start vLLM \
                  with --otlp-traces-endpoint {} and OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=\
@@ -541,11 +544,16 @@ impl Prepared {
         }
         if p.axis.is_workload() {
             // Each point has prompts of its own.
-            plan = Plan::build(plan.spec.clone())
-                .map_err(|e| Fatal::Refused(format!("{}: {e}", p.label())))?;
+            plan = Plan::build(plan.spec.clone()).map_err(|source| Fatal::Point {
+                point: p.label(),
+                source,
+            })?;
         } else {
             plan.load = Load::build(&plan.spec.load, plan.spec.workload.random_seed, None)
-                .map_err(|e| Fatal::Refused(format!("{}: {e}", p.label())))?;
+                .map_err(|source| Fatal::Point {
+                    point: p.label(),
+                    source,
+                })?;
         }
         plan.output.artifact_dir = self.root.join(p.name());
         Ok(plan)

@@ -149,13 +149,24 @@ pub(super) fn read_gen(r: &GenRequest<'_>, api: Kind, default_max: u32) -> Gen {
     }
 }
 
+/// What is wrong with a native (Triton, TGI) request's body.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum BadBody {
+    /// Not JSON.
+    #[error("invalid JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    /// Without the field that holds the prompt.
+    #[error("{0} is missing")]
+    Missing(&'static str),
+}
+
 /// A request to Triton's generate extension (`/v2/models/{model}/generate[_stream]`), as
 /// GenAI-Perf sends it to each backend: `text_input`, and the length as `max_tokens` (TRT-LLM,
 /// generic) or inside the `sampling_parameters` string (vLLM's backend); values may come as
 /// one-element arrays. `Err` says what is wrong with the body.
-pub(super) fn read_triton(body: &[u8], stream: bool, default_max: u32) -> Result<Gen, String> {
+pub(super) fn read_triton(body: &[u8], stream: bool, default_max: u32) -> Result<Gen, BadBody> {
     use serde_json::Value;
-    let v: Value = serde_json::from_slice(body).map_err(|e| format!("invalid JSON: {e}"))?;
+    let v: Value = serde_json::from_slice(body).map_err(BadBody::Json)?;
     let one = |k: &str| -> Option<Value> {
         match v.get(k)? {
             Value::Array(a) => a.first().cloned(),
@@ -164,7 +175,7 @@ pub(super) fn read_triton(body: &[u8], stream: bool, default_max: u32) -> Result
     };
     let text = one("text_input")
         .and_then(|t| t.as_str().map(str::len))
-        .ok_or("text_input is missing")?;
+        .ok_or(BadBody::Missing("text_input"))?;
     let as_u64 = |x: &Value| x.as_u64().or_else(|| x.as_str()?.trim().parse().ok());
     let sampling: Option<Value> = one("sampling_parameters")
         .and_then(|s| s.as_str().and_then(|s| serde_json::from_str(s).ok()));
@@ -196,13 +207,13 @@ pub(super) fn read_triton(body: &[u8], stream: bool, default_max: u32) -> Result
 
 /// A request to TGI's `/generate` (`stream`: `/generate_stream`): `inputs`, and the length as
 /// `parameters.max_new_tokens`. `Err` says what is wrong with the body.
-pub(super) fn read_tgi(body: &[u8], stream: bool, default_max: u32) -> Result<Gen, String> {
+pub(super) fn read_tgi(body: &[u8], stream: bool, default_max: u32) -> Result<Gen, BadBody> {
     use serde_json::Value;
-    let v: Value = serde_json::from_slice(body).map_err(|e| format!("invalid JSON: {e}"))?;
+    let v: Value = serde_json::from_slice(body).map_err(BadBody::Json)?;
     let text = v
         .get("inputs")
         .and_then(Value::as_str)
-        .ok_or("inputs is missing")?
+        .ok_or(BadBody::Missing("inputs"))?
         .len();
     let max = v
         .pointer("/parameters/max_new_tokens")

@@ -324,13 +324,30 @@ struct Request {
     request_id: Option<String>,
 }
 
-fn parse_request(buf: &[u8]) -> Result<Option<Request>, String> {
+/// Why a request cannot be read (the answer is a 400 with this text).
+#[derive(Debug, thiserror::Error)]
+enum BadRequest {
+    /// Not an HTTP/1.x request head.
+    #[error("{0}")]
+    Head(#[source] httparse::Error),
+    /// A `Content-Length` that is not a number.
+    #[error("bad Content-Length")]
+    ContentLength,
+    /// A chunked body.
+    #[error("chunked request bodies are not supported by the simulator")]
+    Chunked,
+    /// Over [`MAX_REQUEST`].
+    #[error("request too large")]
+    TooLarge,
+}
+
+fn parse_request(buf: &[u8]) -> Result<Option<Request>, BadRequest> {
     let mut headers = [httparse::EMPTY_HEADER; 64];
     let mut req = httparse::Request::new(&mut headers);
     let head = match req.parse(buf) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => return Ok(None),
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(BadRequest::Head(e)),
     };
     let mut length = 0usize;
     let mut close = req.version == Some(0);
@@ -343,16 +360,16 @@ fn parse_request(buf: &[u8]) -> Result<Option<Request>, String> {
             length = std::str::from_utf8(h.value)
                 .ok()
                 .and_then(|v| v.trim().parse().ok())
-                .ok_or("bad Content-Length")?;
+                .ok_or(BadRequest::ContentLength)?;
         } else if h.name.eq_ignore_ascii_case("connection") {
             let v = String::from_utf8_lossy(h.value).to_ascii_lowercase();
             close = v.contains("close") || (close && !v.contains("keep-alive"));
         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            return Err("chunked request bodies are not supported by the simulator".into());
+            return Err(BadRequest::Chunked);
         }
     }
     if head + length > MAX_REQUEST {
-        return Err("request too large".into());
+        return Err(BadRequest::TooLarge);
     }
     if buf.len() < head + length {
         return Ok(None);
@@ -390,7 +407,7 @@ async fn serve_conn(ctx: &Rc<Ctx>, stream: &mut Conn) {
                 Ok(Some(r)) => break r,
                 Ok(None) => {}
                 Err(e) => {
-                    let body = vllm_error(&e, "BadRequestError", 400);
+                    let body = vllm_error(&e.to_string(), "BadRequestError", 400);
                     let _ = respond(
                         stream,
                         &mut out,
@@ -561,7 +578,7 @@ async fn handle(
                 match super::reply::read_triton(body, streamed, ctx.args.default_max_tokens) {
                     Ok(g) => g,
                     Err(e) => {
-                        let b = serde_json::json!({ "error": e }).to_string();
+                        let b = serde_json::json!({ "error": e.to_string() }).to_string();
                         return respond(stream, out, 400, json, b.as_bytes(), req.close).await;
                     }
                 };
@@ -578,7 +595,8 @@ async fn handle(
                 Ok(g) => g,
                 Err(e) => {
                     let b =
-                        serde_json::json!({ "error": e, "error_type": "validation" }).to_string();
+                        serde_json::json!({ "error": e.to_string(), "error_type": "validation" })
+                            .to_string();
                     return respond(stream, out, 422, json, b.as_bytes(), req.close).await;
                 }
             };
