@@ -46,7 +46,7 @@ pub enum Error {
     Connect(#[source] std::io::Error),
     /// The TLS handshake failed.
     #[error("TLS handshake: {0}{hint}", hint = crate::tls::handshake_hint(&.0.to_string()))]
-    Tls(#[source] Handshake),
+    Tls(#[source] Box<Handshake>),
     /// A step (`socket`, `send`, `read`) failed at the system.
     #[error("{step}: {source}")]
     Io {
@@ -133,17 +133,18 @@ pub(crate) fn exchange(
         .map_err(io("socket"))?;
     tcp.set_write_timeout(Some(left("send")?))
         .map_err(io("socket"))?;
+    let tls = |h| Error::Tls(Box::new(h));
     let mut stream: Box<dyn ReadWrite> = match to.tls {
         Some((config, host)) => {
-            let name = crate::tls::server_name(host).map_err(|e| Error::Tls(Handshake::Name(e)))?;
+            let name = crate::tls::server_name(host).map_err(|e| tls(Handshake::Name(e)))?;
             let mut conn = rustls::ClientConnection::new(config.clone(), name)
-                .map_err(|e| Error::Tls(Handshake::Tls(e)))?;
+                .map_err(|e| tls(Handshake::Tls(e)))?;
             while conn.is_handshaking() {
                 let moved = conn
                     .complete_io(&mut tcp)
-                    .map_err(|e| Error::Tls(Handshake::Io(e)))?;
+                    .map_err(|e| tls(Handshake::Io(e)))?;
                 if moved == (0, 0) {
-                    return Err(Error::Tls(Handshake::Closed));
+                    return Err(tls(Handshake::Closed));
                 }
             }
             Box::new(rustls::StreamOwned::new(

@@ -3,7 +3,7 @@
 //! Connections drive `rustls::ClientConnection` by hand over the shard's own buffers (see
 //! `net`), so this module only decides what to trust.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -15,11 +15,58 @@ use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     /// A certificate file could not be read or holds no certificate.
-    #[error("certificate file {0}: {1}")]
-    CaFile(String, String),
+    #[error("certificate file {}: {why}", .file.display())]
+    CertFile {
+        /// The file.
+        file: PathBuf,
+        /// What is wrong with it.
+        #[source]
+        why: CertWhy,
+    },
+    /// The simulator's key file could not be read.
+    #[error("TLS configuration: --tls-key {}: {source}", .file.display())]
+    KeyFile {
+        /// The file.
+        file: PathBuf,
+        /// The PEM reader's error.
+        source: rustls::pki_types::pem::Error,
+    },
     /// rustls refused the configuration.
     #[error("TLS configuration: {0}")]
-    Config(String),
+    Rustls(#[from] rustls::Error),
+    /// The certificate verifier could not be built from the roots.
+    #[error("TLS configuration: {0}")]
+    Verifier(#[from] rustls::client::VerifierBuilderError),
+    /// A host that is no name a certificate can be checked against.
+    #[error("TLS configuration: invalid server name {host:?}: {source}")]
+    ServerName {
+        /// The host as written.
+        host: String,
+        /// Why it is not a name.
+        source: rustls::pki_types::InvalidDnsNameError,
+    },
+}
+
+/// What is wrong with a certificate file.
+#[derive(Debug, thiserror::Error)]
+pub enum CertWhy {
+    /// It is not PEM, or cannot be read.
+    #[error("{0}")]
+    Pem(#[source] rustls::pki_types::pem::Error),
+    /// It holds no certificate.
+    #[error("no PEM certificate in the file")]
+    Empty,
+    /// rustls refused a certificate in it.
+    #[error("{0}")]
+    Refused(#[source] rustls::Error),
+}
+
+/// The error for `why` in certificate file `file`.
+fn cert_file(file: &Path, why: CertWhy) -> TlsError {
+    TlsError::CertFile {
+        file: file.to_path_buf(),
+        why,
+    }
 }
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -32,9 +79,8 @@ pub(crate) fn client_config(
     ca_file: Option<&Path>,
     insecure: bool,
 ) -> Result<Arc<ClientConfig>, TlsError> {
-    let builder = ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| TlsError::Config(e.to_string()))?;
+    let builder =
+        ClientConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
     let mut config = if insecure {
         builder
             .dangerous()
@@ -45,21 +91,11 @@ pub(crate) fn client_config(
         let mut given = Vec::new();
         match ca_file {
             Some(path) => {
-                let shown = path.display().to_string();
-                let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-                    .map_err(|e| TlsError::CaFile(shown.clone(), e.to_string()))?
-                    .collect::<Result<_, _>>()
-                    .map_err(|e| TlsError::CaFile(shown.clone(), e.to_string()))?;
-                if certs.is_empty() {
-                    return Err(TlsError::CaFile(
-                        shown,
-                        "no PEM certificate in the file".into(),
-                    ));
-                }
+                let certs = read_certs(path)?;
                 for c in &certs {
                     roots
                         .add(c.clone())
-                        .map_err(|e| TlsError::CaFile(shown.clone(), e.to_string()))?;
+                        .map_err(|e| cert_file(path, CertWhy::Refused(e)))?;
                 }
                 given = certs;
             }
@@ -69,8 +105,7 @@ pub(crate) fn client_config(
             Arc::new(roots),
             provider(),
         )
-        .build()
-        .map_err(|e| TlsError::Config(e.to_string()))?;
+        .build()?;
         builder
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(TrustGiven { web_pki, given }))
@@ -80,30 +115,32 @@ pub(crate) fn client_config(
     Ok(Arc::new(config))
 }
 
+/// The certificates of PEM file `file`: at least one.
+fn read_certs(file: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(file)
+        .and_then(|it| it.collect::<Result<_, _>>())
+        .map_err(|e| cert_file(file, CertWhy::Pem(e)))?;
+    if certs.is_empty() {
+        return Err(cert_file(file, CertWhy::Empty));
+    }
+    Ok(certs)
+}
+
 /// A server configuration from PEM files (the simulator's https mode).
 pub(crate) fn server_config(
     cert_file: &Path,
     key_file: &Path,
 ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     use rustls::pki_types::PrivateKeyDer;
-    let shown = cert_file.display().to_string();
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert_file)
-        .and_then(|it| it.collect::<Result<_, _>>())
-        .map_err(|e| TlsError::CaFile(shown.clone(), e.to_string()))?;
-    if certs.is_empty() {
-        return Err(TlsError::CaFile(
-            shown,
-            "no PEM certificate in the file".into(),
-        ));
-    }
-    let key = PrivateKeyDer::from_pem_file(key_file)
-        .map_err(|e| TlsError::Config(format!("--tls-key {}: {e}", key_file.display())))?;
+    let certs = read_certs(cert_file)?;
+    let key = PrivateKeyDer::from_pem_file(key_file).map_err(|source| TlsError::KeyFile {
+        file: key_file.to_path_buf(),
+        source,
+    })?;
     let mut config = rustls::ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| TlsError::Config(e.to_string()))?
+        .with_safe_default_protocol_versions()?
         .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .map_err(|e| TlsError::Config(e.to_string()))?;
+        .with_single_cert(certs, key)?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
@@ -115,7 +152,10 @@ pub(crate) fn server_name(host: &str) -> Result<ServerName<'static>, TlsError> {
             .trim_end_matches(']')
             .to_string(),
     )
-    .map_err(|e| TlsError::Config(format!("invalid server name {host:?}: {e}")))
+    .map_err(|source| TlsError::ServerName {
+        host: host.to_string(),
+        source,
+    })
 }
 
 /// The web PKI's verification, plus one case it refuses and curl accepts: the server presents,
