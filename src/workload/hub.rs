@@ -124,7 +124,8 @@ pub enum Error {
         /// `$HF_ENDPOINT`.
         endpoint: String,
         /// Why (the connection, TLS, a redirect).
-        why: String,
+        #[source]
+        why: Net,
         /// The file.
         name: String,
         /// The repository.
@@ -306,7 +307,7 @@ impl Hub {
 
     /// GET `url`, following up to five redirects; the token goes only to the hub itself.
     fn fetch(&self, url: &str) -> Result<Got, Fetch> {
-        let parse = |u: &str| Endpoint::parse(u).map_err(|e| Fetch::Net(e.to_string()));
+        let parse = |u: &str| Endpoint::parse(u).map_err(|e| Fetch::Net(Net::Url(e)));
         let hub = parse(&self.endpoint)?.origin();
         let mut url = parse(url)?;
         let mut commit = None;
@@ -331,8 +332,7 @@ impl Hub {
                     })
                 }
                 301 | 302 | 303 | 307 | 308 => {
-                    let to = location
-                        .ok_or_else(|| Fetch::Net("a redirect without a Location".into()))?;
+                    let to = location.ok_or(Fetch::Net(Net::NoLocation))?;
                     url = parse(&if to.starts_with('/') {
                         format!("{}{to}", url.origin())
                     } else {
@@ -342,7 +342,7 @@ impl Hub {
                 s => return Err(Fetch::Status(s)),
             }
         }
-        Err(Fetch::Net("more than five redirects".into()))
+        Err(Fetch::Net(Net::TooManyRedirects))
     }
 
     /// Writes a downloaded file into the cache layout and returns its snapshot path.
@@ -406,14 +406,33 @@ struct Got {
 
 enum Fetch {
     Status(u16),
-    Net(String),
+    Net(Net),
+}
+
+/// Why the hub could not be reached, or its answer followed.
+#[derive(Debug, thiserror::Error)]
+pub enum Net {
+    /// A URL (`$HF_ENDPOINT`, a redirect's) that is not one ringperf can reach.
+    #[error("{0}")]
+    Url(#[source] crate::endpoint::UrlError),
+    /// The TLS client could not be configured.
+    #[error("{0}")]
+    Tls(#[source] crate::tls::TlsError),
+    /// The exchange failed.
+    #[error("{0}")]
+    Exchange(#[source] blocking::Error),
+    /// A redirect without a place to go.
+    #[error("a redirect without a Location")]
+    NoLocation,
+    /// Redirects beyond the five followed.
+    #[error("more than five redirects")]
+    TooManyRedirects,
 }
 
 /// One GET, the connection closed after it.
 fn get(url: &Endpoint, token: Option<&str>) -> Result<blocking::Fetched, Fetch> {
-    let net = Fetch::Net;
     let config = if url.tls {
-        Some(crate::tls::client_config(None, false).map_err(|e| net(e.to_string()))?)
+        Some(crate::tls::client_config(None, false).map_err(|e| Fetch::Net(Net::Tls(e)))?)
     } else {
         None
     };
@@ -428,5 +447,5 @@ fn get(url: &Endpoint, token: Option<&str>) -> Result<blocking::Fetched, Fetch> 
     };
     let request = blocking::request("GET", path, &url.authority(), &headers, "*/*");
     blocking::fetch(&To::of(url, config.as_ref()), &request, TIMEOUT, FILE_CAP)
-        .map_err(|e| net(e.to_string()))
+        .map_err(|e| Fetch::Net(Net::Exchange(e)))
 }
