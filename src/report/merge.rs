@@ -68,12 +68,12 @@ pub enum Error {
         found: String,
     },
     /// A histogram log that does not decode.
-    #[error("{}: {what}", path.display())]
+    #[error("{}: {why}", path.display())]
     Log {
         /// The log.
         path: PathBuf,
         /// What is wrong with it.
-        what: String,
+        why: LogWhy,
     },
     /// A metric whose histogram and moments count different values.
     #[error("{}: {tag}: the histogram holds another count than the moments", dir.display())]
@@ -118,6 +118,21 @@ pub enum Error {
     },
 }
 
+/// What is wrong with a histogram log (the HdrHistogram crate's errors say what only in
+/// their `Debug` form).
+#[derive(Debug, thiserror::Error)]
+pub enum LogWhy {
+    /// Not the interval log format.
+    #[error("not an HdrHistogram log ({0:?})")]
+    NotLog(hdrhistogram::serialization::interval_log::LogIteratorError),
+    /// A histogram that is not base64.
+    #[error("a histogram is not base64: {0}")]
+    NotBase64(#[source] base64::DecodeError),
+    /// A histogram that does not decode.
+    #[error("a histogram does not decode: {0:?}")]
+    NotHistogram(hdrhistogram::serialization::DeserializeError),
+}
+
 /// Why nothing could be merged: each node's reason, or that no folder was given.
 fn reasons(why: &[String]) -> String {
     if why.is_empty() {
@@ -153,23 +168,23 @@ fn read_log(path: &Path) -> Result<Vec<(u64, String, Histogram<u32>)>, Error> {
         path: path.to_path_buf(),
         source,
     })?;
-    let bad = |what: String| Error::Log {
+    let bad = |why| Error::Log {
         path: path.to_path_buf(),
-        what,
+        why,
     };
     let mut base = 0u64;
     let mut out = Vec::new();
     for entry in IntervalLogIterator::new(&bytes) {
-        match entry.map_err(|e| bad(format!("not an HdrHistogram log ({e:?})")))? {
+        match entry.map_err(|e| bad(LogWhy::NotLog(e)))? {
             LogEntry::StartTime(t) => base = t.as_nanos() as u64,
             LogEntry::BaseTime(_) => {}
             LogEntry::Interval(h) => {
                 let raw = base64::engine::general_purpose::STANDARD
                     .decode(h.encoded_histogram())
-                    .map_err(|e| bad(format!("a histogram is not base64: {e}")))?;
+                    .map_err(|e| bad(LogWhy::NotBase64(e)))?;
                 let hist: Histogram<u32> = Deserializer::new()
                     .deserialize(&mut raw.as_slice())
-                    .map_err(|e| bad(format!("a histogram does not decode: {e:?}")))?;
+                    .map_err(|e| bad(LogWhy::NotHistogram(e)))?;
                 let tag = h.tag().map(|t| t.as_str().to_string()).unwrap_or_default();
                 out.push((base + h.start_timestamp().as_nanos() as u64, tag, hist));
             }
@@ -722,6 +737,40 @@ mod tests {
         std::fs::write(&path, "Tag=x,0.0,1.0,2.0,not base64!\n").unwrap();
         let e = read_log(&path).unwrap_err();
         assert!(e.to_string().contains("t.hlog"), "{e}");
+        assert!(
+            matches!(
+                e,
+                Error::Log {
+                    why: LogWhy::NotBase64(_),
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        std::fs::write(&path, "Tag=x,0.0,1.0,2.0,AAAA\n").unwrap();
+        let e = read_log(&path).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Log {
+                    why: LogWhy::NotHistogram(_),
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        std::fs::write(&path, "not a log line\n").unwrap();
+        let e = read_log(&path).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Log {
+                    why: LogWhy::NotLog(_),
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
