@@ -1,7 +1,8 @@
 //! A shard's dispatching decisions, without I/O: how many requests are in flight against
 //! the cap, when a closed loop's next request was due, whether sending has stopped, who holds
-//! or waits for a place under the prefill cap, and how long to back off after a connection
-//! failed to open. The shard's driver (monoio tasks, timers, sockets) tells it what happened
+//! or waits for a place under the prefill cap, which server a request goes to, when a request
+//! is cut and what the cut makes of it, and how long to back off after a connection failed to
+//! open. The shard's driver (monoio tasks, timers, sockets) tells it what happened
 //! with the clock's time and does what it answers; the tests here step it through made-up
 //! times, without sleeping.
 //!
@@ -12,6 +13,8 @@ use std::collections::VecDeque;
 
 use super::limits::{Due, Limits};
 use crate::plan::load::UserCentric;
+use crate::plan::target::UrlStrategy;
+use crate::record::Outcome;
 
 /// The first wait after a connection failed to open, doubled at each failure in a row up to
 /// [`BACKOFF_MAX_NS`].
@@ -49,10 +52,19 @@ pub(super) struct Dispatcher<T> {
     prefill_line: VecDeque<T>,
     /// Connections that failed to open in a row (any success resets it).
     connect_failures: u32,
+    /// Where requests go.
+    servers: Servers,
 }
 
 impl<T> Default for Dispatcher<T> {
     fn default() -> Self {
+        Dispatcher::new(Servers::new(1, UrlStrategy::RoundRobin))
+    }
+}
+
+impl<T> Dispatcher<T> {
+    /// A dispatcher sending to `servers`, before its first phase.
+    pub(super) fn new(servers: Servers) -> Self {
         Dispatcher {
             limits: None,
             in_flight: 0,
@@ -64,11 +76,10 @@ impl<T> Default for Dispatcher<T> {
             prefilling: 0,
             prefill_line: VecDeque::new(),
             connect_failures: 0,
+            servers,
         }
     }
-}
 
-impl<T> Dispatcher<T> {
     /// A phase begins under `limits`; `stopped` when the run was stopped already (a phase
     /// cut at its own deadline, a warm-up's grace period, does not stop the next one).
     pub(super) fn begin_phase(&mut self, limits: Limits, stopped: bool) {
@@ -260,6 +271,120 @@ impl<T> Dispatcher<T> {
     /// A connection opened: the back-off starts over.
     pub(super) fn connected(&mut self) {
         self.connect_failures = 0;
+    }
+
+    /// The server request `id` (a turn of `session`, if it is one) goes to, now counted as in
+    /// flight there until [`server_done`](Self::server_done).
+    pub(super) fn pick_server(&mut self, id: u64, session: Option<u64>) -> usize {
+        self.servers.pick(id, session)
+    }
+
+    /// A request to `server` ended.
+    pub(super) fn server_done(&mut self, server: usize) {
+        self.servers.load[server] -= 1;
+    }
+}
+
+/// Which of several servers each request goes to (`--url-strategy`), and how many of the
+/// shard's requests each has in flight.
+#[derive(Debug)]
+pub(super) struct Servers {
+    strategy: UrlStrategy,
+    /// Requests in flight to each server.
+    load: Vec<usize>,
+}
+
+impl Servers {
+    /// `n` servers (at least one), chosen by `strategy`.
+    pub(super) fn new(n: usize, strategy: UrlStrategy) -> Servers {
+        Servers {
+            strategy,
+            load: vec![0; n.max(1)],
+        }
+    }
+
+    /// Round-robin by request, a session's turns by session (they stay on one server, whose
+    /// cache holds their history); or the server with the fewest in flight, the first of them
+    /// on a tie. The one chosen counts the request as in flight.
+    fn pick(&mut self, id: u64, session: Option<u64>) -> usize {
+        let n = self.load.len();
+        let i = match self.strategy {
+            _ if n == 1 => 0,
+            UrlStrategy::RoundRobin => (session.unwrap_or(id) % n as u64) as usize,
+            UrlStrategy::LeastInFlight => (0..n).min_by_key(|i| self.load[*i]).unwrap_or(0),
+        };
+        self.load[i] += 1;
+        i
+    }
+}
+
+/// When a request is cut (its `--request-timeout`, or its `--request-cancellation-delay` when
+/// it has one), and what a cut or a stop makes of how it ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Cut {
+    deadline: u64,
+    cancel_at: u64,
+    timeout_ns: u64,
+    cancel_after: Option<u64>,
+}
+
+impl Cut {
+    /// A request that starts at `start`, with `timeout_ns` to complete and, when it is one
+    /// of those cancelled, closed `cancel_after` ns after its start.
+    pub(super) fn new(start: u64, timeout_ns: u64, cancel_after: Option<u64>) -> Cut {
+        Cut {
+            deadline: start.saturating_add(timeout_ns),
+            cancel_at: cancel_after.map_or(u64::MAX, |d| start.saturating_add(d)),
+            timeout_ns,
+            cancel_after,
+        }
+    }
+
+    /// When the watcher cuts its connection.
+    pub(super) fn at(&self) -> u64 {
+        self.deadline.min(self.cancel_at)
+    }
+
+    /// What a request that ended at `end_ns` as `outcome` counts as, when not that: closed on
+    /// purpose (its cancellation came first and it was not whole), timed out (not whole at
+    /// its deadline), or cut short by a stop (`stopped`; any failure but a cancellation).
+    /// `cut` says the watcher cut its connection. A response that was whole stays so.
+    pub(super) fn judge(
+        &self,
+        outcome: Outcome,
+        end_ns: u64,
+        cut: bool,
+        stopped: bool,
+    ) -> Option<(Outcome, String)> {
+        let failed = outcome != Outcome::Ok;
+        let mut judged =
+            if (cut || end_ns >= self.cancel_at) && self.cancel_at < self.deadline && failed {
+                Some((
+                    Outcome::RequestCancelled,
+                    format!(
+                    "closed by the client {:.3}s after it started (--request-cancellation-delay)",
+                    self.cancel_after.unwrap_or(0) as f64 / 1e9
+                ),
+                ))
+            } else if (cut || end_ns >= self.deadline) && failed {
+                Some((
+                    Outcome::RequestTimeout,
+                    format!(
+                        "no complete response within {:.1}s",
+                        self.timeout_ns as f64 / 1e9
+                    ),
+                ))
+            } else {
+                None
+            };
+        let now = judged.as_ref().map_or(outcome, |(o, _)| *o);
+        if stopped && !matches!(now, Outcome::Ok | Outcome::RequestCancelled) {
+            judged = Some((
+                Outcome::Cancelled,
+                "cut short by a stop (Ctrl-C or the end of the grace period)".into(),
+            ));
+        }
+        judged
     }
 }
 
@@ -538,5 +663,105 @@ mod tests {
         assert!(waits.iter().all(|w| *w <= 500 * MS));
         d.connected();
         assert_eq!(d.connect_failed(), MS);
+    }
+
+    #[test]
+    fn round_robin_spreads_requests_and_keeps_a_sessions_turns_on_one_server() {
+        let mut d = Dispatcher::<()>::new(Servers::new(3, UrlStrategy::RoundRobin));
+        let by_id: Vec<usize> = (0..6).map(|id| d.pick_server(id, None)).collect();
+        assert_eq!(by_id, [0, 1, 2, 0, 1, 2]);
+        // Turns 7, 8 and 9 of session 4 go where the session goes, whatever their ids.
+        let turns: Vec<usize> = (7..10).map(|id| d.pick_server(id, Some(4))).collect();
+        assert_eq!(turns, [1, 1, 1]);
+        let mut one = Dispatcher::<()>::new(Servers::new(1, UrlStrategy::LeastInFlight));
+        assert_eq!(one.pick_server(5, Some(2)), 0);
+    }
+
+    #[test]
+    fn least_in_flight_goes_to_the_server_with_the_fewest_and_counts_ends() {
+        let mut d = Dispatcher::<()>::new(Servers::new(3, UrlStrategy::LeastInFlight));
+        // Ties go to the first: 0, 1, 2, then 0 again.
+        let first: Vec<usize> = (0..4).map(|id| d.pick_server(id, None)).collect();
+        assert_eq!(first, [0, 1, 2, 0]);
+        // Server 2's request ends, then 1's: each is then the one with the fewest.
+        d.server_done(2);
+        assert_eq!(d.pick_server(4, None), 2);
+        d.server_done(1);
+        assert_eq!(d.pick_server(5, None), 1);
+        // 0 holds 2, 1 and 2 one each: the next goes to 1, then 2.
+        assert_eq!(d.pick_server(6, None), 1);
+        assert_eq!(d.pick_server(7, None), 2);
+    }
+
+    #[test]
+    fn a_request_is_cut_at_its_timeout_or_its_cancellation_whichever_comes_first() {
+        let timeout = Cut::new(10 * MS, 100 * MS, None);
+        assert_eq!(timeout.at(), 110 * MS);
+        let cancelled = Cut::new(10 * MS, 100 * MS, Some(30 * MS));
+        assert_eq!(cancelled.at(), 40 * MS);
+        let late = Cut::new(10 * MS, 100 * MS, Some(500 * MS));
+        assert_eq!(late.at(), 110 * MS);
+        // No timeout in practice: nothing wraps.
+        assert_eq!(Cut::new(10 * MS, u64::MAX, None).at(), u64::MAX);
+    }
+
+    #[test]
+    fn a_cut_makes_a_failure_a_timeout_or_a_cancellation_and_leaves_a_whole_response() {
+        let read = Outcome::ServerError;
+        let timeout = Cut::new(0, 100 * MS, None);
+        // Whole, even after its deadline or cut: stays so.
+        assert_eq!(timeout.judge(Outcome::Ok, 150 * MS, true, false), None);
+        // Failed before its deadline, not cut: its own failure.
+        assert_eq!(timeout.judge(read, 50 * MS, false, false), None);
+        // Cut by the watcher (its end stamped a moment before the deadline, or after), or
+        // failed past its deadline: a timeout.
+        for (end, cut) in [(99 * MS, true), (120 * MS, false)] {
+            let (o, why) = timeout.judge(read, end, cut, false).unwrap();
+            assert_eq!(o, Outcome::RequestTimeout);
+            assert_eq!(why, "no complete response within 0.1s");
+        }
+        // A cancellation before the deadline: closed on purpose, said with its delay.
+        let cancel = Cut::new(0, 100 * MS, Some(30 * MS));
+        let (o, why) = cancel.judge(read, 29 * MS, true, false).unwrap();
+        assert_eq!(o, Outcome::RequestCancelled);
+        assert_eq!(
+            why,
+            "closed by the client 0.030s after it started (--request-cancellation-delay)"
+        );
+        assert_eq!(cancel.judge(Outcome::Ok, 35 * MS, true, false), None);
+        assert_eq!(cancel.judge(read, 20 * MS, false, false), None);
+        // A cancellation due after the deadline never comes: the deadline's timeout does.
+        let late = Cut::new(0, 100 * MS, Some(200 * MS));
+        let (o, _) = late.judge(read, 100 * MS, true, false).unwrap();
+        assert_eq!(o, Outcome::RequestTimeout);
+    }
+
+    #[test]
+    fn a_stop_makes_any_failure_but_a_cancellation_cut_short() {
+        let cut = Cut::new(0, 100 * MS, Some(30 * MS));
+        let stopped = |o, end, expired| cut.judge(o, end, expired, true).map(|(o, _)| o);
+        assert_eq!(
+            stopped(Outcome::ServerError, 10 * MS, false),
+            Some(Outcome::Cancelled)
+        );
+        assert_eq!(
+            stopped(Outcome::HttpStatus(500), 10 * MS, false),
+            Some(Outcome::Cancelled)
+        );
+        // Timed out, then stopped: cut short by the stop.
+        let timeout = Cut::new(0, 10 * MS, None);
+        assert_eq!(
+            timeout.judge(Outcome::ServerError, 20 * MS, true, true),
+            Some((
+                Outcome::Cancelled,
+                "cut short by a stop (Ctrl-C or the end of the grace period)".into()
+            ))
+        );
+        // Closed on purpose, or whole: the stop changes nothing.
+        assert_eq!(
+            stopped(Outcome::ServerError, 30 * MS, true),
+            Some(Outcome::RequestCancelled)
+        );
+        assert_eq!(stopped(Outcome::Ok, 10 * MS, false), None);
     }
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use rustls::pki_types::ServerName;
 
-use super::dispatch::Dispatcher;
+use super::dispatch::{Cut, Dispatcher, Servers};
 use super::limits::Limits;
 use super::schedule::{Schedule, Ticket};
 use crate::clock::now_ns;
@@ -119,8 +119,6 @@ pub(crate) struct Shard {
     pub plan: Arc<Plan>,
     /// Each server's TLS name (https only), by server index.
     server_names: Vec<ServerName<'static>>,
-    /// This shard's requests in flight to each server (for least-in-flight placement).
-    server_load: RefCell<Vec<usize>>,
     /// Connections opened so far: the next one's source address (`--local-address`).
     opened: Cell<usize>,
     /// Boxed: a request's task holds a pointer, not the connection and its decoder state
@@ -171,14 +169,14 @@ impl Shard {
         };
         let pointers = plan.target.pointers.clone();
         let answer = plan.target.kind.answer();
+        let strategy = plan.target.strategy;
         let shard = Rc::new(Shard {
             index,
             plan,
             server_names,
-            server_load: RefCell::new(vec![0; n]),
             opened: Cell::new(index as usize),
             pool: RefCell::new((0..n).map(|_| Vec::new()).collect()),
-            dispatch: RefCell::default(),
+            dispatch: RefCell::new(Dispatcher::new(Servers::new(n, strategy))),
             waker: RefCell::new(None),
             sleepers: RefCell::default(),
             finished: Cell::new(false),
@@ -291,24 +289,6 @@ impl Shard {
         let k = self.opened.get();
         self.opened.set(k + 1);
         Some(all[k % all.len()])
-    }
-
-    /// The server `rec` goes to: one of several `--url`s by the plan's strategy (a session's
-    /// turns stay on one server with round-robin, as its cache holds their history).
-    fn pick_server(&self, rec: &Record) -> usize {
-        let n = self.plan.target.servers();
-        if n == 1 {
-            return 0;
-        }
-        match self.plan.target.strategy {
-            crate::plan::target::UrlStrategy::RoundRobin => {
-                (rec.session.map_or(rec.id, |(s, _)| s) % n as u64) as usize
-            }
-            crate::plan::target::UrlStrategy::LeastInFlight => {
-                let load = self.server_load.borrow();
-                (0..n).min_by_key(|i| load[*i]).unwrap_or(0)
-            }
-        }
     }
 
     /// Gives back `rec`'s place under the prefill cap (its first token came, or it ended).
@@ -735,9 +715,11 @@ async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record)
         shard.prefill_done(rec);
         return true;
     }
-    let server = shard.pick_server(rec);
+    let server = shard
+        .dispatch
+        .borrow_mut()
+        .pick_server(rec.id, rec.session.map(|(s, _)| s));
     rec.server = server as u16;
-    shard.server_load.borrow_mut()[server] += 1;
     let mut slot = shard.pool.borrow_mut()[server].pop().unwrap_or_else(|| {
         Box::new(Slot {
             server: server as u16,
@@ -749,41 +731,21 @@ async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record)
     rec.chunk_gaps_ns = shard.spares.borrow_mut().gaps.pop().unwrap_or_default();
     rec.chunk_gaps_ns
         .reserve_exact(rec.requested_osl.map_or(0, |n| n as usize));
-    let timeout = plan.target.request_timeout_ns;
-    let t = now_ns();
-    let deadline = t.saturating_add(timeout);
-    let cancel_at = cancel_after.map_or(u64::MAX, |d| t.saturating_add(d));
-    let cut_at = deadline.min(cancel_at);
-    let fd_slot = shard.fds.borrow_mut().insert(cut_at);
-    drive(shard, &mut slot, template, rec, fd_slot, cut_at).await;
+    let cut = Cut::new(now_ns(), plan.target.request_timeout_ns, cancel_after);
+    let fd_slot = shard.fds.borrow_mut().insert(cut.at());
+    drive(shard, &mut slot, template, rec, fd_slot, cut.at()).await;
     shard.prefill_done(rec);
     let expired = shard.fds.borrow_mut().remove(fd_slot);
-    if (expired || rec.end_ns >= cancel_at) && cancel_at < deadline && rec.outcome != Outcome::Ok {
-        // Closed by the client on purpose, unless the response was whole by then.
-        rec.outcome = Outcome::RequestCancelled;
-        rec.error = Some(format!(
-            "closed by the client {:.3}s after it started (--request-cancellation-delay)",
-            cancel_after.unwrap_or(0) as f64 / 1e9
-        ));
-    } else if (expired || rec.end_ns >= deadline) && rec.outcome != Outcome::Ok {
-        // Cut by the watcher at its deadline, or failed once past it: a timeout, unless the
-        // response was whole.
-        rec.outcome = Outcome::RequestTimeout;
-        rec.error = Some(format!(
-            "no complete response within {:.1}s",
-            timeout as f64 / 1e9
-        ));
-    }
-    if shard.cancelled() && !matches!(rec.outcome, Outcome::Ok | Outcome::RequestCancelled) {
-        rec.outcome = Outcome::Cancelled;
-        rec.error = Some("cut short by a stop (Ctrl-C or the end of the grace period)".into());
+    if let Some((outcome, why)) = cut.judge(rec.outcome, rec.end_ns, expired, shard.cancelled()) {
+        rec.outcome = outcome;
+        rec.error = Some(why);
     }
     // A connection the watcher shut down is spent, even under a response that was whole.
     if expired || !slot.exchange.keep_alive() || rec.outcome != Outcome::Ok {
         slot.server_closed = !expired && rec.outcome == Outcome::Ok;
         slot.conn = None;
     }
-    shard.server_load.borrow_mut()[server] -= 1;
+    shard.dispatch.borrow_mut().server_done(server);
     shard.pool.borrow_mut()[server].push(slot);
     if matches!(
         rec.outcome,
