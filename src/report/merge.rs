@@ -734,43 +734,20 @@ mod tests {
             (start + 3_000_000_000, "request_latency")
         );
         assert_eq!((back[0].2.clone(), back[1].2.clone()), (a, b));
-        std::fs::write(&path, "Tag=x,0.0,1.0,2.0,not base64!\n").unwrap();
-        let e = read_log(&path).unwrap_err();
-        assert!(e.to_string().contains("t.hlog"), "{e}");
-        assert!(
-            matches!(
-                e,
-                Error::Log {
-                    why: LogWhy::NotBase64(_),
-                    ..
-                }
-            ),
-            "{e:?}"
-        );
-        std::fs::write(&path, "Tag=x,0.0,1.0,2.0,AAAA\n").unwrap();
-        let e = read_log(&path).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                Error::Log {
-                    why: LogWhy::NotHistogram(_),
-                    ..
-                }
-            ),
-            "{e:?}"
-        );
-        std::fs::write(&path, "not a log line\n").unwrap();
-        let e = read_log(&path).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                Error::Log {
-                    why: LogWhy::NotLog(_),
-                    ..
-                }
-            ),
-            "{e:?}"
-        );
+        // Each kind of bad log, named with its file.
+        let why = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            match read_log(&path).unwrap_err() {
+                Error::Log { path: p, why } if p == path => why,
+                e => panic!("{e:?}"),
+            }
+        };
+        let e = why("Tag=x,0.0,1.0,2.0,not base64!\n");
+        assert!(matches!(e, LogWhy::NotBase64(_)), "{e:?}");
+        let e = why("Tag=x,0.0,1.0,2.0,AAAA\n");
+        assert!(matches!(e, LogWhy::NotHistogram(_)), "{e:?}");
+        let e = why("not a log line\n");
+        assert!(matches!(e, LogWhy::NotLog(_)), "{e:?}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
