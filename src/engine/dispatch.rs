@@ -283,15 +283,39 @@ impl<T> Dispatcher<T> {
     pub(super) fn server_done(&mut self, server: usize) {
         self.servers.load[server] -= 1;
     }
+
+    /// Which of the source addresses (`--local-address`) the next connection opens from,
+    /// in turn; none when there are none (the kernel's choice).
+    pub(super) fn next_local_address(&mut self) -> Option<usize> {
+        let n = self.servers.local_addresses;
+        if n == 0 {
+            return None;
+        }
+        let k = self.servers.opened;
+        self.servers.opened += 1;
+        Some(k % n)
+    }
 }
 
-/// Which of several servers each request goes to (`--url-strategy`), and how many of the
-/// shard's requests each has in flight.
+/// Whether a request whose connection failed before any byte of its response came back is
+/// sent again on a fresh connection: once (on its first `attempt`, 0), only when that
+/// connection had served a request before (`reused`: the server may have closed it while it
+/// sat idle), and not once the request was cut.
+pub(super) fn send_again(reused: bool, attempt: u32, saw_bytes: bool, cut: bool) -> bool {
+    reused && attempt == 0 && !saw_bytes && !cut
+}
+
+/// Which of several servers each request goes to (`--url-strategy`), how many of the shard's
+/// requests each has in flight, and which source address each new connection opens from.
 #[derive(Debug)]
 pub(super) struct Servers {
     strategy: UrlStrategy,
     /// Requests in flight to each server.
     load: Vec<usize>,
+    /// Source addresses to take in turn (`--local-address`).
+    local_addresses: usize,
+    /// Connections opened, plus the shard's index: shards start at different addresses.
+    opened: usize,
 }
 
 impl Servers {
@@ -300,7 +324,16 @@ impl Servers {
         Servers {
             strategy,
             load: vec![0; n.max(1)],
+            local_addresses: 0,
+            opened: 0,
         }
+    }
+
+    /// Connections open from `count` source addresses in turn, shard `shard` starting at the
+    /// one of its index.
+    pub(super) fn with_local_addresses(mut self, count: usize, shard: usize) -> Servers {
+        (self.local_addresses, self.opened) = (count, shard);
+        self
     }
 
     /// Round-robin by request, a session's turns by session (they stay on one server, whose
@@ -763,5 +796,31 @@ mod tests {
             Some(Outcome::RequestCancelled)
         );
         assert_eq!(stopped(Outcome::Ok, 10 * MS, false), None);
+    }
+
+    #[test]
+    fn connections_take_the_source_addresses_in_turn_from_the_shards_own() {
+        let mut none = Dispatcher::<()>::default();
+        assert_eq!(none.next_local_address(), None);
+        let servers =
+            |shard| Servers::new(1, UrlStrategy::RoundRobin).with_local_addresses(3, shard);
+        let mut first = Dispatcher::<()>::new(servers(0));
+        let mut fifth = Dispatcher::<()>::new(servers(4));
+        let turns = |d: &mut Dispatcher<()>| -> Vec<_> {
+            (0..4).map(|_| d.next_local_address().unwrap()).collect()
+        };
+        assert_eq!(turns(&mut first), [0, 1, 2, 0]);
+        assert_eq!(turns(&mut fifth), [1, 2, 0, 1]);
+    }
+
+    #[test]
+    fn a_request_is_sent_again_once_only_after_a_reused_connection_gave_nothing() {
+        // A kept-alive connection the server closed while it sat idle: once more, fresh.
+        assert!(send_again(true, 0, false, false));
+        // Not twice, not on a fresh connection, not after the response began, not once cut.
+        assert!(!send_again(true, 1, false, false));
+        assert!(!send_again(false, 0, false, false));
+        assert!(!send_again(true, 0, true, false));
+        assert!(!send_again(true, 0, false, true));
     }
 }

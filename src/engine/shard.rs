@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use rustls::pki_types::ServerName;
 
-use super::dispatch::{Cut, Dispatcher, Servers};
+use super::dispatch::{send_again, Cut, Dispatcher, Servers};
 use super::limits::Limits;
 use super::schedule::{Schedule, Ticket};
 use crate::clock::now_ns;
@@ -119,8 +119,6 @@ pub(crate) struct Shard {
     pub plan: Arc<Plan>,
     /// Each server's TLS name (https only), by server index.
     server_names: Vec<ServerName<'static>>,
-    /// Connections opened so far: the next one's source address (`--local-address`).
-    opened: Cell<usize>,
     /// Boxed: a request's task holds a pointer, not the connection and its decoder state
     /// (the task stays small, and nothing is copied in and out at each request).
     #[allow(clippy::vec_box)]
@@ -169,14 +167,15 @@ impl Shard {
         };
         let pointers = plan.target.pointers.clone();
         let answer = plan.target.kind.answer();
-        let strategy = plan.target.strategy;
+        let (strategy, locals) = (plan.target.strategy, plan.target.local_addresses.len());
         let shard = Rc::new(Shard {
             index,
             plan,
             server_names,
-            opened: Cell::new(index as usize),
             pool: RefCell::new((0..n).map(|_| Vec::new()).collect()),
-            dispatch: RefCell::new(Dispatcher::new(Servers::new(n, strategy))),
+            dispatch: RefCell::new(Dispatcher::new(
+                Servers::new(n, strategy).with_local_addresses(locals, usize::from(index)),
+            )),
             waker: RefCell::new(None),
             sleepers: RefCell::default(),
             finished: Cell::new(false),
@@ -282,13 +281,8 @@ impl Shard {
 
     /// The source address of the next connection, in turn (none: the kernel's choice).
     fn local_address(&self) -> Option<std::net::IpAddr> {
-        let all = &self.plan.target.local_addresses;
-        if all.is_empty() {
-            return None;
-        }
-        let k = self.opened.get();
-        self.opened.set(k + 1);
-        Some(all[k % all.len()])
+        let k = self.dispatch.borrow_mut().next_local_address()?;
+        Some(self.plan.target.local_addresses[k])
     }
 
     /// Gives back `rec`'s place under the prefill cap (its first token came, or it ended).
@@ -850,7 +844,6 @@ async fn drive(
         shard.fds.borrow_mut().set(fd_slot, conn.fd());
         let reused = conn.used;
         conn.used = true;
-        let may_retry = reused && attempt == 0;
 
         let mut wbuf = shard.spares.borrow_mut().writes.pop().unwrap_or_default();
         template.write_into(&mut wbuf, rec.id);
@@ -862,7 +855,8 @@ async fn drive(
         rec.start_source = crate::record::StartSource::Write;
         let mut want_tx = true;
         if let Err(e) = res {
-            if may_retry {
+            // Nothing came back yet; a cut is seen at the top of the loop.
+            if send_again(reused, attempt, false, false) {
                 slot.conn = None;
                 rec.reconnected = true;
                 continue;
@@ -903,7 +897,12 @@ async fn drive(
             };
             match res {
                 Ok(0) => {
-                    if may_retry && !slot.exchange.saw_bytes() && !shard.cut(fd_slot) {
+                    if send_again(
+                        reused,
+                        attempt,
+                        slot.exchange.saw_bytes(),
+                        shard.cut(fd_slot),
+                    ) {
                         break true;
                     }
                     slot.exchange.eof(t, rec, &mut shard.scratch.borrow_mut());
@@ -966,7 +965,12 @@ async fn drive(
                     }
                 }
                 Err(e) => {
-                    if may_retry && !slot.exchange.saw_bytes() && !shard.cut(fd_slot) {
+                    if send_again(
+                        reused,
+                        attempt,
+                        slot.exchange.saw_bytes(),
+                        shard.cut(fd_slot),
+                    ) {
                         break true;
                     }
                     rec.outcome = Outcome::Reset;
