@@ -774,6 +774,42 @@ async fn back_off(shard: &Shard) {
 /// Sends one request and reads its response, retrying once on a fresh connection when a
 /// reused keep-alive connection turns out to be dead before any response byte (llama.cpp
 /// closes after every stream while advertising keep-alive).
+/// Opens `slot`'s connection, within the request's `deadline` too (the watcher cannot cut a
+/// socket before it is known); false, with `rec` ended, when it could not.
+async fn connect(shard: &Shard, slot: &mut Slot, rec: &mut Record, deadline: u64) -> bool {
+    let plan = &shard.plan;
+    let server = usize::from(slot.server);
+    let tls = plan.target.tls.as_ref().zip(shard.server_names.get(server));
+    let left = deadline.saturating_sub(now_ns());
+    let limit = Duration::from_nanos(plan.target.connect_timeout_ns.min(left));
+    let addr = plan.target.server(server).addr;
+    match monoio::time::timeout(limit, Conn::open(addr, shard.local_address(), tls)).await {
+        Ok(Ok(mut c)) => {
+            shard.dispatch.borrow_mut().connected();
+            (rec.connect_us, rec.tls_us) = c.opening_us;
+            rec.new_connection |= std::mem::take(&mut slot.server_closed);
+            if plan.spec.engine.kernel_timestamps {
+                c.enable_rx_timestamps();
+                c.enable_tx_timestamps();
+            }
+            slot.conn = Some(c);
+            true
+        }
+        Ok(Err(e)) => {
+            rec.outcome = e.outcome;
+            rec.error = Some(e.message);
+            rec.end_ns = now_ns();
+            false
+        }
+        Err(_) => {
+            rec.outcome = Outcome::ConnectTimeout;
+            rec.error = Some(format!("connect to {addr} timed out"));
+            rec.end_ns = now_ns();
+            false
+        }
+    }
+}
+
 async fn drive(
     shard: &Shard,
     slot: &mut Slot,
@@ -782,7 +818,6 @@ async fn drive(
     fd_slot: usize,
     deadline: u64,
 ) {
-    let plan = &shard.plan;
     for attempt in 0..2 {
         if shard.cut(fd_slot) {
             // Cancelled or timed out: the caller says which.
@@ -790,46 +825,10 @@ async fn drive(
             rec.end_ns = now_ns();
             return;
         }
-        if slot.conn.is_none() {
-            let server = usize::from(slot.server);
-            let tls = plan.target.tls.as_ref().zip(shard.server_names.get(server));
-            // Within the request's deadline too: the watcher cannot cut a socket before it
-            // is known.
-            let left = deadline.saturating_sub(now_ns());
-            let limit = Duration::from_nanos(plan.target.connect_timeout_ns.min(left));
-            // Boxed, timer and all: opening (TLS handshake included) is rare on kept-alive
-            // connections, and inline its state would widen every request's task.
-            let open = Box::pin(monoio::time::timeout(
-                limit,
-                Conn::open(plan.target.server(server).addr, shard.local_address(), tls),
-            ));
-            match open.await {
-                Ok(Ok(mut c)) => {
-                    shard.dispatch.borrow_mut().connected();
-                    (rec.connect_us, rec.tls_us) = c.opening_us;
-                    rec.new_connection |= std::mem::take(&mut slot.server_closed);
-                    if plan.spec.engine.kernel_timestamps {
-                        c.enable_rx_timestamps();
-                        c.enable_tx_timestamps();
-                    }
-                    slot.conn = Some(c)
-                }
-                Ok(Err(e)) => {
-                    rec.outcome = e.outcome;
-                    rec.error = Some(e.message);
-                    rec.end_ns = now_ns();
-                    return;
-                }
-                Err(_) => {
-                    rec.outcome = Outcome::ConnectTimeout;
-                    rec.error = Some(format!(
-                        "connect to {} timed out",
-                        plan.target.server(server).addr
-                    ));
-                    rec.end_ns = now_ns();
-                    return;
-                }
-            }
+        // Boxed, timer and all: opening (TLS handshake included) is rare on kept-alive
+        // connections, and inline its state would widen every request's task.
+        if slot.conn.is_none() && !Box::pin(connect(shard, slot, rec, deadline)).await {
+            return;
         }
         // Where the connection and its decoder live, for the prefetch before each read.
         let slot_at: *const Slot = &*slot;
