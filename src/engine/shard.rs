@@ -810,6 +810,51 @@ async fn connect(shard: &Shard, slot: &mut Slot, rec: &mut Record, deadline: u64
     }
 }
 
+/// Keeps what a read's first `used` bytes left (part of an event) for the next read, grows
+/// a buffer the read filled (up to [`READ_BUF_MAX`]), and gives an emptied one back.
+#[inline]
+fn keep_rest(shard: &Shard, rbuf: &mut Vec<u8>, used: usize, filled: bool) {
+    if used == rbuf.len() {
+        rbuf.clear();
+    } else {
+        rbuf.drain(..used);
+    }
+    if filled && rbuf.capacity() < READ_BUF_MAX {
+        rbuf.reserve_exact(rbuf.capacity());
+    }
+    if rbuf.is_empty() {
+        shard.spares.borrow_mut().reads.push(std::mem::take(rbuf));
+    }
+}
+
+/// Tallies a measured read stamped `t` (and whether it `filled` the buffer) that gave
+/// `events` content events (`had_first`: after the first token): how long it waited for the
+/// shard, and through `groups` the events that share its stamp with other reads.
+#[inline]
+fn tally_read(
+    shard: &Shard,
+    groups: &mut super::reads::ReadGroups,
+    rec: &mut Record,
+    t: u64,
+    filled: bool,
+    events: usize,
+    had_first: bool,
+) {
+    let now = now_ns();
+    let mut tally = shard.tally.borrow_mut();
+    tally.record_lag.record(now - t);
+    let shared = groups.on_read(t, now, filled, events, had_first, rec.start_ns);
+    if shared.events > 0 {
+        tally.shared_events += shared.events;
+        if let Some(ns) = shared.first_token_ns {
+            rec.first_token_shared_ns = ns;
+        }
+        if let Some(w) = shared.wait_ns {
+            tally.shared_wait.record(w);
+        }
+    }
+}
+
 async fn drive(
     shard: &Shard,
     slot: &mut Slot,
@@ -927,37 +972,10 @@ async fn drive(
                     if rec.holds_prefill && rec.first_content_ns.is_some() {
                         shard.prefill_done(rec);
                     }
-                    if used == rbuf.len() {
-                        rbuf.clear();
-                    } else {
-                        rbuf.drain(..used);
-                    }
-                    if filled && rbuf.capacity() < READ_BUF_MAX {
-                        rbuf.reserve_exact(rbuf.capacity());
-                    }
-                    if rbuf.is_empty() {
-                        shard
-                            .spares
-                            .borrow_mut()
-                            .reads
-                            .push(std::mem::take(&mut rbuf));
-                    }
+                    keep_rest(shard, &mut rbuf, used, filled);
                     if measured {
-                        let now = now_ns();
-                        let mut tally = shard.tally.borrow_mut();
-                        tally.record_lag.record(now - t);
                         let events = content_events(rec).saturating_sub(events_before);
-                        let shared =
-                            groups.on_read(t, now, filled, events, had_first, rec.start_ns);
-                        if shared.events > 0 {
-                            tally.shared_events += shared.events;
-                            if let Some(ns) = shared.first_token_ns {
-                                rec.first_token_shared_ns = ns;
-                            }
-                            if let Some(w) = shared.wait_ns {
-                                tally.shared_wait.record(w);
-                            }
-                        }
+                        tally_read(shard, &mut groups, rec, t, filled, events, had_first);
                     }
                     if slot.exchange.is_done() {
                         break false;
