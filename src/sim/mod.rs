@@ -91,7 +91,13 @@ pub enum Error {
     Tls(#[from] crate::tls::TlsError),
     /// The address cannot be listened on.
     #[error("sim: cannot listen on {0}: {1}")]
-    Listen(SocketAddr, String),
+    Listen(SocketAddr, #[source] std::io::Error),
+    /// Something else serves the port asked for.
+    #[error("sim: cannot listen on {0}: something already listens there")]
+    Taken(SocketAddr),
+    /// The span exporter's URL cannot be used.
+    #[error(transparent)]
+    Traces(#[from] crate::otlp::Error),
     /// A thread could not start.
     #[error("sim: shard {0} failed to start")]
     Start(usize),

@@ -146,10 +146,7 @@ pub fn start(args: &Config) -> Result<SimHandle, Error> {
         && std::net::TcpStream::connect_timeout(&bind, std::time::Duration::from_millis(200))
             .is_ok()
     {
-        return Err(Error::Listen(
-            bind,
-            "something already listens there".into(),
-        ));
+        return Err(Error::Taken(bind));
     }
     crate::sys::raise_nofile_limit();
     // Requests are timed from their kernel arrival stamps: have stamping on before the first.
@@ -158,7 +155,7 @@ pub fn start(args: &Config) -> Result<SimHandle, Error> {
     let counters = Arc::new(Counters::default());
     let exporter = match &args.otlp_traces {
         Some((url, enc)) => {
-            crate::otlp::check_url(url).map_err(|e| Error::Flag(e.to_string()))?;
+            crate::otlp::check_url(url)?;
             Some(Exporter::start(url.clone(), *enc)?)
         }
         None => None,
@@ -205,7 +202,7 @@ pub fn start(args: &Config) -> Result<SimHandle, Error> {
     })
 }
 
-type Ready = mpsc::Sender<Result<(SocketAddr, &'static str), String>>;
+type Ready = mpsc::Sender<Result<(SocketAddr, &'static str), std::io::Error>>;
 
 fn shard_main(
     shard: usize,
@@ -219,7 +216,7 @@ fn shard_main(
     let (mut rt, driver) = match crate::runtime::build(args.driver, 4096) {
         Ok(r) => r,
         Err(e) => {
-            let _ = ready.send(Err(e.to_string()));
+            let _ = ready.send(Err(e));
             return;
         }
     };
@@ -231,14 +228,14 @@ fn shard_main(
         let listener = match TcpListener::bind_with_config(addr, &opts) {
             Ok(l) => l,
             Err(e) => {
-                let _ = ready.send(Err(e.to_string()));
+                let _ = ready.send(Err(e));
                 return;
             }
         };
         let timer = match FineTimer::with_slack(TIMER_SLACK_NS) {
             Ok(t) => t,
             Err(e) => {
-                let _ = ready.send(Err(e.to_string()));
+                let _ = ready.send(Err(e));
                 return;
             }
         };
