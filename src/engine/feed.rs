@@ -45,6 +45,12 @@ pub enum FeedError<E> {
     Ended,
 }
 
+/// A shard's feeder of a streamed file's requests, as the engine starts it.
+pub(super) type EntryFeed = Feed<Box<crate::workload::Entry>, crate::workload::WorkloadError>;
+
+/// Why an [`EntryFeed`] gave no request.
+pub(super) type EntryFeedError = FeedError<crate::workload::WorkloadError>;
+
 /// A shard's end of its feeder of `T`s (requests: [`crate::workload::Entry`]), built or
 /// refused with an `E`.
 pub(super) struct Feed<T, E> {

@@ -105,7 +105,7 @@ pub struct ShardReport {
     /// Requests of a streamed file it had to wait for, its feeder being behind.
     pub feed_stalls: u64,
     /// Why its feeder could not give a request (it then stopped sending).
-    pub feed_error: Option<feed::FeedError<crate::workload::WorkloadError>>,
+    pub feed_error: Option<feed::EntryFeedError>,
     /// The model the server's responses named, when they named one.
     pub served_model: Option<String>,
 }
@@ -643,7 +643,7 @@ fn shard_thread(
     stop: Arc<AtomicBool>,
     gate: &Gate,
     start: Arc<[OnceLock<u64>; 2]>,
-    feed: Option<feed::Feed<Box<crate::workload::Entry>, crate::workload::WorkloadError>>,
+    feed: Option<feed::EntryFeed>,
 ) -> Result<ShardReport, ShardError> {
     progress.tid.store(crate::sys::gettid(), Ordering::Relaxed);
     let (mut rt, driver) =

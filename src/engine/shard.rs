@@ -28,7 +28,6 @@ use crate::record::{Outcome, Record};
 use crate::stats::Dist;
 use crate::sys::{prefetch, Prefetched};
 use crate::timer::FineTimer;
-use crate::workload::WorkloadError;
 
 /// A read buffer to start with: a streamed event or two.
 const READ_BUF: usize = 2 * 1024;
@@ -142,9 +141,9 @@ pub(crate) struct Shard {
     stop: Arc<AtomicBool>,
     watcher: RefCell<Option<monoio::task::JoinHandle<()>>>,
     /// A large file's requests, built ahead by a feeder thread.
-    pub feed: Option<super::feed::Feed<Box<crate::workload::Entry>, WorkloadError>>,
+    pub feed: Option<super::feed::EntryFeed>,
     /// Why the feeder could not give a request, when it could not (the shard then stops).
-    pub feed_error: RefCell<Option<super::feed::FeedError<WorkloadError>>>,
+    pub feed_error: RefCell<Option<super::feed::EntryFeedError>>,
 }
 
 impl Shard {
@@ -153,7 +152,7 @@ impl Shard {
         plan: Arc<Plan>,
         progress: Arc<Progress>,
         stop: Arc<AtomicBool>,
-        feed: Option<super::feed::Feed<Box<crate::workload::Entry>, WorkloadError>>,
+        feed: Option<super::feed::EntryFeed>,
     ) -> std::io::Result<Rc<Shard>> {
         let n = plan.target.servers();
         let server_names = match plan.target.tls {
