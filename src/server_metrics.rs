@@ -200,41 +200,63 @@ pub struct Target {
 #[error("--server-metrics-url {0}")]
 pub struct MetricsUrlError(pub crate::endpoint::UrlError);
 
-/// Checks a `--server-metrics-url` without the server's URL, which `auto` needs (and is
-/// always one).
-pub fn check(spec: &str) -> Result<(), MetricsUrlError> {
-    if spec != "auto" {
-        Endpoint::parse(spec).map_err(MetricsUrlError)?;
+/// A `--server-metrics-url`, read once from the command line: the benchmarked server's
+/// `/metrics` (`auto`), or a URL of its own.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// The benchmarked server's `/metrics`.
+    Auto,
+    /// A URL of its own.
+    Url {
+        /// As given (for reports).
+        url: String,
+        /// Where it is.
+        endpoint: Endpoint,
+    },
+}
+
+impl Source {
+    /// Reads `URL`, or `auto`.
+    pub fn parse(spec: &str) -> Result<Source, MetricsUrlError> {
+        if spec == "auto" {
+            return Ok(Source::Auto);
+        }
+        let endpoint = Endpoint::parse(spec).map_err(MetricsUrlError)?;
+        Ok(Source::Url {
+            url: spec.to_string(),
+            endpoint,
+        })
     }
-    Ok(())
 }
 
 impl Target {
-    /// Parses `URL`, or `auto` = the benchmarked server's `/metrics`.
-    pub fn parse(spec: &str, server: &Endpoint) -> Result<Target, MetricsUrlError> {
-        if spec == "auto" {
-            let url = format!(
-                "{}://{}/metrics",
-                if server.tls { "https" } else { "http" },
-                server.authority()
-            );
-            return Ok(Target {
-                url,
+    /// Where `source` is scraped when `server` is the benchmarked server.
+    pub fn of(source: &Source, server: &Endpoint) -> Target {
+        match source {
+            Source::Auto => Target {
+                url: format!(
+                    "{}://{}/metrics",
+                    if server.tls { "https" } else { "http" },
+                    server.authority()
+                ),
                 endpoint: server.clone(),
                 path: "/metrics".into(),
-            });
+            },
+            Source::Url { url, endpoint } => Target {
+                url: url.clone(),
+                endpoint: endpoint.clone(),
+                path: if endpoint.prefix.is_empty() {
+                    "/metrics".to_string()
+                } else {
+                    endpoint.prefix.clone()
+                },
+            },
         }
-        let endpoint = Endpoint::parse(spec).map_err(MetricsUrlError)?;
-        let path = if endpoint.prefix.is_empty() {
-            "/metrics".to_string()
-        } else {
-            endpoint.prefix.clone()
-        };
-        Ok(Target {
-            url: spec.to_string(),
-            endpoint,
-            path,
-        })
+    }
+
+    /// Parses `URL`, or `auto` = the benchmarked server's `/metrics`.
+    pub fn parse(spec: &str, server: &Endpoint) -> Result<Target, MetricsUrlError> {
+        Ok(Target::of(&Source::parse(spec)?, server))
     }
 }
 

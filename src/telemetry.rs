@@ -5,35 +5,23 @@ use serde::Serialize;
 use crate::gpu::window::{self, GpuTotals, GpuWindow};
 use crate::gpu::{self, Sampler, Series};
 use crate::plan::Plan;
-use crate::server_metrics::{self, Scraper, Summary, Target};
+use crate::server_metrics::{self, Scraper, Source, Summary, Target};
 
 /// What to sample (the command line builds it from the telemetry flags).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Config {
     /// Sample GPUs through NVML.
     pub gpu: bool,
     /// GPU sampling interval (ns).
     pub gpu_sample_interval_ns: u64,
-    /// GPUs to sample: `all` or indices like `0,2`.
-    pub gpus: String,
+    /// GPUs to sample by index (`--gpus 0,2`); none: all of them.
+    pub gpus: Option<Vec<u32>>,
     /// GPU price in EUR per hour (per GPU).
     pub gpu_price_eur_hour: Option<f64>,
-    /// Prometheus endpoints to scrape (`auto`: the target's `/metrics`).
-    pub server_metrics_urls: Vec<String>,
+    /// Prometheus endpoints to scrape.
+    pub server_metrics: Vec<Source>,
     /// Scrape interval (ns).
     pub server_metrics_interval_ns: u64,
-}
-
-impl Config {
-    /// Checks `--gpus` and every `--server-metrics-url` before anything starts (`auto` is
-    /// resolved against the server when telemetry starts).
-    pub(crate) fn check(&self) -> Result<(), Error> {
-        gpu::parse_gpus(&self.gpus)?;
-        for url in &self.server_metrics_urls {
-            server_metrics::check(url)?;
-        }
-        Ok(())
-    }
 }
 
 /// Telemetry flags that cannot be used.
@@ -78,15 +66,14 @@ pub struct TelemetryReport {
 impl Telemetry {
     /// Starts what `cfg` asks for around `plan`, its threads on `cpu` when given. A missing
     /// GPU or driver is a note, not an error.
-    pub(crate) fn start(cfg: &Config, plan: &Plan, cpu: Option<usize>) -> Result<Telemetry, Error> {
+    pub(crate) fn start(cfg: &Config, plan: &Plan, cpu: Option<usize>) -> Telemetry {
         let (gpu, gpu_unavailable) = if !cfg.gpu {
             (None, Some("turned off (--no-gpu-telemetry)".to_string()))
         } else {
-            let want = gpu::parse_gpus(&cfg.gpus)?;
             match gpu::Nvml::open().and_then(|n| {
                 Sampler::start(
                     Box::new(n),
-                    want.as_deref(),
+                    cfg.gpus.as_deref(),
                     cfg.gpu_sample_interval_ns,
                     cpu,
                 )
@@ -98,11 +85,11 @@ impl Telemetry {
                 }
             }
         };
-        let targets = cfg
-            .server_metrics_urls
+        let targets: Vec<Target> = cfg
+            .server_metrics
             .iter()
-            .map(|u| Target::parse(u, &plan.target.endpoint))
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|s| Target::of(s, &plan.target.endpoint))
+            .collect();
         let scraper = (!targets.is_empty()).then(|| {
             let tls = plan
                 .target
@@ -111,12 +98,12 @@ impl Telemetry {
                 .or_else(|| crate::tls::client_config(None, false).ok());
             Scraper::start(targets, tls, cfg.server_metrics_interval_ns, cpu)
         });
-        Ok(Telemetry {
+        Telemetry {
             gpu,
             gpu_unavailable,
             scraper,
             started_ns: crate::clock::now_ns(),
-        })
+        }
     }
 
     /// Stops the threads and summarises the window `[tx, ty]`.

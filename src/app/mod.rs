@@ -160,7 +160,7 @@ impl Flags {
             spec,
             notes,
             sweep: args.sweep_spec()?,
-            telemetry: t.config(),
+            telemetry: t.config()?,
             traces: t
                 .server_traces
                 .clone()

@@ -336,7 +336,6 @@ pub(super) fn prepare(flags: Flags) -> Result<Prepared, Fatal> {
     }
     // Everything the flags say is checked before anything is started, asked or prepared.
     let checked = crate::plan::Plan::check(&spec)?;
-    telemetry.check()?;
     if sweep.resume && !sweep.is_sweep && sweep.repeats.runs == 1 {
         return Err(Fatal::Refused(
             "--resume continues a sweep (a list on --concurrency or --request-rate) or \

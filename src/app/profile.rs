@@ -137,7 +137,7 @@ pub(super) fn measure(
     plan.output.title = title.to_string();
     let plan = Arc::new(plan);
     let spare = placement.spare_cpu(&crate::cpus::usable_cpus());
-    let telemetry = crate::telemetry::Telemetry::start(&p.telemetry, &plan, spare)?;
+    let telemetry = crate::telemetry::Telemetry::start(&p.telemetry, &plan, spare);
     let waited = plan
         .spec
         .load

@@ -1338,16 +1338,21 @@ pub struct SimArgs {
 }
 
 impl TelemetryArgs {
-    /// The telemetry settings these flags ask for.
-    pub fn config(&self) -> crate::telemetry::Config {
-        crate::telemetry::Config {
+    /// The telemetry settings these flags ask for: `--gpus` and every `--server-metrics-url`
+    /// are read here, once.
+    pub fn config(&self) -> Result<crate::telemetry::Config, crate::telemetry::Error> {
+        Ok(crate::telemetry::Config {
             gpu: !self.no_gpu_telemetry,
             gpu_sample_interval_ns: self.gpu_sample_interval,
-            gpus: self.gpus.clone(),
+            gpus: crate::gpu::parse_gpus(&self.gpus)?,
             gpu_price_eur_hour: self.gpu_price_eur_hour,
-            server_metrics_urls: self.server_metrics_url.clone(),
+            server_metrics: self
+                .server_metrics_url
+                .iter()
+                .map(|u| crate::server_metrics::Source::parse(u))
+                .collect::<Result<_, _>>()?,
             server_metrics_interval_ns: self.server_metrics_interval,
-        }
+        })
     }
 }
 
