@@ -16,6 +16,7 @@ mod reads;
 mod schedule;
 mod shard;
 pub(crate) mod starvation;
+mod turns;
 
 use crate::warning::{Code, Warning};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -19,6 +19,7 @@ use rustls::pki_types::ServerName;
 use super::dispatch::{send_again, Cut, Dispatcher, Servers};
 use super::limits::Limits;
 use super::schedule::{Schedule, Ticket};
+use super::turns::Turns;
 use crate::clock::now_ns;
 use crate::exchange::{Exchange, Scratch};
 use crate::http::request::Template;
@@ -592,49 +593,33 @@ async fn request(
 /// waits `--session-turn-delay` after the previous answer. Occupies one place under the
 /// concurrency cap for the whole session.
 ///
-/// With user-centric timing the session is a user's: its first turn waits for `due`, each
-/// next one for the previous send plus the user gap (or the answer, when that came later);
-/// `first_user` (the user's number among the run's first users) starts it part-way through,
-/// as if the run had been going on; and the place it frees is due at its next turn's time.
-async fn session(shard: Rc<Shard>, ticket: Ticket, mut due: Option<u64>, first_user: Option<u64>) {
+/// With user-centric timing the session is a user's, `first_user` when it is one of the
+/// run's first users. [`Turns`] says when each turn goes and when the place is freed.
+async fn session(shard: Rc<Shard>, ticket: Ticket, due: Option<u64>, first_user: Option<u64>) {
     use crate::api::Prompt;
     let plan = shard.plan.clone();
     let sessions = plan.workload.sessions.as_ref().expect("session mode");
     let s = &sessions.list[ticket.entry as usize % sessions.list.len()];
-    let gap = plan.load.user_centric.map(|u| u.gap_ns());
+    let users = plan.load.user_centric;
     let mut history = Prompt::Messages(Vec::new());
     let mut context_tokens = 0u32;
     if let (Some((text, tokens)), Prompt::Messages(h)) = (&s.system, &mut history) {
         h.push(serde_json::json!({"role": "system", "content": text}));
         context_tokens = *tokens;
     }
-    // The first users join their sessions at staggered points: user g of U has done about
-    // g/U of its turns.
-    let skip = match (first_user, plan.load.user_centric) {
-        (Some(g), Some(u)) => {
-            let n = s.turns.len() as u64;
-            (n - (n * (g + 1)).div_ceil(u.users).clamp(1, n)) as usize
-        }
-        _ => 0,
-    };
-    let mut end = now_ns();
-    // When this user may send next (user-centric timing).
-    let mut next_slot = None;
-    if let (Some(_), Some(at)) = (gap, due) {
+    let skip = Turns::first_turn(first_user, users, s.turns.len());
+    let mut clock = Turns::new(users, due, now_ns());
+    if let Some(at) = clock.start_at() {
         if !shard.pause_until(at).await {
-            shard.release(now_ns());
+            clock.unsent(now_ns());
+            shard.release(clock.release_at());
             return;
         }
     }
     for (k, turn) in s.turns.iter().enumerate().skip(skip) {
-        if k > skip {
-            let at = match (gap, next_slot) {
-                (Some(_), Some(slot)) => slot,
-                _ => end + turn.delay_ns,
-            };
-            if !shard.pause_until(at).await || shard.cancelled() {
-                break;
-            }
+        if k > skip && (!shard.pause_until(clock.next_at(turn.delay_ns)).await || shard.cancelled())
+        {
+            break;
         }
         if let Prompt::Messages(h) = &mut history {
             h.push(serde_json::json!({"role": "user", "content": turn.prompt}));
@@ -656,14 +641,13 @@ async fn session(shard: Rc<Shard>, ticket: Ticket, mut due: Option<u64>, first_u
         }
         rec.session = Some((ticket.id, (k - skip) as u32));
         rec.keep_text = true;
-        rec.due_ns = due;
+        rec.due_ns = clock.due();
         if !exchange_once(&shard, &template, &mut rec).await {
-            end = now_ns();
+            clock.unsent(now_ns());
             break;
         }
-        end = rec.end_ns;
-        next_slot = gap.map(|g| (rec.start_ns + g).max(end));
-        due = next_slot.or(Some(end + s.turns.get(k + 1).map_or(0, |t| t.delay_ns)));
+        let next_delay = s.turns.get(k + 1).map(|t| t.delay_ns);
+        clock.on_turn(rec.start_ns, rec.end_ns, next_delay);
         let ok = rec.outcome == Outcome::Ok;
         context_tokens = isl + rec.osl.unwrap_or(0) as u32;
         // The record keeps the text only when its tokens still have to be counted.
@@ -680,8 +664,7 @@ async fn session(shard: Rc<Shard>, ticket: Ticket, mut due: Option<u64>, first_u
             h.push(serde_json::json!({"role": "assistant", "content": answer}));
         }
     }
-    // The next user takes this one's place at its next turn's time.
-    shard.release(next_slot.unwrap_or(end).max(end));
+    shard.release(clock.release_at());
 }
 
 /// Sends `template` as request `rec` on a pooled connection, within the request timeout (and,
@@ -770,9 +753,6 @@ async fn back_off(shard: &Shard) {
     }
 }
 
-/// Sends one request and reads its response, retrying once on a fresh connection when a
-/// reused keep-alive connection turns out to be dead before any response byte (llama.cpp
-/// closes after every stream while advertising keep-alive).
 /// Opens `slot`'s connection, within the request's `deadline` too (the watcher cannot cut a
 /// socket before it is known); false, with `rec` ended, when it could not.
 async fn connect(shard: &Shard, slot: &mut Slot, rec: &mut Record, deadline: u64) -> bool {
@@ -854,6 +834,9 @@ fn tally_read(
     }
 }
 
+/// Sends one request and reads its response, retrying once on a fresh connection when a
+/// reused keep-alive connection turns out to be dead before any response byte (llama.cpp
+/// closes after every stream while advertising keep-alive).
 async fn drive(
     shard: &Shard,
     slot: &mut Slot,
