@@ -1,8 +1,8 @@
 //! A shard's dispatching decisions, without I/O: how many requests are in flight against
 //! the cap, when a closed loop's next request was due, whether sending has stopped, who holds
 //! or waits for a place under the prefill cap, which server a request goes to, when a request
-//! is cut and what the cut makes of it, and how long to back off after a connection failed to
-//! open. The shard's driver (monoio tasks, timers, sockets) tells it what happened
+//! is cut and what the cut makes of it, how long to back off after a connection failed to
+//! open, and when a burst of sends lets the runtime collect what arrived. The shard's driver (monoio tasks, timers, sockets) tells it what happened
 //! with the clock's time and does what it answers; the tests here step it through made-up
 //! times, without sleeping.
 //!
@@ -20,6 +20,9 @@ use crate::record::Outcome;
 /// [`BACKOFF_MAX_NS`].
 const BACKOFF_FIRST_NS: u64 = 1_000_000;
 const BACKOFF_MAX_NS: u64 = 500_000_000;
+/// Requests sent in a row, none of them waiting for its time or a place, before the driver
+/// lets the runtime reap completed I/O.
+pub(super) const DISPATCH_BATCH: usize = 256;
 
 /// A request on its way, as the dispatcher placed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +55,8 @@ pub(super) struct Dispatcher<T> {
     prefill_line: VecDeque<T>,
     /// Connections that failed to open in a row (any success resets it).
     connect_failures: u32,
+    /// Requests sent in a row, none of them waiting for its time or a place.
+    in_a_row: usize,
     /// Where requests go.
     servers: Servers,
 }
@@ -76,6 +81,7 @@ impl<T> Dispatcher<T> {
             prefilling: 0,
             prefill_line: VecDeque::new(),
             connect_failures: 0,
+            in_a_row: 0,
             servers,
         }
     }
@@ -88,6 +94,7 @@ impl<T> Dispatcher<T> {
         self.limits = Some(limits);
         self.ramping = limits.ramp.is_some() || limits.stairs.is_some();
         self.freed.clear();
+        self.in_a_row = 0;
     }
 
     /// The phase ended (nothing is in flight).
@@ -124,6 +131,23 @@ impl<T> Dispatcher<T> {
     /// dispatcher then looks no further).
     pub(super) fn may_send(&self, now: u64) -> bool {
         !self.full(now) || self.stop_dispatch
+    }
+
+    /// The next request is about to go at `now`, after it `waited` for its time: true when
+    /// the driver is to let the runtime collect what arrived first. Many requests due at
+    /// once (a batch of responses ended together) are sent [`DISPATCH_BATCH`] at a time, so
+    /// that reads do not wait behind the whole burst of sends; a wait for a request's time
+    /// or for a place under the cap starts the count again.
+    pub(super) fn burst(&mut self, now: u64, waited: bool) -> bool {
+        if waited || self.full(now) {
+            self.in_a_row = 0;
+        }
+        self.in_a_row += 1;
+        if self.in_a_row > DISPATCH_BATCH {
+            self.in_a_row = 0;
+            return true;
+        }
+        false
     }
 
     /// Whether a request sent at `now` goes out during the ramp and is tagged as ramp-up;
@@ -641,6 +665,39 @@ mod tests {
         // Between phases only a stop of the run counts.
         d.end_phase();
         assert_eq!(d.on_tick(5_000 * MS, false, false), Due::default());
+    }
+
+    /// Which of `waits.len()` sends, in a row, let the runtime in first (from 1).
+    fn bursts(d: &mut Dispatcher<()>, waits: impl IntoIterator<Item = bool>) -> Vec<usize> {
+        let mut yields = Vec::new();
+        for (k, waited) in waits.into_iter().enumerate() {
+            if d.burst(MS, waited) {
+                yields.push(k + 1);
+            }
+            d.on_sent(0, None, None);
+        }
+        yields
+    }
+
+    #[test]
+    fn a_burst_of_sends_lets_the_runtime_in_after_each_batch_and_a_wait_starts_over() {
+        let n = DISPATCH_BATCH;
+        let mut d = Dispatcher::<()>::default();
+        d.begin_phase(Limits::capped(10 * n), false);
+        let yields = bursts(&mut d, std::iter::repeat_n(false, 3 * (n + 1)));
+        assert_eq!(yields, [n + 1, 2 * (n + 1), 3 * (n + 1)]);
+        // A wait for the request's time starts the count again, and so does a new phase.
+        let mut d = Dispatcher::<()>::default();
+        d.begin_phase(Limits::capped(10 * n), false);
+        let none: Vec<usize> = Vec::new();
+        let waits = (0..2 * n).map(|k| k == n);
+        assert_eq!(bursts(&mut d, waits), none);
+        d.begin_phase(Limits::capped(10 * n), false);
+        assert_eq!(bursts(&mut d, std::iter::repeat_n(false, n)), none);
+        // Under a full cap each request waited for a place: no burst.
+        let mut d = Dispatcher::<()>::default();
+        d.begin_phase(Limits::capped(1), false);
+        assert_eq!(bursts(&mut d, std::iter::repeat_n(false, 3 * n)), none);
     }
 
     #[test]

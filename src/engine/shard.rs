@@ -35,8 +35,6 @@ const READ_BUF: usize = 2 * 1024;
 /// What a read buffer may grow to, doubling after each read that filled it, so a backlog (a
 /// large body, a shard that fell behind) is taken in a few large reads.
 const READ_BUF_MAX: usize = 64 * 1024;
-/// Requests sent in a row before the dispatcher lets the runtime reap completed I/O.
-const DISPATCH_BATCH: usize = 256;
 /// How often the watcher looks at the stop flag, the phase's deadlines and the requests'.
 const WATCH_EVERY: Duration = Duration::from_millis(10);
 
@@ -312,26 +310,15 @@ impl Shard {
         // one; a stop of the run (Ctrl-C) does.
         let stopped = self.stop.load(Ordering::Relaxed);
         self.dispatch.borrow_mut().begin_phase(limits, stopped);
-        let mut in_a_row = 0;
         while !self.stopped() {
             let Some(mut ticket) = schedule.next() else {
                 break;
             };
+            let waited = ticket.intended_ns.is_some_and(|at| at > now_ns());
             if let Some(at) = ticket.intended_ns {
-                if at > now_ns() {
-                    in_a_row = 0;
-                }
                 self.timer.sleep_until(at).await;
             }
-            if self.dispatch.borrow().full(now_ns()) {
-                in_a_row = 0;
-            }
-            in_a_row += 1;
-            if in_a_row > DISPATCH_BATCH {
-                // Many requests due at once (a batch of responses ended together): let the
-                // runtime collect what arrived meanwhile before sending more, so reads do not
-                // wait behind the whole burst of sends.
-                in_a_row = 0;
+            if self.dispatch.borrow_mut().burst(now_ns(), waited) {
                 self.timer.sleep_until(now_ns() + 1_000).await;
             }
             WaitFor {
