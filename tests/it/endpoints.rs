@@ -61,7 +61,9 @@ fn embeddings_measure_request_latency() {
     assert_eq!(r.completed, 16, "{}", res.console);
     assert_eq!(r.metrics.ttft.count(), 0);
     let lat = r.metrics.latency.percentile(50.0) as f64;
-    assert!(support::rel(lat, 15e6) < 0.1, "{lat}");
+    // The simulator holds each request 15 ms: the latency is that, plus what the busy host
+    // (other tests run beside this one) adds on top.
+    assert!((14.5e6..19e6).contains(&lat), "{lat}");
     let inputs = std::fs::read_to_string(dir.join("inputs.json")).unwrap();
     assert!(
         !inputs.contains("\"stream\""),
