@@ -686,6 +686,42 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn cancellation_chooses_about_its_share_the_same_ids_for_a_seed_and_others_for_another() {
+        let c = |percent| Cancellation {
+            percent,
+            delay_ns: 0,
+        };
+        let chosen = |c: Cancellation, seed| -> Vec<u64> {
+            (0..20_000).filter(|id| c.chooses(seed, *id)).collect()
+        };
+        let quarter = chosen(c(25.0), 7);
+        let share = quarter.len() as f64 / 20_000.0;
+        assert!((0.24..0.26).contains(&share), "{share}");
+        // Ids spread evenly: each half of the run has about half of them.
+        let early = quarter.iter().filter(|id| **id < 10_000).count() as f64;
+        assert!(
+            (0.47..0.53).contains(&(early / quarter.len() as f64)),
+            "{early}"
+        );
+        assert_eq!(
+            chosen(c(25.0), 7),
+            quarter,
+            "the same seed chooses the same ids"
+        );
+        let other = chosen(c(25.0), 8);
+        let both = other
+            .iter()
+            .filter(|id| quarter.binary_search(id).is_ok())
+            .count();
+        assert!(
+            both < other.len() / 2,
+            "another seed chooses others: {both} in common"
+        );
+        assert!(chosen(c(0.0), 7).is_empty());
+        assert_eq!(chosen(c(100.0), 7).len(), 20_000);
+    }
+
+    #[test]
     fn closed_loop_defaults_and_counts() {
         let l = Load::build(&spec(), 0, None).unwrap();
         assert_eq!(
