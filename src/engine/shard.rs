@@ -776,6 +776,38 @@ async fn connect(shard: &Shard, slot: &mut Slot, rec: &mut Record, deadline: u64
     }
 }
 
+/// Writes `rec`'s request on `conn` and stamps its start: the write's, until the kernel's
+/// transmit stamp replaces it (see [`first_bytes`]).
+async fn send(
+    shard: &Shard,
+    conn: &mut Conn,
+    template: &Template,
+    rec: &mut Record,
+) -> std::io::Result<u64> {
+    let mut wbuf = shard.spares.borrow_mut().writes.pop().unwrap_or_default();
+    template.write_into(&mut wbuf, rec.id);
+    let before = now_ns();
+    let (res, wbuf) = conn.send(wbuf).await;
+    rec.sending_ns = (now_ns() - before).min(u64::from(u32::MAX)) as u32;
+    shard.spares.borrow_mut().writes.push(wbuf);
+    rec.start_ns = res.as_ref().map_or_else(|_| now_ns(), |t| *t);
+    rec.start_source = crate::record::StartSource::Write;
+    res
+}
+
+/// The response's first bytes were read, stamped `t`: the kernel's transmit stamp, queued
+/// before any reply could arrive, becomes the request's start when there is one, and the
+/// time to the first bytes is kept (at least 1 µs: 0 means none yet).
+#[inline]
+fn first_bytes(conn: &mut Conn, rec: &mut Record, t: u64) {
+    if let Some(tx) = conn.tx_stamp() {
+        rec.start_ns = tx;
+        rec.start_source = crate::record::StartSource::KernelTx;
+    }
+    let us = t.saturating_sub(rec.start_ns) / 1000;
+    rec.first_byte_us = us.clamp(1, u64::from(u32::MAX)) as u32;
+}
+
 /// Keeps what a read's first `used` bytes left (part of an event) for the next read, grows
 /// a buffer the read filled (up to [`READ_BUF_MAX`]), and gives an emptied one back.
 #[inline]
@@ -858,16 +890,8 @@ async fn drive(
         let reused = conn.used;
         conn.used = true;
 
-        let mut wbuf = shard.spares.borrow_mut().writes.pop().unwrap_or_default();
-        template.write_into(&mut wbuf, rec.id);
-        let before = now_ns();
-        let (res, wbuf) = conn.send(wbuf).await;
-        rec.sending_ns = (now_ns() - before).min(u64::from(u32::MAX)) as u32;
-        shard.spares.borrow_mut().writes.push(wbuf);
-        rec.start_ns = res.as_ref().map_or_else(|_| now_ns(), |t| *t);
-        rec.start_source = crate::record::StartSource::Write;
         let mut want_tx = true;
-        if let Err(e) = res {
+        if let Err(e) = send(shard, conn, template, rec).await {
             // Nothing came back yet; a cut is seen at the top of the loop.
             if send_again(reused, attempt, false, false) {
                 slot.conn = None;
@@ -909,29 +933,9 @@ async fn drive(
                 Err(e) => (Err(e), now_ns()),
             };
             match res {
-                Ok(0) => {
-                    if send_again(
-                        reused,
-                        attempt,
-                        slot.exchange.saw_bytes(),
-                        shard.cut(fd_slot),
-                    ) {
-                        break true;
-                    }
-                    slot.exchange.eof(t, rec, &mut shard.scratch.borrow_mut());
-                    break false;
-                }
-                Ok(_) => {
-                    if want_tx {
-                        // The kernel's transmit stamp is queued before any reply can arrive.
-                        want_tx = false;
-                        if let Some(tx) = conn.tx_stamp() {
-                            rec.start_ns = tx;
-                            rec.start_source = crate::record::StartSource::KernelTx;
-                        }
-                        // The response's first bytes (at least 1 µs: 0 means none yet).
-                        let us = t.saturating_sub(rec.start_ns) / 1000;
-                        rec.first_byte_us = us.clamp(1, u64::from(u32::MAX)) as u32;
+                Ok(n) if n > 0 => {
+                    if std::mem::take(&mut want_tx) {
+                        first_bytes(conn, rec, t);
                     }
                     let (events_before, had_first) =
                         (content_events(rec), rec.first_content_ns.is_some());
@@ -950,18 +954,19 @@ async fn drive(
                         break false;
                     }
                 }
-                Err(e) => {
-                    if send_again(
-                        reused,
-                        attempt,
-                        slot.exchange.saw_bytes(),
-                        shard.cut(fd_slot),
-                    ) {
+                // The connection closed (`Ok(0)`) or failed.
+                end => {
+                    let saw_bytes = slot.exchange.saw_bytes();
+                    if send_again(reused, attempt, saw_bytes, shard.cut(fd_slot)) {
                         break true;
                     }
-                    rec.outcome = Outcome::Reset;
-                    rec.error = Some(format!("reading the response: {e}"));
-                    rec.end_ns = t;
+                    if let Err(e) = end {
+                        rec.outcome = Outcome::Reset;
+                        rec.error = Some(format!("reading the response: {e}"));
+                        rec.end_ns = t;
+                    } else {
+                        slot.exchange.eof(t, rec, &mut shard.scratch.borrow_mut());
+                    }
                     break false;
                 }
             }
