@@ -1,8 +1,9 @@
 //! A shard's dispatching decisions, without I/O: how many requests are in flight against
 //! the cap, when a closed loop's next request was due, whether sending has stopped, who holds
 //! or waits for a place under the prefill cap, which server a request goes to, when a request
-//! is cut and what the cut makes of it, how long to back off after a connection failed to
-//! open, and when a burst of sends lets the runtime collect what arrived. The shard's driver (monoio tasks, timers, sockets) tells it what happened
+//! is cut and what the cut makes of it, whether its connection is kept, how long to back off
+//! after a connection failed to open, and when a burst of sends lets the runtime collect what
+//! arrived. The shard's driver (monoio tasks, timers, sockets) tells it what happened
 //! with the clock's time and does what it answers; the tests here step it through made-up
 //! times, without sleeping.
 //!
@@ -318,6 +319,29 @@ impl<T> Dispatcher<T> {
         let k = self.servers.opened;
         self.servers.opened += 1;
         Some(k % n)
+    }
+}
+
+/// What becomes of a request's connection once its exchange is over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reuse {
+    /// Kept open for the place's next request.
+    Keep,
+    /// Closed, as the server said it would be after a whole response (`Connection: close`):
+    /// the next request opens a new one and says so.
+    ServerClosed,
+    /// Closed: the request failed, or was cut (a connection the watcher shut down is spent
+    /// even under a response that was whole).
+    Spent,
+}
+
+/// What becomes of a connection after a request that ended with `outcome`, on a connection
+/// the server means to keep open (`keep_alive`) or not, `cut` by the watcher or not.
+pub(super) fn reuse(outcome: Outcome, keep_alive: bool, cut: bool) -> Reuse {
+    match (outcome == Outcome::Ok && !cut, keep_alive) {
+        (true, true) => Reuse::Keep,
+        (true, false) => Reuse::ServerClosed,
+        (false, _) => Reuse::Spent,
     }
 }
 
@@ -868,6 +892,26 @@ mod tests {
         };
         assert_eq!(turns(&mut first), [0, 1, 2, 0]);
         assert_eq!(turns(&mut fifth), [1, 2, 0, 1]);
+    }
+
+    #[test]
+    fn a_connection_is_kept_only_after_a_whole_response_the_server_would_keep_it_for() {
+        assert_eq!(reuse(Outcome::Ok, true, false), Reuse::Keep);
+        assert_eq!(reuse(Outcome::Ok, false, false), Reuse::ServerClosed);
+        assert_eq!(
+            reuse(Outcome::Ok, true, true),
+            Reuse::Spent,
+            "cut at the end"
+        );
+        assert_eq!(reuse(Outcome::Ok, false, true), Reuse::Spent);
+        for failed in [
+            Outcome::Reset,
+            Outcome::RequestTimeout,
+            Outcome::HttpStatus(429),
+        ] {
+            assert_eq!(reuse(failed, true, false), Reuse::Spent, "{failed:?}");
+            assert_eq!(reuse(failed, false, false), Reuse::Spent, "{failed:?}");
+        }
     }
 
     #[test]

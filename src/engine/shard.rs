@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use rustls::pki_types::ServerName;
 
-use super::dispatch::{send_again, Cut, Dispatcher, Servers};
+use super::dispatch::{reuse, send_again, Cut, Dispatcher, Reuse, Servers};
 use super::limits::Limits;
 use super::schedule::{Schedule, Ticket};
 use super::turns::Turns;
@@ -703,10 +703,10 @@ async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record)
         rec.outcome = outcome;
         rec.error = Some(why);
     }
-    // A connection the watcher shut down is spent, even under a response that was whole.
-    if expired || !slot.exchange.keep_alive() || rec.outcome != Outcome::Ok {
-        slot.server_closed = !expired && rec.outcome == Outcome::Ok;
-        slot.conn = None;
+    match reuse(rec.outcome, slot.exchange.keep_alive(), expired) {
+        Reuse::Keep => {}
+        Reuse::ServerClosed => (slot.conn, slot.server_closed) = (None, true),
+        Reuse::Spent => (slot.conn, slot.server_closed) = (None, false),
     }
     shard.dispatch.borrow_mut().server_done(server);
     shard.pool.borrow_mut()[server].push(slot);
