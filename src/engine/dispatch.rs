@@ -4,8 +4,9 @@
 //! is cut and what the cut makes of it, whether its connection is kept, how long to back off
 //! after a connection failed to open, and when a burst of sends lets the runtime collect what
 //! arrived. The shard's driver (monoio tasks, timers, sockets) tells it what happened
-//! with the clock's time and does what it answers; the tests here step it through made-up
-//! times, without sleeping.
+//! with the clock's time and does what it answers: its send loop asks [`Dispatcher::poll`]
+//! what to do next (send, sleep until a time, yield, wait for a place, or stop). The tests
+//! here step it through made-up times, without sleeping.
 //!
 //! [`Limits`] holds the rules that depend on time alone (cap, ramp, staircase, deadlines);
 //! this holds the state they are applied to.
@@ -13,6 +14,7 @@
 use std::collections::VecDeque;
 
 use super::limits::{Due, Limits};
+use super::schedule::{Schedule, Ticket};
 use crate::plan::load::UserCentric;
 use crate::plan::target::UrlStrategy;
 use crate::record::Outcome;
@@ -34,6 +36,31 @@ pub(super) struct Sent {
     pub first_user: Option<u64>,
     /// Requests in flight now, this one included.
     pub in_flight: usize,
+}
+
+/// What the shard's send loop does next, as [`Dispatcher::poll`] answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Step {
+    /// Sleep until this time: the next request's intended send time.
+    SleepUntil(u64),
+    /// Let the runtime collect what arrived before sending more (a burst of sends).
+    Yield,
+    /// Wait until a place under the cap frees (or sending stops), then ask again.
+    WaitForPlace,
+    /// Send this request now; [`Dispatcher::on_sent`] once it is on its way.
+    Send(Ticket),
+    /// Nothing more to send in this phase.
+    Done,
+}
+
+/// The next request, taken from the schedule and not yet sent.
+#[derive(Debug, Clone, Copy)]
+struct Next {
+    ticket: Ticket,
+    /// It waited for its intended time.
+    waited: bool,
+    /// It was counted in the burst of sends.
+    counted: bool,
 }
 
 /// One shard's dispatching state. `T` is what the driver wakes when a request waiting for a
@@ -58,6 +85,8 @@ pub(super) struct Dispatcher<T> {
     connect_failures: u32,
     /// Requests sent in a row, none of them waiting for its time or a place.
     in_a_row: usize,
+    /// The next request, while it waits for its time or a place.
+    next: Option<Next>,
     /// Where requests go.
     servers: Servers,
 }
@@ -83,6 +112,7 @@ impl<T> Dispatcher<T> {
             prefill_line: VecDeque::new(),
             connect_failures: 0,
             in_a_row: 0,
+            next: None,
             servers,
         }
     }
@@ -96,6 +126,7 @@ impl<T> Dispatcher<T> {
         self.ramping = limits.ramp.is_some() || limits.stairs.is_some();
         self.freed.clear();
         self.in_a_row = 0;
+        self.next = None;
     }
 
     /// The phase ended (nothing is in flight).
@@ -134,12 +165,55 @@ impl<T> Dispatcher<T> {
         !self.full(now) || self.stop_dispatch
     }
 
+    /// What the send loop does next at `now`, taking the next ticket from `schedule` when
+    /// none waits: send a request when its intended time has come (open loop), the burst
+    /// allows it and there is a place under the cap; else sleep until its time, yield, or
+    /// wait for a place, and ask again. A request sent during the ramp is tagged as ramp-up.
+    /// Once sending stops, the waiting request is dropped and the phase is done.
+    pub(super) fn poll(&mut self, now: u64, schedule: &mut dyn Schedule) -> Step {
+        if self.stop_dispatch {
+            self.next = None;
+            return Step::Done;
+        }
+        let mut next = match self.next.take() {
+            Some(n) => n,
+            None => match schedule.next() {
+                Some(ticket) => Next {
+                    ticket,
+                    waited: false,
+                    counted: false,
+                },
+                None => return Step::Done,
+            },
+        };
+        if let Some(at) = next.ticket.intended_ns.filter(|at| *at > now) {
+            next.waited = true;
+            self.next = Some(next);
+            return Step::SleepUntil(at);
+        }
+        if !next.counted {
+            next.counted = true;
+            if self.burst(now, next.waited) {
+                self.next = Some(next);
+                return Step::Yield;
+            }
+        }
+        if !self.may_send(now) {
+            self.next = Some(next);
+            return Step::WaitForPlace;
+        }
+        if self.ramp_tag(now) {
+            next.ticket.phase = crate::record::Phase::RampUp;
+        }
+        Step::Send(next.ticket)
+    }
+
     /// The next request is about to go at `now`, after it `waited` for its time: true when
     /// the driver is to let the runtime collect what arrived first. Many requests due at
     /// once (a batch of responses ended together) are sent [`DISPATCH_BATCH`] at a time, so
     /// that reads do not wait behind the whole burst of sends; a wait for a request's time
     /// or for a place under the cap starts the count again.
-    pub(super) fn burst(&mut self, now: u64, waited: bool) -> bool {
+    fn burst(&mut self, now: u64, waited: bool) -> bool {
         if waited || self.full(now) {
             self.in_a_row = 0;
         }
@@ -153,7 +227,7 @@ impl<T> Dispatcher<T> {
 
     /// Whether a request sent at `now` goes out during the ramp and is tagged as ramp-up;
     /// after the ramp, freed places are due times again.
-    pub(super) fn ramp_tag(&mut self, now: u64) -> bool {
+    fn ramp_tag(&mut self, now: u64) -> bool {
         let Some(r) = self.limits.and_then(|l| l.ramp) else {
             return false;
         };
@@ -689,6 +763,159 @@ mod tests {
         // Between phases only a stop of the run counts.
         d.end_phase();
         assert_eq!(d.on_tick(5_000 * MS, false, false), Due::default());
+    }
+
+    /// Polls at `now` and, when the answer is a send, tells the dispatcher it went.
+    fn step(d: &mut Dispatcher<()>, now: u64, schedule: &mut dyn Schedule) -> Step {
+        let step = d.poll(now, schedule);
+        if let Step::Send(t) = step {
+            d.on_sent(t.id, t.intended_ns, None);
+        }
+        step
+    }
+
+    fn sent_id(step: Step) -> Option<u64> {
+        match step {
+            Step::Send(t) => Some(t.id),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn an_open_loop_phase_sleeps_to_each_requests_time_and_sends_it_then() {
+        use super::super::schedule::OpenLoop;
+        let offsets = std::sync::Arc::new(vec![0, 10 * MS, 10 * MS, 25 * MS]);
+        let mut open = OpenLoop::new(offsets, 0, 1, 100 * MS, 0, 1, 0);
+        let mut d = Dispatcher::<()>::default();
+        d.begin_phase(Limits::capped(8), false);
+        assert_eq!(sent_id(step(&mut d, 100 * MS, &mut open)), Some(0));
+        assert_eq!(
+            step(&mut d, 101 * MS, &mut open),
+            Step::SleepUntil(110 * MS)
+        );
+        // Woken early: the same request, the same time.
+        assert_eq!(
+            step(&mut d, 109 * MS, &mut open),
+            Step::SleepUntil(110 * MS)
+        );
+        assert_eq!(sent_id(step(&mut d, 110 * MS, &mut open)), Some(1));
+        // Two requests due at once go one after the other, without sleeping.
+        assert_eq!(sent_id(step(&mut d, 110 * MS, &mut open)), Some(2));
+        assert_eq!(
+            step(&mut d, 111 * MS, &mut open),
+            Step::SleepUntil(125 * MS)
+        );
+        // A request that is late goes at once, still due at its time.
+        match step(&mut d, 140 * MS, &mut open) {
+            Step::Send(t) => assert_eq!((t.id, t.intended_ns), (3, Some(125 * MS))),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(step(&mut d, 141 * MS, &mut open), Step::Done);
+    }
+
+    #[test]
+    fn a_closed_loop_phase_waits_for_a_place_and_a_freed_one_sends_the_next() {
+        use super::super::schedule::ClosedLoop;
+        let mut closed = ClosedLoop::new(0, Some(4), 0, 1, 1, crate::record::Phase::Profiling);
+        let mut d = Dispatcher::<()>::default();
+        d.begin_phase(Limits::capped(2), false);
+        assert_eq!(sent_id(step(&mut d, MS, &mut closed)), Some(0));
+        assert_eq!(sent_id(step(&mut d, MS, &mut closed)), Some(1));
+        assert_eq!(step(&mut d, MS, &mut closed), Step::WaitForPlace);
+        assert_eq!(step(&mut d, 2 * MS, &mut closed), Step::WaitForPlace);
+        d.on_done(3 * MS);
+        assert_eq!(sent_id(step(&mut d, 3 * MS, &mut closed)), Some(2));
+        d.on_done(4 * MS);
+        assert_eq!(sent_id(step(&mut d, 4 * MS, &mut closed)), Some(3));
+        assert_eq!(
+            step(&mut d, 5 * MS, &mut closed),
+            Step::Done,
+            "the count is done"
+        );
+    }
+
+    #[test]
+    fn a_stop_drops_the_waiting_request_and_ends_the_phase() {
+        use super::super::schedule::OpenLoop;
+        let offsets = std::sync::Arc::new(vec![0, 50 * MS]);
+        let mut open = OpenLoop::new(offsets.clone(), 0, 1, 0, 0, 1, 0);
+        let mut d = Dispatcher::<()>::default();
+        d.begin_phase(limits(8), false);
+        assert_eq!(sent_id(step(&mut d, 0, &mut open)), Some(0));
+        assert_eq!(step(&mut d, MS, &mut open), Step::SleepUntil(50 * MS));
+        d.on_tick(2 * MS, true, false);
+        assert_eq!(step(&mut d, 50 * MS, &mut open), Step::Done);
+        // A request waiting for a place is dropped when a new phase begins: the new phase
+        // sends its own schedule's first (id 0), not the old one's waiting request (id 1).
+        d.on_done(3 * MS);
+        let mut open = OpenLoop::new(offsets.clone(), 0, 1, 0, 0, 1, 0);
+        d.begin_phase(Limits::capped(1), false);
+        assert_eq!(sent_id(step(&mut d, 0, &mut open)), Some(0));
+        assert_eq!(step(&mut d, 60 * MS, &mut open), Step::WaitForPlace);
+        d.on_done(61 * MS);
+        let mut open = OpenLoop::new(offsets, 0, 1, 0, 0, 1, 0);
+        d.begin_phase(Limits::capped(1), false);
+        assert_eq!(sent_id(step(&mut d, 62 * MS, &mut open)), Some(0));
+    }
+
+    #[test]
+    fn polling_tags_the_ramps_sends_and_yields_after_each_batch_of_sends_in_a_row() {
+        use super::super::schedule::ClosedLoop;
+        let n = DISPATCH_BATCH;
+        let phase = crate::record::Phase::Profiling;
+        let mut closed = ClosedLoop::new(0, None, 0, 1, 1, phase);
+        let ramp = Ramp {
+            start_ns: 0,
+            len_ns: 10 * MS,
+            tag: true,
+        };
+        let mut d = Dispatcher::<()>::default();
+        d.begin_phase(
+            Limits {
+                ramp: Some(ramp),
+                ..Limits::capped(10 * n)
+            },
+            false,
+        );
+        let mut yields = Vec::new();
+        let mut phases = Vec::new();
+        let sends = 2 * (n + 1);
+        for k in 1..=sends {
+            // All but the last go during the ramp (its cap is then over 2,000).
+            let now = if k < sends { 9 * MS } else { 20 * MS };
+            let mut s = step(&mut d, now, &mut closed);
+            if s == Step::Yield {
+                yields.push(k);
+                s = step(&mut d, now, &mut closed);
+            }
+            match s {
+                Step::Send(t) => phases.push(t.phase),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(
+            yields,
+            [n + 1, sends],
+            "each batch's next send lets the runtime in"
+        );
+        let ramped = &phases[..sends - 1];
+        assert!(ramped.iter().all(|p| *p == crate::record::Phase::RampUp));
+        assert_eq!(
+            phases[sends - 1],
+            phase,
+            "after the ramp, sends are measured"
+        );
+        // A wait for a request's time starts the count again.
+        use super::super::schedule::OpenLoop;
+        let mut offsets = vec![0; n];
+        offsets.push(MS);
+        let mut open = OpenLoop::new(std::sync::Arc::new(offsets), 0, 1, 0, 0, 1, 0);
+        d.begin_phase(Limits::capped(10 * n), false);
+        for _ in 0..n {
+            assert!(matches!(step(&mut d, 0, &mut open), Step::Send(_)));
+        }
+        assert_eq!(step(&mut d, 0, &mut open), Step::SleepUntil(MS));
+        assert!(matches!(step(&mut d, MS, &mut open), Step::Send(_)));
     }
 
     /// Which of `waits.len()` sends, in a row, let the runtime in first (from 1).

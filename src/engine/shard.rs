@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use rustls::pki_types::ServerName;
 
-use super::dispatch::{reuse, send_again, Cut, Dispatcher, Reuse, Servers};
+use super::dispatch::{reuse, send_again, Cut, Dispatcher, Reuse, Servers, Step};
 use super::limits::Limits;
 use super::schedule::{Schedule, Ticket};
 use super::turns::Turns;
@@ -310,28 +310,28 @@ impl Shard {
         // one; a stop of the run (Ctrl-C) does.
         let stopped = self.stop.load(Ordering::Relaxed);
         self.dispatch.borrow_mut().begin_phase(limits, stopped);
-        while !self.stopped() {
-            let Some(mut ticket) = schedule.next() else {
-                break;
+        loop {
+            let step = self.dispatch.borrow_mut().poll(now_ns(), schedule);
+            let ticket = match step {
+                Step::SleepUntil(at) => {
+                    self.timer.sleep_until(at).await;
+                    continue;
+                }
+                Step::Yield => {
+                    self.timer.sleep_until(now_ns() + 1_000).await;
+                    continue;
+                }
+                Step::WaitForPlace => {
+                    WaitFor {
+                        shard: self,
+                        ready: |s: &Shard| s.dispatch.borrow().may_send(now_ns()),
+                    }
+                    .await;
+                    continue;
+                }
+                Step::Done => break,
+                Step::Send(ticket) => ticket,
             };
-            let waited = ticket.intended_ns.is_some_and(|at| at > now_ns());
-            if let Some(at) = ticket.intended_ns {
-                self.timer.sleep_until(at).await;
-            }
-            if self.dispatch.borrow_mut().burst(now_ns(), waited) {
-                self.timer.sleep_until(now_ns() + 1_000).await;
-            }
-            WaitFor {
-                shard: self,
-                ready: |s: &Shard| s.dispatch.borrow().may_send(now_ns()),
-            }
-            .await;
-            if self.dispatch.borrow_mut().ramp_tag(now_ns()) {
-                ticket.phase = crate::record::Phase::RampUp;
-            }
-            if self.stopped() {
-                break;
-            }
             // Taken when it is to be sent: a wait for the feeder is a wait of the send.
             let built = match &self.feed {
                 None => None,
