@@ -25,7 +25,7 @@ const BACKOFF_FIRST_NS: u64 = 1_000_000;
 const BACKOFF_MAX_NS: u64 = 500_000_000;
 /// Requests sent in a row, none of them waiting for its time or a place, before the driver
 /// lets the runtime reap completed I/O.
-pub(super) const DISPATCH_BATCH: usize = 256;
+const DISPATCH_BATCH: usize = 256;
 
 /// A request on its way, as the dispatcher placed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
