@@ -934,7 +934,8 @@ async fn drive(
             };
             match res {
                 Ok(n) if n > 0 => {
-                    if std::mem::take(&mut want_tx) {
+                    if want_tx {
+                        want_tx = false;
                         first_bytes(conn, rec, t);
                     }
                     let (events_before, had_first) =
