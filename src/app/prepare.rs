@@ -541,18 +541,16 @@ impl Prepared {
             // --concurrency is the saturated run's; the rates between run uncapped.
             plan.spec.load.concurrency = None;
         }
+        let refused = |source| Fatal::Point {
+            point: p.label(),
+            source,
+        };
         if p.axis.is_workload() {
             // Each point has prompts of its own.
-            plan = Plan::build(plan.spec.clone()).map_err(|source| Fatal::Point {
-                point: p.label(),
-                source,
-            })?;
+            plan = Plan::build(plan.spec.clone()).map_err(refused)?;
         } else {
             plan.load = Load::build(&plan.spec.load, plan.spec.workload.random_seed, None)
-                .map_err(|source| Fatal::Point {
-                    point: p.label(),
-                    source,
-                })?;
+                .map_err(refused)?;
         }
         plan.output.artifact_dir = self.root.join(p.name());
         Ok(plan)
