@@ -25,6 +25,30 @@ pub fn process_start_ns() -> Option<u64> {
     PROCESS_START.get().copied()
 }
 
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` for Unix seconds.
+pub fn iso8601(unix: f64) -> String {
+    let secs = unix.floor() as i64;
+    let ms = ((unix - secs as f64) * 1000.0) as i64;
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z",
+        sod / 3600,
+        sod / 60 % 60,
+        sod % 60
+    )
+}
+
 /// Wall-clock time as seconds since the Unix epoch, for artifacts only (never for intervals).
 pub fn unix_time_secs() -> f64 {
     std::time::SystemTime::now()
@@ -94,5 +118,11 @@ mod tests {
         let now = Anchor::now();
         let later = now.wall(now_ns()) as f64 / 1e9;
         assert!((later - unix_time_secs()).abs() < 0.05, "{later}");
+    }
+    #[test]
+    fn iso_dates() {
+        assert_eq!(iso8601(0.0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601(1_795_994_442.25), "2026-11-29T23:20:42.250Z");
+        assert_eq!(iso8601(951_782_400.0), "2000-02-29T00:00:00.000Z");
     }
 }

@@ -5,6 +5,7 @@ use std::io::Write;
 
 fn main() {
     ringperf::internals::clock::mark_process_start();
+    ringperf::report::about::set_command_line(std::env::args_os());
     // Signals work from the first instant: Ctrl-C before the run begins stops it too.
     let stop = ringperf::internals::sys::interrupt_flag();
     let cli = match ringperf::cli::port::parse(std::env::args_os()) {

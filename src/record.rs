@@ -505,6 +505,10 @@ pub struct Unrecorded {
     pub count: u64,
     /// The first one's error.
     pub error: Option<String>,
+    /// The earliest send among them (a connection that could not be opened: its end).
+    pub first_start_ns: u64,
+    /// The latest end among them.
+    pub last_end_ns: u64,
 }
 
 /// Appends `items` to `blocks`, opening a block of `cap` whenever the last one is full.
@@ -552,8 +556,23 @@ impl RecordLog {
                 .or_insert_with(|| Unrecorded {
                     count: 0,
                     error: rec.error.take(),
+                    first_start_ns: 0,
+                    last_end_ns: 0,
                 });
             u.count += 1;
+            // A connection that could not be opened sent nothing: its attempt is at its end.
+            let start = if rec.start_ns > 0 {
+                rec.start_ns
+            } else {
+                rec.end_ns
+            };
+            if start > 0 {
+                u.first_start_ns = match u.first_start_ns {
+                    0 => start,
+                    t => t.min(start),
+                };
+            }
+            u.last_end_ns = u.last_end_ns.max(rec.end_ns);
             gaps.clear();
             return gaps;
         }
@@ -646,6 +665,7 @@ mod tests {
             r.outcome = Outcome::ConnectFailed;
             r.error = Some("refused".into());
             r.end_ns = (1 + i % 2) * 1_000_000_000 + i;
+            r.start_ns = r.end_ns - 100;
             log.push(r);
         }
         let mut ok = Record::new(600, 0, Phase::Profiling, 0, None);
@@ -655,6 +675,12 @@ mod tests {
         let u = &log.unrecorded[&(Phase::Profiling, Outcome::ConnectFailed)];
         assert_eq!(u.count, 600 - 2 * u64::from(FAILED_RECORDS_PER_SECOND));
         assert_eq!(u.error.as_deref(), Some("refused"));
+        // Their span stays known, for the run's window: the first counted send (failure 400,
+        // the 201st of its second) and the last end (failure 599).
+        assert_eq!(
+            (u.first_start_ns, u.last_end_ns),
+            (1_000_000_300, 2_000_000_599)
+        );
     }
 
     #[test]

@@ -324,10 +324,25 @@ pub fn print(text: &str) {
 /// `eprintln!`, scrubbed: every line ringperf writes to stderr.
 macro_rules! say {
     ($($arg:tt)*) => {
-        eprintln!("{}", $crate::redact::scrub(&format!($($arg)*)))
+        $crate::redact::say_line(&format!($($arg)*))
     };
 }
 pub(crate) use say;
+
+/// Writes one line on stderr, scrubbed; where stderr is no terminal (a log: CI, `kubectl
+/// logs`, `nohup`), it starts with its time, as a log line should.
+pub fn say_line(text: &str) {
+    static LOGGED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let text = scrub(text);
+    if *LOGGED.get_or_init(|| !crate::sys::is_tty(libc::STDERR_FILENO)) {
+        eprintln!(
+            "{} {text}",
+            crate::clock::iso8601(crate::clock::unix_time_secs())
+        );
+    } else {
+        eprintln!("{text}");
+    }
+}
 
 /// How long a server's text may be where it is shown, in characters.
 pub const SERVER_TEXT_CAP: usize = 300;

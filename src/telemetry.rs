@@ -80,7 +80,15 @@ impl Telemetry {
             }) {
                 Ok(s) => (Some(s), None),
                 Err(e) => {
-                    crate::redact::say!("GPU telemetry unavailable: {e}");
+                    // Once per command: a sweep's points would each say it again.
+                    static SAID: std::sync::atomic::AtomicBool =
+                        std::sync::atomic::AtomicBool::new(false);
+                    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                        crate::redact::say!(
+                            "ringperf: GPU telemetry unavailable: {e}; GPU power and energy \
+                             are not measured"
+                        );
+                    }
                     (None, Some(e.to_string()))
                 }
             }

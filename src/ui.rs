@@ -53,6 +53,19 @@ impl Ui {
         Ui::Line(LineView::new(plan))
     }
 
+    /// Says the start-up time when the first request leaves (from `origin`, named `from`);
+    /// false where the view cannot (the dashboard holds the terminal): the run then says it
+    /// after.
+    pub(crate) fn startup(&mut self, origin: u64, from: &'static str) -> bool {
+        match self {
+            Ui::Line(l) => {
+                l.startup(origin, from);
+                true
+            }
+            Ui::Dashboard(_) => false,
+        }
+    }
+
     /// A sweep's points so far, for the dashboard's table.
     pub(crate) fn points(&mut self, rows: &[crate::report::sweep::Row]) {
         if let Ui::Dashboard(d) = self {

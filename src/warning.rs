@@ -28,6 +28,8 @@ macro_rules! codes {
 }
 
 codes! {
+    /// Measured requests failed: the share, the kinds and their shape in time.
+    RequestsFailed = "requests_failed",
     /// The client may have limited the run (a shard's CPU, its refill turnaround).
     ClientLimited = "client_limited",
     /// The client distorted some timings (its reads waited without kernel stamps, or merged

@@ -42,7 +42,10 @@ fn start_sim(
     })?;
     let mut cfg = args.config()?;
     cfg.bind = "127.0.0.1:0".into();
-    cfg.model = spec.target.model.clone();
+    // The simulator serves the run's model, unless --sim names another (to see a 404).
+    if args.model == crate::sim::DEFAULT_MODEL {
+        cfg.model = spec.target.model.clone();
+    }
     if let (None, Some(r)) = (&cfg.otlp_traces, traces) {
         cfg.otlp_traces = Some((r.endpoint(), crate::otlp::Encoding::Protobuf));
     }

@@ -52,12 +52,19 @@ fn judge_gates(
     dir: &std::path::Path,
 ) -> Result<Vec<report::gates::Judged>, Fatal> {
     let out = &plan.spec.output;
-    if out.gates.is_empty() {
+    if out.gates.is_empty() && report.threshold_crossed.is_none() {
         return Ok(Vec::new());
     }
     let h = &report.health;
     let limited = h.limited.then_some(h.verdict.as_str());
-    let judged = report::gates::judge(&out.gates, doc, limited, out.allow_client_limited);
+    let mut judged = report::gates::judge(&out.gates, doc, limited, out.allow_client_limited);
+    if let Some(why) = &report.threshold_crossed {
+        judged.push(report::gates::Judged {
+            name: "--failed-request-threshold".into(),
+            figure: Some(report.failed as f64 / (report.completed + report.failed).max(1) as f64),
+            failure: Some(format!("--failed-request-threshold: {why}")),
+        });
+    }
     for j in &judged {
         match &j.failure {
             Some(f) => crate::redact::say!("ringperf: gate FAILED: {f}"),
@@ -151,6 +158,11 @@ pub(super) fn measure(
     let probe = p.sim.as_ref().map(|h| h.in_flight_probe());
     // Spans that came before this run (an earlier point's late ones) are not this run's.
     let stale = p.traces.as_ref().map_or(0, |r| r.take().spans.len() as u64);
+    // Waiting for --start-at is no start-up work.
+    let said_early = match startup {
+        Some((started, from)) if print => p.ui.borrow_mut().startup(started + waited, from),
+        _ => false,
+    };
     let out = crate::engine::run(
         plan.clone(),
         placement,
@@ -160,6 +172,7 @@ pub(super) fn measure(
     )?;
     let end = unix_time_secs();
     let mut report = report::build(out, &report::Settings::of(&plan));
+    report.about = Some(report::about::About::of(&plan, &report));
     if let Some(r) = &p.traces {
         report.server_traces = Some(server_traces(
             r,
@@ -232,9 +245,8 @@ pub(super) fn measure(
             .map(|r| r.start_ns)
             .filter(|t| *t > 0)
             .min()?;
-        // Waiting for --start-at is no start-up work.
         let s = first.saturating_sub(started + waited) as f64 / 1e9;
-        if print {
+        if print && !said_early {
             crate::redact::say!("ringperf: start-up {s:.3} s ({from} to the first request sent)");
         }
         Some(s)
@@ -352,10 +364,11 @@ pub(super) fn run(
     // The simulator stops here, before the report is written.
     let peer = p.peer.clone();
     drop(p);
+    // The page too, when nothing completed: its charts show what failed, and when.
+    write_report(&plan.output.artifact_dir, print)?;
     if let Some(why) = nothing_measured(&plan, &m.report) {
         return Err(Fatal::NothingMeasured(why));
     }
-    write_report(&plan.output.artifact_dir, print)?;
     peer_outputs(&peer, &plan, &m.report, print)?;
     Ok(ProfileResult {
         gates: m.gates,
@@ -383,7 +396,7 @@ fn peer_outputs(
     };
     if let Some(v) = &peer.vllm {
         // vLLM's date stamp (UTC here), as its file names carry it.
-        let iso = export::iso8601(unix_time_secs());
+        let iso = crate::clock::iso8601(unix_time_secs());
         let date: String = iso[..19]
             .chars()
             .filter(|c| c.is_ascii_digit() || *c == 'T')
@@ -432,7 +445,7 @@ fn wait_until(at: u64, stop: &AtomicBool) -> u64 {
     crate::redact::say!(
         "ringperf: waiting {:.3} s for --start-at {}",
         (at - now) as f64 / 1e9,
-        export::iso8601(at as f64 / 1e9)
+        crate::clock::iso8601(at as f64 / 1e9)
     );
     // Coarse sleeps, then a short spin, so that nodes start within microseconds of the
     // instant on synchronized clocks.

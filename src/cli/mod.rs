@@ -205,7 +205,7 @@ pub struct ProfileArgs {
     /// Start the built-in simulator in this process and benchmark it. Takes the simulator's
     /// own flags as one string, e.g. --sim="--ttft 50ms --itl 10ms".
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "",
-          value_name = "SIM_FLAGS")]
+          value_name = "SIM_FLAGS", help_heading = "Target")]
     pub sim: Option<String>,
 }
 
@@ -338,9 +338,10 @@ pub struct TargetArgs {
     /// one address allow. The addresses must be this host's.
     #[arg(long, value_name = "IP")]
     pub local_address: Vec<std::net::IpAddr>,
-    /// API shape: chat, completions, embeddings, responses, template; GenAI-Perf's kserve and
-    /// generate speak Triton's generate extension [default: the kind --endpoint or --url
-    /// names, else chat].
+    /// API shape: chat, completions, embeddings, responses, template, nim_rankings,
+    /// hf_tei_rankings, cohere_rankings, image_generation, huggingface_generate (TGI);
+    /// GenAI-Perf's kserve and generate speak Triton's generate extension [default: the kind
+    /// --endpoint or --url names, else chat].
     #[arg(long, value_name = "KIND")]
     pub endpoint_type: Option<String>,
     /// Request path, overriding the endpoint type's default (e.g. /v1/chat/completions);
@@ -816,9 +817,9 @@ pub struct WorkloadArgs {
     /// Prompts from a file instead of synthetic ones (see --dataset-type).
     #[arg(long)]
     pub input_file: Option<PathBuf>,
-    /// Format of --input-file: jsonl, sharegpt or mooncake (default: guessed: .json is
-    /// ShareGPT, JSONL with `hash_ids` or `input_length` is a mooncake trace, other JSONL is
-    /// jsonl).
+    /// Format of --input-file: jsonl (AIPerf's single_turn), sharegpt, mooncake
+    /// (mooncake_trace) or parquet (default: guessed: .json is ShareGPT, .parquet Parquet,
+    /// JSONL with `hash_ids` or `input_length` a mooncake trace, other JSONL jsonl).
     #[arg(long, visible_alias = "custom-dataset-type", value_parser = parse_dataset_type)]
     pub dataset_type: Option<DatasetType>,
     /// Only the JSONL lines whose KEY holds VALUE, e.g. category=writing (a string, or a
@@ -1122,6 +1123,24 @@ pub enum UiKind {
     Dashboard,
 }
 
+/// A share from 0 to 1 (`0.05`).
+fn parse_share(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        Ok(v) => Err(format!("{v} is not a share from 0 to 1 (0.05 for 5%)")),
+        Err(_) => Err(format!("{s:?} is not a number from 0 to 1")),
+    }
+}
+
+/// The progress log's form (`--progress-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProgressFormat {
+    /// A line of text, starting with its time.
+    Text,
+    /// One JSON object a line.
+    Json,
+}
+
 /// Artifacts and console.
 #[derive(Debug, Clone, Args)]
 pub struct OutputArgs {
@@ -1138,6 +1157,14 @@ pub struct OutputArgs {
     /// run as Ctrl-C does); `none`. Either view is off when stderr is not a terminal.
     #[arg(long, visible_alias = "ui-type", value_enum, default_value_t = UiKind::Simple)]
     pub ui: UiKind,
+    /// When stderr is not a terminal (CI, `kubectl logs`, nohup): log a timestamped progress
+    /// line this often (elapsed and left, done, in flight, errors, req/s, TTFT p50 and p99),
+    /// and one at the end. 0 or `--ui none`: none.
+    #[arg(long, value_parser = parse_duration_ns, default_value = "10s", value_name = "DURATION")]
+    pub progress_interval: u64,
+    /// The progress log's lines: `text`, or `json` (one JSON object a line, for machines).
+    #[arg(long, value_enum, default_value_t = ProgressFormat::Text)]
+    pub progress_format: ProgressFormat,
     /// Fail the run (exit code 3) when a figure of its JSON crosses a bound:
     /// `METRIC[.STAT] (>|>=|<|<=) VALUE[unit]`, e.g. 'ttft.p99>500ms', 'error_rate>0.01',
     /// 'request_throughput<10' (repeatable); or when the run warns with a code: 'warning:CODE'
@@ -1146,6 +1173,11 @@ pub struct OutputArgs {
     /// artifacts.
     #[arg(long, value_parser = crate::plan::output::Gate::parse, value_name = "GATE")]
     pub fail_on: Vec<crate::plan::output::Gate>,
+    /// Stop the run when more than this share (0 to 1) of its finished measured requests
+    /// failed, judged from the tenth on, write what was measured and exit with code 3
+    /// (AIPerf's flag). Off by default: the run finishes whatever fails.
+    #[arg(long, value_parser = parse_share, value_name = "SHARE")]
+    pub failed_request_threshold: Option<f64>,
     /// With --fail-on: a run the client may have limited does not fail for that alone.
     #[arg(long)]
     pub allow_client_limited: bool,
@@ -1262,7 +1294,7 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 1)]
     pub replicas: u16,
     /// Model name served; requests for another model get vLLM's 404 error.
-    #[arg(short = 'm', long = "model", default_value = "ringperf-sim")]
+    #[arg(short = 'm', long = "model", default_value = crate::sim::DEFAULT_MODEL)]
     pub model: String,
     /// Time to first token: a duration or a distribution (normal:50ms,5ms, uniform:a,b, exp:m).
     #[arg(long, value_parser = TimeDist::parse, default_value = "20ms")]
@@ -1298,6 +1330,26 @@ pub struct SimArgs {
     /// Chance per token, after min_tokens, of stopping early (EOS); 0 runs to max_tokens.
     #[arg(long, default_value_t = 0.0)]
     pub eos_probability: f64,
+    /// A fault, as a server that dies: serve this many generation requests, and at the next
+    /// stop listening and cut every connection (later connections are refused). 0: never.
+    #[arg(long, default_value_t = 0, value_name = "N", help_heading = "Faults")]
+    pub stop_after: u64,
+    /// A fault: answer every N-th generation request with --fail-status instead (1: every
+    /// request). 0: never.
+    #[arg(long, default_value_t = 0, value_name = "N", help_heading = "Faults")]
+    pub fail_every: u64,
+    /// The HTTP status of --fail-every's answers (429 for a rate-limit storm, 503 for an
+    /// overloaded server), with vLLM's error body.
+    #[arg(
+        long,
+        default_value_t = 500,
+        value_name = "STATUS",
+        help_heading = "Faults"
+    )]
+    pub fail_status: u16,
+    /// With --fail-every: the Retry-After header of those answers, in seconds.
+    #[arg(long, value_name = "SECONDS", help_heading = "Faults")]
+    pub retry_after: Option<u32>,
     /// Ignore requests' `min_tokens`, as llama.cpp does (with --eos-probability, outputs then
     /// end early even when min_tokens asked otherwise).
     #[arg(long)]
@@ -1611,6 +1663,9 @@ impl ProfileArgs {
                 allow_client_limited: o.allow_client_limited,
                 slice_ns: o.slice_duration,
                 show_trace_timing: o.show_trace_timing,
+                progress_every_ns: o.progress_interval,
+                progress_json: o.progress_format == ProgressFormat::Json,
+                failed_request_threshold: o.failed_request_threshold,
             },
             engine: EngineSpec {
                 shards: e.shards,
@@ -1866,6 +1921,12 @@ impl SimArgs {
             prefix_cache: self.prefix_cache,
             default_max_tokens: self.default_max_tokens,
             eos_probability: self.eos_probability,
+            faults: crate::sim::Faults {
+                stop_after: self.stop_after,
+                fail_every: self.fail_every,
+                fail_status: self.fail_status,
+                retry_after: self.retry_after,
+            },
             ignore_min_tokens: self.ignore_min_tokens,
             stamps: !self.no_stamps,
             shards: self.shards,

@@ -306,6 +306,23 @@ fn half_width(n: u64, sum: f64, sq: f64) -> f64 {
     (1.96 * cv / n.sqrt()).max(1.0 / n)
 }
 
+/// The fewest finished measured requests on which `--failed-request-threshold` is judged:
+/// one early failure is no failing server.
+pub(crate) const THRESHOLD_MIN_DONE: u64 = 10;
+
+/// `--failed-request-threshold`: a sentence when `errors` of the `done` finished measured
+/// requests are more than `threshold` (a share) of them, judged from
+/// [`THRESHOLD_MIN_DONE`] requests on.
+pub(crate) fn failed_threshold(done: u64, errors: u64, threshold: f64) -> Option<String> {
+    (done >= THRESHOLD_MIN_DONE && errors as f64 > threshold * done as f64).then(|| {
+        format!(
+            "{errors} of {done} finished requests failed ({:.1}%), more than \
+             --failed-request-threshold {threshold} allows",
+            100.0 * errors as f64 / done as f64
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -477,5 +494,18 @@ mod tests {
         );
         let ramped = Limits::capped(9).with_prefill(l.prefill, 0, 2, t0, true);
         assert!(ramped.prefill_ramping(t0 + S) && !ramped.prefill_ramping(t0 + 4 * S));
+    }
+
+    #[test]
+    fn the_failed_request_threshold_is_a_share_judged_from_ten_requests_on() {
+        assert_eq!(failed_threshold(9, 9, 0.1), None);
+        assert_eq!(failed_threshold(10, 1, 0.1), None);
+        let crossed = failed_threshold(10, 2, 0.1).unwrap();
+        assert!(
+            crossed.starts_with("2 of 10 finished requests failed (20.0%)"),
+            "{crossed}"
+        );
+        assert_eq!(failed_threshold(100, 0, 0.0), None);
+        assert!(failed_threshold(100, 1, 0.0).is_some());
     }
 }

@@ -114,6 +114,8 @@ pub struct ShardReport {
 /// Everything the shards measured.
 #[derive(Debug)]
 pub struct RunOutput {
+    /// `--failed-request-threshold` stopped the run: why.
+    pub threshold_crossed: Option<String>,
     /// Per-shard reports, in shard order.
     pub shards: Vec<ShardReport>,
     /// Shards that failed, with the reason (their requests are lost and said so).
@@ -200,30 +202,89 @@ pub struct Live<'a> {
 /// plan asks for it.
 pub struct LineView {
     show: bool,
+    /// When stderr is no terminal: log a line this often (ns; 0: never), as JSON or not.
+    log_every: u64,
+    json: bool,
     drawn: u64,
+    length: Length,
+    /// What the log's closing line reads: the counters, and when the run began.
+    seen: Option<(Vec<Arc<Progress>>, u64)>,
+    /// Start-up to say when the first request leaves: when it began, and from what.
+    startup: Option<(u64, &'static str)>,
 }
 
 impl LineView {
-    /// The line `plan` asks for (none when stderr is not a terminal).
+    /// The line `plan` asks for: redrawn on a terminal, logged at `--progress-interval`
+    /// elsewhere.
     pub fn new(plan: &Plan) -> LineView {
+        let tty = crate::sys::is_tty(libc::STDERR_FILENO);
         LineView {
-            show: plan.output.progress && crate::sys::is_tty(libc::STDERR_FILENO),
+            show: plan.output.progress && tty,
+            log_every: if tty {
+                0
+            } else {
+                plan.output.progress_every_ns
+            },
+            json: plan.output.progress_json,
             drawn: 0,
+            length: Length::of(plan),
+            seen: None,
+            startup: None,
         }
+    }
+
+    /// Says the start-up time (from `origin`, `from` naming it) as soon as the first request
+    /// leaves.
+    pub fn startup(&mut self, origin: u64, from: &'static str) {
+        self.startup = Some((origin, from));
     }
 }
 
 impl View for LineView {
     fn tick(&mut self, live: &Live<'_>) {
-        if self.show && live.now_ns - self.drawn.max(live.started_ns) >= PROGRESS_EVERY_NS {
+        if let Some((origin, from)) = self.startup {
+            let first = live
+                .progress
+                .iter()
+                .map(|p| p.first_sent_ns.load(Ordering::Relaxed))
+                .filter(|t| *t > 0)
+                .min();
+            if let Some(t) = first {
+                self.startup = None;
+                if self.show {
+                    eprint!("\r\x1b[2K");
+                }
+                let s = t.saturating_sub(origin) as f64 / 1e9;
+                crate::redact::say!(
+                    "ringperf: start-up {s:.3} s ({from} to the first request sent)"
+                );
+            }
+        }
+        let since = live.now_ns - self.drawn.max(live.started_ns);
+        if self.show && since >= PROGRESS_EVERY_NS {
             self.drawn = live.now_ns;
             print_progress(live.progress, live.plan, live.started_ns);
+        } else if self.log_every > 0 {
+            if self.seen.is_none() {
+                // A sweep's points each have their own length and counters.
+                self.seen = Some((live.progress.to_vec(), live.started_ns));
+                self.length = Length::of(live.plan);
+            }
+            if since >= self.log_every {
+                self.drawn = live.now_ns;
+                let now = Snapshot::read(live.progress, self.length, live.now_ns - live.started_ns);
+                log(&now, self.json);
+            }
         }
     }
 
     fn end(&mut self) {
         if self.show {
             eprint!("\r\x1b[2K");
+        }
+        if let Some((progress, started)) = self.seen.take() {
+            let last = Snapshot::read(&progress, self.length, now_ns().saturating_sub(started));
+            log(&last, self.json);
         }
     }
 }
@@ -318,6 +379,7 @@ pub fn run(
         .steps
         .as_ref()
         .map(|s| limits::StairWatch::new(started, s));
+    let mut threshold_crossed = None;
     while !handles.iter().all(|h| h.is_finished()) {
         std::thread::sleep(Duration::from_nanos(starvation::INTERVAL_NS));
         let now = now_ns();
@@ -359,6 +421,21 @@ pub fn run(
                     .iter()
                     .for_each(|p| p.finish.store(true, Ordering::Relaxed));
                 stairs = None;
+            }
+        }
+        if let (Some(t), None) = (plan.output.failed_request_threshold, &threshold_crossed) {
+            let sum = |f: fn(&Progress) -> u64| progress.iter().map(|p| f(p)).sum::<u64>();
+            let (done, errors) = (
+                sum(|p| p.done.load(Ordering::Relaxed)),
+                sum(|p| p.errors.load(Ordering::Relaxed)),
+            );
+            if let Some(why) = limits::failed_threshold(done, errors, t) {
+                // Stop sending; what is in flight finishes and is measured.
+                crate::redact::say!("ringperf: stopping: {why}");
+                progress
+                    .iter()
+                    .for_each(|p| p.finish.store(true, Ordering::Relaxed));
+                threshold_crossed = Some(why);
             }
         }
         view.tick(&Live {
@@ -421,7 +498,7 @@ pub fn run(
     let records = shards.iter_mut().flat_map(|s| s.records.iter_mut());
     let announce = |n: usize| {
         if n >= ANNOUNCE_COUNTING {
-            eprintln!(
+            crate::redact::say!(
                 "ringperf: counting the prompt tokens of the {n} file prompts sent \
                  (Ctrl-C cuts this short)"
             );
@@ -438,6 +515,7 @@ pub fn run(
         shards,
         failures,
         cancelled,
+        threshold_crossed,
         placement,
         watch: watch.shards,
         server_in_flight,
@@ -459,6 +537,127 @@ fn print_progress(progress: &[Arc<Progress>], plan: &Plan, started: u64) {
     eprint!("\r\x1b[2K{line}");
 }
 
+/// How long a run is asked to be: this node's requests, or a duration.
+#[derive(Debug, Clone, Copy)]
+pub struct Length {
+    /// This node's share of `--request-count`.
+    pub requests: Option<u64>,
+    /// `--benchmark-duration` (ns).
+    pub duration_ns: Option<u64>,
+}
+
+impl Length {
+    /// `plan`'s.
+    pub fn of(plan: &Plan) -> Length {
+        Length {
+            requests: plan.load.request_count.map(|t| plan.load.nodes.share(t)),
+            duration_ns: plan.load.duration_ns,
+        }
+    }
+}
+
+/// The shards' live counters at one moment, as the progress line and the progress log show
+/// them.
+pub struct Snapshot {
+    /// Seconds since the run began.
+    pub elapsed_s: f64,
+    /// Measured requests finished, and of how many (a counted run).
+    pub done: u64,
+    /// See `done`.
+    pub of: Option<u64>,
+    /// Measured requests that failed.
+    pub errors: u64,
+    /// Requests in flight.
+    pub in_flight: u64,
+    /// Finished requests per second so far.
+    pub rate: f64,
+    /// Seconds left: a timed run's rest, or a counted run's at the rate so far.
+    pub remaining_s: Option<f64>,
+    /// TTFT and ITL p50 and p99 so far (ms).
+    pub ttft_ms: Option<(f64, f64)>,
+    /// See `ttft_ms`.
+    pub itl_ms: Option<(f64, f64)>,
+}
+
+impl Snapshot {
+    /// The counters of `progress` after `elapsed_ns` of a run of `plan`'s `length`.
+    pub fn read(progress: &[Arc<Progress>], length: Length, elapsed_ns: u64) -> Snapshot {
+        let sum = |f: fn(&Progress) -> u64| progress.iter().map(|p| f(p)).sum::<u64>();
+        let done = sum(|p| p.done.load(Ordering::Relaxed));
+        let elapsed_s = elapsed_ns as f64 / 1e9;
+        let rate = done as f64 / elapsed_s.max(1e-9);
+        let of = length.requests;
+        let remaining_s = match (of, length.duration_ns) {
+            (Some(t), _) => (rate > 0.0).then(|| t.saturating_sub(done) as f64 / rate),
+            (None, Some(d)) => Some((d as f64 / 1e9 - elapsed_s).max(0.0)),
+            _ => None,
+        };
+        let merged = |f: fn(&Progress) -> &crate::stats::LiveBuckets| {
+            let all = crate::stats::LiveBuckets::sum(progress.iter().map(|p| f(p)));
+            let q = |p| crate::stats::LiveBuckets::quantile(&all, p);
+            Some((q(50.0)? / 1e3, q(99.0)? / 1e3))
+        };
+        Snapshot {
+            elapsed_s,
+            done,
+            of,
+            errors: sum(|p| p.errors.load(Ordering::Relaxed)),
+            in_flight: sum(|p| p.in_flight.load(Ordering::Relaxed)),
+            rate,
+            remaining_s,
+            ttft_ms: merged(|p| &p.ttft_us),
+            itl_ms: merged(|p| &p.itl_us),
+        }
+    }
+
+    /// One line of a log (stderr that is no terminal): every figure (the log's line gives
+    /// it its time); or the same as one JSON object with its time (`json`).
+    pub fn log_line(&self, json: bool) -> String {
+        if json {
+            let time = crate::clock::iso8601(crate::clock::unix_time_secs());
+            let pair = |v: Option<(f64, f64)>, i: usize| v.map(|p| if i == 0 { p.0 } else { p.1 });
+            return serde_json::json!({
+                "time": time,
+                "event": "progress",
+                "elapsed_s": self.elapsed_s,
+                "remaining_s": self.remaining_s,
+                "done": self.done,
+                "of": self.of,
+                "in_flight": self.in_flight,
+                "errors": self.errors,
+                "requests_per_s": self.rate,
+                "ttft_p50_ms": pair(self.ttft_ms, 0),
+                "ttft_p99_ms": pair(self.ttft_ms, 1),
+            })
+            .to_string();
+        }
+        let ms = |v: Option<(f64, f64)>| {
+            v.map_or("-".into(), |(a, b)| format!("p50 {a:.1} ms p99 {b:.1} ms"))
+        };
+        format!(
+            "ringperf: progress {:.0} s{}: {} done{}, {} in flight, {} errors, {:.1} req/s, TTFT {}",
+            self.elapsed_s,
+            self.remaining_s
+                .map_or(String::new(), |r| format!(", {r:.0} s left")),
+            self.done,
+            self.of.map_or(String::new(), |t| format!(" of {t}")),
+            self.in_flight,
+            self.errors,
+            self.rate,
+            ms(self.ttft_ms)
+        )
+    }
+}
+
+/// Logs `now`: a line with its time, or a JSON object (which holds its time).
+fn log(now: &Snapshot, json: bool) {
+    if json {
+        eprintln!("{}", crate::redact::scrub(&now.log_line(true)));
+    } else {
+        crate::redact::say!("{}", now.log_line(false));
+    }
+}
+
 /// The text of the live line after `elapsed_ns`, from the shards' counters, in at most
 /// `width` characters: what does not fit is left out, least telling first (the title, ITL,
 /// errors while there are none, the rate, requests in flight, TTFT, the ETA), never the count
@@ -469,38 +668,12 @@ pub fn progress_line(
     elapsed_ns: u64,
     width: usize,
 ) -> String {
-    let sum = |f: fn(&Progress) -> u64| progress.iter().map(|p| f(p)).sum::<u64>();
-    let done = sum(|p| p.done.load(Ordering::Relaxed));
-    let errors = sum(|p| p.errors.load(Ordering::Relaxed));
-    let in_flight = sum(|p| p.in_flight.load(Ordering::Relaxed));
-    let secs = elapsed_ns as f64 / 1e9;
-    let rate = done as f64 / secs.max(1e-9);
-    let (of, eta) = match (plan.load.request_count, plan.load.duration_ns) {
-        (Some(t), _) => {
-            let t = plan.load.nodes.share(t);
-            (
-                format!("/{t}"),
-                if rate > 0.0 {
-                    format!("{:.0}s", t.saturating_sub(done) as f64 / rate)
-                } else {
-                    "?".into()
-                },
-            )
-        }
-        (None, Some(d)) => (
-            String::new(),
-            format!("{:.0}s", (d as f64 / 1e9 - secs).max(0.0)),
-        ),
-        _ => (String::new(), "?".into()),
-    };
-    let merged = |f: fn(&Progress) -> &crate::stats::LiveBuckets| {
-        let all = crate::stats::LiveBuckets::sum(progress.iter().map(|p| f(p)));
-        let q = |p| crate::stats::LiveBuckets::quantile(&all, p);
-        match (q(50.0), q(99.0)) {
-            (Some(a), Some(b)) => format!("p50 {:.1} p99 {:.1} ms", a / 1e3, b / 1e3),
-            _ => "-".into(),
-        }
-    };
+    let now = Snapshot::read(progress, Length::of(plan), elapsed_ns);
+    let (done, errors, in_flight, rate) = (now.done, now.errors, now.in_flight, now.rate);
+    let of = now.of.map_or(String::new(), |t| format!("/{t}"));
+    let eta = now.remaining_s.map_or("?".into(), |r| format!("{r:.0}s"));
+    let merged =
+        |v: Option<(f64, f64)>| v.map_or("-".into(), |(a, b)| format!("p50 {a:.1} p99 {b:.1} ms"));
     let asked = match plan.load.rate {
         Some(r) => format!("{r}/s asked"),
         None if plan.load.concurrency != u64::MAX => format!("{} asked", plan.load.concurrency),
@@ -512,8 +685,8 @@ pub fn progress_line(
         (format!("in flight {in_flight} ({asked})"), 3),
         (format!("errors {errors}"), if errors > 0 { 1 } else { 5 }),
         (format!("{rate:.1} req/s"), 4),
-        (format!("TTFT {}", merged(|p| &p.ttft_us)), 2),
-        (format!("ITL {}", merged(|p| &p.itl_us)), 6),
+        (format!("TTFT {}", merged(now.ttft_ms)), 2),
+        (format!("ITL {}", merged(now.itl_ms)), 6),
         (format!("ETA {eta}"), 1),
     ];
     let mut title = (!plan.output.title.is_empty()).then(|| format!("{} | ", plan.output.title));

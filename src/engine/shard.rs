@@ -63,6 +63,8 @@ pub struct Progress {
     pub output_tokens: AtomicU64,
     /// Measured requests by outcome other than `ok`, by [`Outcome::live_kind`].
     pub outcomes: [AtomicU64; crate::record::LIVE_KINDS.len()],
+    /// When its first request was written (0 before): the live view says start-up is over.
+    pub first_sent_ns: AtomicU64,
 }
 
 /// A connection with its buffers, reused across requests.
@@ -792,6 +794,12 @@ async fn send(
     shard.spares.borrow_mut().writes.push(wbuf);
     rec.start_ns = res.as_ref().map_or_else(|_| now_ns(), |t| *t);
     rec.start_source = crate::record::StartSource::Write;
+    if shard.progress.first_sent_ns.load(Ordering::Relaxed) == 0 {
+        shard
+            .progress
+            .first_sent_ns
+            .store(rec.start_ns, Ordering::Relaxed);
+    }
     res
 }
 

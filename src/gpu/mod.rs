@@ -54,7 +54,10 @@ pub struct GpuInfo {
 /// Why GPU telemetry is unavailable, or why a GPU stopped answering.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// NVML could not be loaded, or refused a call (its own message).
+    /// No NVML library to load: no NVIDIA driver on this host (the loader's error kept).
+    #[error("no NVIDIA driver on this host (libnvidia-ml.so.1 not found)")]
+    NoDriver(#[source] nvml_wrapper::error::NvmlError),
+    /// NVML refused a call (its own message).
     #[error(transparent)]
     Nvml(#[from] nvml_wrapper::error::NvmlError),
     /// The driver lists no GPU.
@@ -101,7 +104,11 @@ impl Nvml {
             Some(path) => nvml_wrapper::Nvml::builder().lib_path(&path).init(),
             None => nvml_wrapper::Nvml::init(),
         };
-        Ok(Nvml { nvml: init? })
+        match init {
+            Ok(nvml) => Ok(Nvml { nvml }),
+            Err(e @ nvml_wrapper::error::NvmlError::LibloadingError(_)) => Err(Error::NoDriver(e)),
+            Err(e) => Err(e.into()),
+        }
     }
 }
 

@@ -297,6 +297,9 @@ pub(crate) mod tests {
                 allow_client_limited: false,
                 slice_ns: None,
                 show_trace_timing: false,
+                progress_every_ns: output::DEFAULT_PROGRESS_EVERY_NS,
+                progress_json: false,
+                failed_request_threshold: None,
             },
             engine: EngineSpec {
                 shards: None,

@@ -24,6 +24,24 @@ pub struct OutputSpec {
     /// `--show-trace-timing`: print the HTTP phases under the table.
     #[serde(default)]
     pub show_trace_timing: bool,
+    /// `--progress-interval`: how often a progress line is logged when stderr is no
+    /// terminal (ns; 0: never).
+    #[serde(default = "default_progress_every")]
+    pub progress_every_ns: u64,
+    /// `--progress-format json`: those lines as JSON objects.
+    #[serde(default)]
+    pub progress_json: bool,
+    /// `--failed-request-threshold` (AIPerf's): stop the run when more than this share of
+    /// its finished measured requests failed, and fail it (exit 3).
+    #[serde(default)]
+    pub failed_request_threshold: Option<f64>,
+}
+
+/// The progress log's interval when none is given: 10 s.
+pub const DEFAULT_PROGRESS_EVERY_NS: u64 = 10_000_000_000;
+
+fn default_progress_every() -> u64 {
+    DEFAULT_PROGRESS_EVERY_NS
 }
 
 /// The most time slices one run writes (`--slice-duration`): a slice shorter than a timed run
@@ -39,6 +57,12 @@ pub struct Output {
     pub progress: bool,
     /// Draw the dashboard instead (when `progress`).
     pub dashboard: bool,
+    /// Log a progress line this often when stderr is no terminal (ns; 0: never).
+    pub progress_every_ns: u64,
+    /// Log it as JSON.
+    pub progress_json: bool,
+    /// See [`OutputSpec::failed_request_threshold`].
+    pub failed_request_threshold: Option<f64>,
     /// What the live line calls this run (a sweep's point and run).
     pub title: String,
 }
@@ -55,6 +79,9 @@ impl Output {
             artifact_dir,
             progress: s.progress,
             dashboard: s.progress && s.dashboard,
+            progress_every_ns: if s.progress { s.progress_every_ns } else { 0 },
+            progress_json: s.progress_json,
+            failed_request_threshold: s.failed_request_threshold,
             title: String::new(),
         }
     }
@@ -74,6 +101,9 @@ mod tests {
             allow_client_limited: false,
             slice_ns: None,
             show_trace_timing: false,
+            progress_every_ns: DEFAULT_PROGRESS_EVERY_NS,
+            progress_json: false,
+            failed_request_threshold: None,
         };
         let o = Output::build(&s, "Qwen/Qwen3-0.6B", "chat", "concurrency8");
         assert_eq!(
@@ -88,6 +118,9 @@ mod tests {
             allow_client_limited: false,
             slice_ns: None,
             show_trace_timing: false,
+            progress_every_ns: DEFAULT_PROGRESS_EVERY_NS,
+            progress_json: false,
+            failed_request_threshold: None,
         };
         assert_eq!(
             Output::build(&given, "m", "chat", "c").artifact_dir,

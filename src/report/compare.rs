@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 use super::html::num;
 use super::plot::{escape, Chart, Series, Style};
 use super::sweep::{self, Row};
+use super::verdict::Label;
 use crate::plan::sweep::{Axis, Point};
 use crate::stats::Interval;
 
@@ -185,6 +186,8 @@ pub struct Line {
     /// Each source's value and interval, in the sources' order (`None` where a source lacks
     /// the point or the figure).
     pub values: Vec<Option<(f64, Option<Interval>)>>,
+    /// Each source's label of the point (`None` where it lacks the point).
+    pub labels: Vec<Option<Label>>,
 }
 
 impl Line {
@@ -195,11 +198,23 @@ impl Line {
         (a != 0.0).then(|| (b - a) / a.abs() * 100.0)
     }
 
-    /// Whether source `i`'s change against the baseline is significant.
+    /// Whether source `i`'s change against the baseline is significant; not judged (`None`)
+    /// where either point's figures cannot be trusted (a distorting or limiting client, a
+    /// stalled simulator, a failing server).
     pub fn significant(&self, i: usize) -> Option<bool> {
+        if !self.trusted(0) || !self.trusted(i) {
+            return None;
+        }
         let (a, ia) = self.values[0]?;
         let (b, ib) = self.values[i]?;
         significant(a, ia, b, ib)
+    }
+}
+
+impl Line {
+    /// Whether source `i`'s point can be trusted (see [`Label::trusted`]).
+    pub fn trusted(&self, i: usize) -> bool {
+        self.labels[i].is_some_and(Label::trusted)
     }
 }
 
@@ -248,15 +263,22 @@ pub fn compare(sources: Vec<Source>) -> Comparison {
     }
     let mut lines = Vec::new();
     for (k, name) in names.iter().enumerate() {
+        let rows: Vec<Option<&Row>> = sources
+            .iter()
+            .map(|s| {
+                if by_order {
+                    s.rows.get(k)
+                } else {
+                    s.rows.iter().find(|r| &r.point.name() == name)
+                }
+            })
+            .collect();
+        let labels: Vec<Option<Label>> = rows.iter().map(|r| r.map(|r| r.label)).collect();
         for (figure, _) in COMPARED {
-            let values: Vec<Option<(f64, Option<Interval>)>> = sources
+            let values: Vec<Option<(f64, Option<Interval>)>> = rows
                 .iter()
-                .map(|s| {
-                    let row = if by_order {
-                        s.rows.get(k)
-                    } else {
-                        s.rows.iter().find(|r| &r.point.name() == name)
-                    }?;
+                .map(|row| {
+                    let row = (*row)?;
                     Some((row.get(figure)?, row.interval(figure)))
                 })
                 .collect();
@@ -265,14 +287,20 @@ pub fn compare(sources: Vec<Source>) -> Comparison {
                     point: name.clone(),
                     figure,
                     values,
+                    labels: labels.clone(),
                 });
             }
         }
     }
+    // A point whose figures cannot be trusted is on no front.
     let all: Vec<(usize, usize)> = sources
         .iter()
         .enumerate()
-        .flat_map(|(s, src)| (0..src.rows.len()).map(move |r| (s, r)))
+        .flat_map(|(s, src)| {
+            (0..src.rows.len())
+                .filter(|&r| src.rows[r].label.trusted())
+                .map(move |r| (s, r))
+        })
         .collect();
     let fronts = FRONTS
         .iter()
@@ -364,6 +392,11 @@ impl Comparison {
                     let _ = write!(out, " {:>width$}", format!("Δ {}", s.label));
                 }
                 out.push('\n');
+                let _ = write!(out, "{:<20}", "verdict");
+                for l in &l.labels {
+                    let _ = write!(out, " {:>width$}", l.map_or("–", Label::as_str));
+                }
+                out.push('\n');
             }
             let _ = write!(out, "{:<20}", title_of(l.figure));
             for v in &l.values {
@@ -380,7 +413,8 @@ impl Comparison {
             out.push('\n');
         }
         out.push_str(
-            "\n* significant: further apart than the two figures' 95% intervals allow\n\
+            "\n* significant: further apart than the two figures' 95% intervals allow (not \
+             judged where a point's verdict is other than headroom or caveat)\n\
              \nPareto front against output tokens/s (points on it, per source):\n",
         );
         for f in &self.fronts {
@@ -417,6 +451,7 @@ impl Comparison {
                         m.insert((*f).into(), json!(r.get(f)));
                     }
                     m.insert("client_limited".into(), json!(r.client_limited));
+                    m.insert("label".into(), json!(r.label));
                     m.insert("was_cancelled".into(), json!(r.cancelled));
                     Value::Object(m)
                 }).collect::<Vec<_>>(),
@@ -428,6 +463,7 @@ impl Comparison {
                 "ci95": l.values.iter().map(|v| v.and_then(|v| v.1).map(|i| [i.lo, i.hi])).collect::<Vec<_>>(),
                 "change_pct": (1..self.sources.len()).map(|i| l.change_pct(i)).collect::<Vec<_>>(),
                 "significant": (1..self.sources.len()).map(|i| l.significant(i)).collect::<Vec<_>>(),
+                "labels": l.labels,
             })).collect::<Vec<_>>(),
             "pareto_fronts": self.fronts.iter().map(|f| json!({
                 "x": COMPARED[0].0,
@@ -578,7 +614,7 @@ impl Comparison {
         for (_, c) in self.charts() {
             body.push_str(&c.inline_svg());
         }
-        body.push_str("</div>\n<h2>Figures side by side</h2>\n<p class=\"note\">Change against the baseline; <b>*</b>: significant (the figures lie further apart than their 95% intervals allow).</p>\n<table><tr><th>point</th><th>figure</th>");
+        body.push_str("</div>\n<h2>Figures side by side</h2>\n<p class=\"note\">Change against the baseline; <b>*</b>: significant (the figures lie further apart than their 95% intervals allow; not judged where a point's verdict is other than headroom or caveat).</p>\n<table><tr><th>point</th><th>figure</th>");
         for s in &self.sources {
             body.push_str(&format!("<th>{}</th>", escape(&s.label)));
         }
@@ -586,7 +622,17 @@ impl Comparison {
             body.push_str(&format!("<th>Δ {}</th>", escape(&s.label)));
         }
         body.push_str("</tr>");
+        let mut point = "";
         for l in &self.lines {
+            if l.point != point {
+                point = &l.point;
+                body.push_str(&format!("<tr><td>{}</td><td>verdict</td>", escape(point)));
+                for label in &l.labels {
+                    body.push_str(&format!("<td>{}</td>", label.map_or("–", Label::as_str)));
+                }
+                body.push_str(&"<td></td>".repeat(self.sources.len() - 1));
+                body.push_str("</tr>");
+            }
             body.push_str(&format!(
                 "<tr><td>{}</td><td>{}</td>",
                 escape(&l.point),

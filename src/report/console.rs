@@ -191,6 +191,9 @@ fn num(v: f64) -> String {
 /// Renders the table and the health lines.
 pub fn render(r: &Report, title: &str) -> String {
     let mut out = table(r, title);
+    if let Some(a) = &r.about {
+        out.push_str(&a.lines());
+    }
     for (i, s) in r.servers.iter().enumerate() {
         let _ = writeln!(
             out,
@@ -246,7 +249,8 @@ pub fn render(r: &Report, title: &str) -> String {
 
 /// Renders the table alone.
 pub fn table(r: &Report, title: &str) -> String {
-    let cols = ["avg", "min", "max", "p99", "p90", "p75"];
+    // GenAI-Perf's columns, and the median people quote (AIPerf's table has it too).
+    let cols = ["avg", "min", "max", "p99", "p90", "p75", "p50"];
     let mut rows: Vec<(String, Vec<String>)> = Vec::new();
     for (_, label, d, scale) in dist_rows(r) {
         if d.count() == 0 {
@@ -262,6 +266,7 @@ pub fn table(r: &Report, title: &str) -> String {
                 num(s.at("p99")),
                 num(s.at("p90")),
                 num(s.at("p75")),
+                num(s.at("p50")),
             ],
         ));
     }
@@ -479,8 +484,22 @@ pub fn health(r: &Report) -> String {
     for w in &r.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
-    let _ = writeln!(out, "Verdict: {}", h.verdict);
+    out.push_str(&verdict_lines(r));
     out
+}
+
+/// The last lines of a run's console: the client's verdict, the server's account and the
+/// run's one label (which says what failed, when anything did).
+pub fn verdict_lines(r: &Report) -> String {
+    format!(
+        "Client: {}\nServer: {}\n{}{}\n",
+        r.health.verdict,
+        r.server.line,
+        r.threshold_crossed
+            .as_ref()
+            .map_or(String::new(), |t| format!("Stopped early: {t}\n")),
+        super::verdict::line(r.label, &r.server)
+    )
 }
 
 /// The GPU and server-metrics lines.

@@ -7,6 +7,7 @@ use serde_json::{json, Map, Value};
 
 use super::console::{dist_rows, value_rows};
 use super::Report;
+use crate::clock::iso8601;
 use crate::stats::PERCENTILES;
 
 /// Schema version of `profile_export_ringperf.json`.
@@ -22,30 +23,6 @@ pub(crate) struct Times {
     pub startup_s: Option<f64>,
     /// `process start`, or `profile call` where the binary's start was not marked (a test).
     pub startup_from: &'static str,
-}
-
-/// `YYYY-MM-DDTHH:MM:SS.mmmZ` for Unix seconds.
-pub(crate) fn iso8601(unix: f64) -> String {
-    let secs = unix.floor() as i64;
-    let ms = ((unix - secs as f64) * 1000.0) as i64;
-    let days = secs.div_euclid(86_400);
-    let sod = secs.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z",
-        sod / 3600,
-        sod / 60 % 60,
-        sod % 60
-    )
 }
 
 /// The `profile_export_ringperf.json` document.
@@ -102,6 +79,9 @@ pub(crate) fn profile_json(r: &Report, input_config: &Value, times: &Times) -> V
             "hdr: HdrHistogram, 3 significant digits"
         }),
     );
+    if let Some(a) = &r.about {
+        doc.insert("about".into(), json!(a));
+    }
     doc.insert("input_config".into(), input_config.clone());
     doc.insert("start_time".into(), json!(iso8601(times.start)));
     doc.insert(
@@ -230,6 +210,21 @@ pub(crate) fn profile_json(r: &Report, input_config: &Value, times: &Times) -> V
     };
     let h = &r.health;
     let c = &h.self_check;
+    // The run's one verdict, as the console's last lines say it: the label, and each side's
+    // evidence.
+    doc.insert(
+        "verdict".into(),
+        json!({
+            "label": r.label,
+            "client": h.verdict,
+            "server": r.server.line,
+        }),
+    );
+    doc.insert("server_health".into(), json!(r.server));
+    doc.insert(
+        "failed_request_threshold_crossed".into(),
+        json!(r.threshold_crossed),
+    );
     doc.insert("client_distorted".into(), json!(h.distorted.is_some()));
     doc.insert(
         "client_health".into(),
@@ -507,16 +502,4 @@ pub(crate) fn write_all(
         }
     }
     Ok(doc)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn iso_dates() {
-        assert_eq!(iso8601(0.0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(iso8601(1_795_994_442.25), "2026-11-29T23:20:42.250Z");
-        assert_eq!(iso8601(951_782_400.0), "2000-02-29T00:00:00.000Z");
-    }
 }

@@ -22,7 +22,7 @@ use serde::Serialize;
 use crate::engine::placement::{Mode, Pin, Placement};
 use crate::engine::starvation::{self, ShardWatch};
 use crate::engine::{InFlightSample, ShardReport};
-use crate::record::{Phase, Record};
+use crate::record::{Outcome, Phase, Record};
 use crate::stats::Dist;
 
 /// Busiest shard above this CPU share means the client may have limited the load.
@@ -244,6 +244,8 @@ pub struct Health {
     pub simulator_stalled: Option<String>,
     /// The client distorted the results or may have limited the load (the verdict says how).
     pub limited: bool,
+    /// The client kept up with a caveat that moves no reported figure (the verdict says it).
+    pub caveat: bool,
     /// One line: did the client keep up, and if not, why and what to do.
     pub verdict: String,
     /// The main thread's watch while the shards ran: (CPU time, time watched), ns.
@@ -378,9 +380,11 @@ fn judged_window(records: &[Record], asked: u64) -> Option<(u64, u64)> {
 /// latency) over the measured requests that refilled a place. Free of any window, so a
 /// short run is judged as a long one. None without refills.
 fn turnaround_share(records: &[Record]) -> Option<f64> {
+    // Over the requests the server answered: a place refilled after a failure measures how
+    // fast the server failed (a 404 takes microseconds), not how fast the client refills.
     let (lost, busy) = records
         .iter()
-        .filter(|r| r.is_measured_sent())
+        .filter(|r| r.is_measured_ok())
         .filter_map(|r| Some((r.dispatch_delay()?, r.end_ns.saturating_sub(r.start_ns))))
         .fold((0u128, 0u128), |(l, b), (d, len)| {
             (l + u128::from(d), b + u128::from(d) + u128::from(len))
@@ -485,11 +489,12 @@ pub(super) fn assess(i: &Inputs<'_>, warnings: &mut Vec<Warning>) -> Health {
             continue;
         }
         if measured_directly {
-            // The simulator's stamps say what the wait did to every event: trust them.
-            warnings.push(Warning::new(Code::ClientCaveat, format!(
+            // The simulator's stamps say what the wait did to every event: trust them, and
+            // say the caveat in the verdict too, not only in a warning.
+            caveats.push(format!(
                 "{what}; against the simulator's stamps no event was late by more than {:.2} ms (p99), so the timings held; {fix}",
                 i.event_delay.percentile(99.0) as f64 / 1e6
-            )));
+            ));
         } else if !i.kernel_stamps {
             // Without the kernel's stamps every late read is a late stamp.
             distorted.push(format!(
@@ -530,7 +535,15 @@ pub(super) fn assess(i: &Inputs<'_>, warnings: &mut Vec<Warning>) -> Health {
             self_check.receive.percentile(99.0) as f64 / 1e6
         ));
     }
-    if let (Some(seen), Some(asked)) = (self_check.server_in_flight, self_check.asked) {
+    // Requests that failed fast (a refused connection, an error status) leave their places
+    // empty at the server: that is the server's doing, not the client's, so the count is
+    // judged only where none failed.
+    let failures = i.records.iter().any(|r| {
+        r.phase == Phase::Profiling && !matches!(r.outcome, Outcome::Ok | Outcome::RequestCancelled)
+    });
+    if let (Some(seen), Some(asked), false) =
+        (self_check.server_in_flight, self_check.asked, failures)
+    {
         if seen < IN_FLIGHT_MIN * asked as f64 {
             distorted.push(format!(
                 "the simulator saw {seen:.1} requests in flight on average, not the {asked} asked"
@@ -632,6 +645,7 @@ pub(super) fn assess(i: &Inputs<'_>, warnings: &mut Vec<Warning>) -> Health {
         self_check,
         held,
         limited: !distorted.is_empty() || !limits.is_empty() || stalled.is_some(),
+        caveat: !caveats.is_empty(),
         distorted: (!distorted.is_empty()).then_some(Distortion { reasons: distorted }),
         simulator_stalled: stalled,
         verdict,
@@ -766,6 +780,7 @@ impl Health {
             simulator_stalled: None,
             distorted,
             limited,
+            caveat: false,
             verdict,
             watch_cost: None,
         }

@@ -62,11 +62,15 @@ struct Figure {
 }
 
 /// The measured, successful requests of a run: start and end (s from the first start) and
-/// their figures.
+/// their figures; and the failed ones' start and end, and the measured phase's length (the
+/// last end of any outcome), which every chart over time spans.
 #[derive(Default)]
 struct Requests {
     start_s: Vec<f64>,
     end_s: Vec<f64>,
+    failed_start_s: Vec<f64>,
+    failed_end_s: Vec<f64>,
+    span_s: f64,
     ttft: Vec<f64>,
     itl: Vec<f64>,
     e2e: Vec<f64>,
@@ -83,23 +87,40 @@ fn read_requests(path: &Path) -> std::io::Result<Requests> {
     let file = std::io::BufReader::new(std::fs::File::open(path)?);
     let mut starts = Vec::new();
     let mut lines = Vec::new();
+    let mut failed = Vec::new();
     for (n, line) in file.lines().enumerate() {
         let line = line?;
         let l: Line = serde_json::from_str(&line).map_err(|e| {
             std::io::Error::other(format!("{} line {}: {e}", path.display(), n + 1))
         })?;
-        if l.metadata.benchmark_phase != "profiling" || l.metadata.outcome != "ok" {
+        let m = &l.metadata;
+        if m.benchmark_phase != "profiling" || m.outcome == "request_cancelled" {
             continue;
         }
-        let (Some(s), Some(e)) = (l.metadata.start_ns, l.metadata.end_ns) else {
+        // A connection refused sent nothing: it counts at its end.
+        let (Some(s), Some(e)) = (m.start_ns.filter(|s| *s > 0).or(m.end_ns), m.end_ns) else {
             continue;
         };
-        let wall = |t: u64| t.saturating_add_signed(l.metadata.wall_offset_ns);
+        let wall = |t: u64| t.saturating_add_signed(m.wall_offset_ns);
         let (s, e) = (wall(s), wall(e));
         starts.push(s);
-        lines.push((s, e, l.metrics, l.metadata.server_phases));
+        if m.outcome == "ok" {
+            lines.push((s, e, l.metrics, l.metadata.server_phases));
+        } else {
+            failed.push((s, e));
+        }
     }
     let t0 = starts.iter().copied().min().unwrap_or(0);
+    let secs = |t: u64| t.saturating_sub(t0) as f64 / 1e9;
+    for (s, e) in failed {
+        r.failed_start_s.push(secs(s));
+        r.failed_end_s.push(secs(e));
+    }
+    r.span_s = lines
+        .iter()
+        .map(|l| secs(l.1))
+        .chain(r.failed_end_s.iter().copied())
+        .fold(0.0, f64::max);
     for (s, e, m, sp) in lines {
         r.start_s.push((s - t0) as f64 / 1e9);
         r.end_s.push(e.saturating_sub(t0) as f64 / 1e9);
@@ -160,17 +181,22 @@ fn over_time(t: &[f64], values: &[f64]) -> (Points, Points) {
     (p50, p99)
 }
 
-/// Output tokens (or requests, when `osl` is empty) per second over time, by end time.
-fn rate_over_time(end: &[f64], osl: &[f64]) -> Vec<(f64, f64)> {
-    let span = end.iter().copied().fold(0.0, f64::max);
+/// Output tokens (requests, where a weight is not a number) per second over the measured
+/// phase `[0, span]`, by end time.
+fn rate_over_time(end: &[f64], weight: &[f64], span: f64) -> Vec<(f64, f64)> {
     let width = (span / TIME_BUCKETS).max(1.0);
-    let n = (span / width) as usize + 1;
+    let mut n = (span / width).ceil().max(1.0) as usize;
+    // The last bucket ends with the phase: a stub of it (under half a bucket) joins the one
+    // before, as a rate over a few milliseconds would say little and draw much.
+    if n > 1 && span - (n - 1) as f64 * width < width / 2.0 {
+        n -= 1;
+    }
     let mut sums = vec![0.0; n];
-    for (e, o) in end.iter().zip(osl) {
+    for (e, o) in end.iter().zip(weight) {
         sums[((e / width) as usize).min(n - 1)] += if o.is_finite() { *o } else { 1.0 };
     }
-    // The last bucket ends at the last completion: its rate is over the time it covers (a run
-    // of 0.2 s made 0.2 s of tokens, not a second's).
+    // Each bucket's rate is over the time it covers (a run of 0.2 s made 0.2 s of tokens, not
+    // a second's).
     sums.iter()
         .enumerate()
         .filter_map(|(i, s)| {
@@ -196,11 +222,25 @@ const TIMELINE_MAX: usize = 2000;
 /// Every request as a row (`vllm bench serve --plot-timeline`): from its send to its first
 /// token, then to its last, in send order.
 fn timeline(r: &Requests) -> Chart {
-    let mut order: Vec<usize> = (0..r.start_s.len()).collect();
-    order.sort_by(|&a, &b| r.start_s[a].total_cmp(&r.start_s[b]));
-    let (mut wait, mut recv) = (Vec::new(), Vec::new());
+    // Successes by index, failures after them (`ok` tells them apart).
+    let ok = r.start_s.len();
+    let start = |i: usize| {
+        if i < ok {
+            r.start_s[i]
+        } else {
+            r.failed_start_s[i - ok]
+        }
+    };
+    let mut order: Vec<usize> = (0..ok + r.failed_start_s.len()).collect();
+    order.sort_by(|&a, &b| start(a).total_cmp(&start(b)));
+    let (mut wait, mut recv, mut failed) = (Vec::new(), Vec::new(), Vec::new());
     for (row, &i) in order.iter().take(TIMELINE_MAX).enumerate() {
-        let (y, start, end) = (row as f64 + 1.0, r.start_s[i], r.end_s[i]);
+        let y = row as f64 + 1.0;
+        if i >= ok {
+            failed.extend([(start(i), y), (r.failed_end_s[i - ok], y)]);
+            continue;
+        }
+        let (start, end) = (r.start_s[i], r.end_s[i]);
         let first = start + r.ttft[i] / 1e3;
         if first.is_finite() {
             wait.extend([(start, y), (first, y)]);
@@ -225,10 +265,14 @@ fn timeline(r: &Requests) -> Chart {
         },
         x_label: "s into the run".into(),
         y_label: "request, in send order".into(),
-        series: vec![
+        series: [
             seg("to the first token", wait),
             seg("to the last token", recv),
-        ],
+            seg("failed", failed),
+        ]
+        .into_iter()
+        .filter(|s| s.name != "failed" || !s.points.is_empty())
+        .collect(),
         zoom: true,
         ..Chart::default()
     }
@@ -275,7 +319,31 @@ fn run_charts(r: &Requests) -> Vec<(&'static str, Chart)> {
                 title: "Output throughput over time".into(),
                 x_label: "s into the run".into(),
                 y_label: "output tokens/s".into(),
-                series: vec![line("completed", rate_over_time(&r.end_s, &r.osl))],
+                series: vec![line(
+                    "completed",
+                    rate_over_time(&r.end_s, &r.osl, r.span_s),
+                )],
+                zoom: true,
+                ..Chart::default()
+            },
+        ),
+        (
+            "requests_over_time",
+            Chart {
+                title: "Requests over time: completed and failed".into(),
+                x_label: "s into the run".into(),
+                y_label: "requests/s".into(),
+                // Failures per second, where any failed.
+                series: [(&r.end_s, "completed/s"), (&r.failed_end_s, "failed/s")]
+                    .into_iter()
+                    .filter(|(end, name)| *name == "completed/s" || !end.is_empty())
+                    .map(|(end, name)| {
+                        line(
+                            name,
+                            rate_over_time(end, &vec![f64::NAN; end.len()], r.span_s),
+                        )
+                    })
+                    .collect(),
                 zoom: true,
                 ..Chart::default()
             },
@@ -421,7 +489,9 @@ table{border-collapse:collapse;margin:8px 0 16px}th,td{border:1px solid #ccc;pad
 text-align:right}th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}\
 .limited{background:#fde2e2}.charts{display:flex;flex-wrap:wrap;gap:8px}\
 .charts svg{width:calc(50% - 8px);min-width:480px;height:auto}\
-.note{color:#555}.warn{color:#9a3412}code{background:#f3f3f3;padding:0 3px}";
+.note{color:#555}.warn{color:#9a3412}code{background:#f3f3f3;padding:0 3px}\
+dl.about{display:grid;grid-template-columns:max-content auto;gap:2px 12px;margin:8px 0 16px}\
+dl.about dt{font-weight:bold}dl.about dd{margin:0}.failing{background:#fde2e2}";
 
 pub(super) fn page(title: &str, body: &str) -> String {
     format!(
@@ -680,6 +750,12 @@ pub fn write_run(dir: &Path) -> std::io::Result<PathBuf> {
     let doc = read_json(&dir.join(sweep::PROFILE_JSON))?;
     let reqs = read_requests(&dir.join("profile_export.jsonl"))?;
     let mut body = about(&doc);
+    if let Some(a) = doc
+        .get("about")
+        .and_then(|a| serde_json::from_value::<super::about::About>(a.clone()).ok())
+    {
+        body.push_str(&a.html());
+    }
     body.push_str(&health(&doc));
     body.push_str(&headline(&doc));
     body.push_str(&traces_html(&doc));
@@ -692,8 +768,26 @@ pub fn write_run(dir: &Path) -> std::io::Result<PathBuf> {
         charts.extend(slice_charts(&ts));
     }
     body.push_str(&charts_html(dir, &charts)?);
+    // A sweep's point, or one run of a repeated point, is titled by its load and links back.
+    let load = doc
+        .pointer("/about/load/text")
+        .and_then(Value::as_str)
+        .map_or(String::new(), |l| format!(": {l}"));
+    let up = [
+        ("../", dir.parent()),
+        ("../../", dir.parent().and_then(Path::parent)),
+    ]
+    .into_iter()
+    .find(|(_, d)| d.is_some_and(|d| d.join(sweep::SUMMARY_JSON).is_file()))
+    .map(|(rel, _)| rel);
+    if let Some(rel) = up {
+        body.insert_str(
+            0,
+            &format!("<p><a href=\"{rel}{REPORT_HTML}\">← back to the sweep</a></p>"),
+        );
+    }
     let path = dir.join(REPORT_HTML);
-    crate::artifact::write(&path, page("ringperf run report", &body))?;
+    crate::artifact::write(&path, page(&format!("ringperf run report{load}"), &body))?;
     Ok(path)
 }
 
@@ -804,8 +898,14 @@ fn sweep_charts(
     // The knee and a search's result, at their points' x.
     let marked = |x: &dyn Fn(&Row) -> Option<f64>| -> Vec<(f64, String)> {
         let knee = knee.and_then(|k| rows.iter().find(|r| r.point == k.at));
+        // A point left out of the knee is marked on every chart, with its label.
+        let left_out = rows
+            .iter()
+            .filter(|r| r.left_out())
+            .map(|r| (Some(r), r.label.as_str()));
         [(knee, "knee"), (found, "highest within the SLO")]
             .into_iter()
+            .chain(left_out)
             .filter_map(|(r, label)| Some((x(r?)?, label.to_string())))
             .collect()
     };
@@ -1009,10 +1109,10 @@ pub fn write_sweep(root: &Path) -> std::io::Result<PathBuf> {
         let _ = write!(
             table,
             "<tr{}><td><a href=\"{}\">{}</a></td><td>{}</td>",
-            if r.client_limited {
-                " class=\"limited\""
-            } else {
-                ""
+            match r.label {
+                _ if r.server_failing => " class=\"failing\"",
+                l if !l.trusted() => " class=\"limited\"",
+                _ => "",
             },
             escape(&rel),
             escape(&r.point.label()),
@@ -1021,20 +1121,19 @@ pub fn write_sweep(root: &Path) -> std::io::Result<PathBuf> {
         for (_, f) in sweep::TABLE {
             let _ = write!(table, "<td>{}</td>", num(r.get(f)));
         }
+        // The label in the cell, the evidence one click away.
+        let evidence = [r.verdict.as_str(), r.server.as_str()]
+            .iter()
+            .filter(|t| !t.is_empty())
+            .map(|t| escape(t))
+            .collect::<Vec<_>>()
+            .join("<br>");
         let _ = write!(
             table,
-            "<td>{}</td><td>{}</td></tr>",
-            r.get("error_request_count")
-                .map_or("–".into(), |e| format!("{e:.0}")),
-            if r.simulator_stalled {
-                format!("SIMULATOR STALLED: {}", escape(&r.verdict))
-            } else if r.client_limited {
-                format!("LIMITED: {}", escape(&r.verdict))
-            } else if r.cancelled {
-                "cancelled".into()
-            } else {
-                "had headroom".into()
-            },
+            "<td>{}</td><td><details><summary>{}{}</summary>{evidence}</details></td></tr>",
+            escape(&sweep::error_cell(r)),
+            escape(r.label.as_str()),
+            if r.cancelled { ", cancelled" } else { "" },
         );
     }
     table.push_str("</table>");
@@ -1064,6 +1163,14 @@ pub fn write_sweep(root: &Path) -> std::io::Result<PathBuf> {
         body.push_str(
             " <b>The simulator stalled in a point marked so: that point measured a slower \
              server than the one configured.</b>",
+        );
+    }
+    for r in rows.iter().filter(|r| !r.server.is_empty()) {
+        let _ = write!(
+            body,
+            " <b>Server at {}: {}.</b>",
+            escape(&r.point.label()),
+            escape(&r.server)
         );
     }
     body.push_str("</p><h2>Charts</h2>");
@@ -1136,14 +1243,27 @@ mod tests {
         assert_eq!(p50, [(0.5, 2.0), (1.5, 10.0)]);
         assert_eq!(p99[0].1, 2.98);
         // 3 requests of 10 tokens end in the first second: 30 tokens/s; the last bucket
-        // covers 1 s to the last end at 1.2 s, where 1 request ended: 5 a second.
-        let got = rate_over_time(&[0.1, 0.5, 0.9, 1.2], &[10.0, 10.0, 10.0, f64::NAN]);
+        // covers 1 s to the phase's end at 1.6 s, where 1 request ended: 1/0.6 a second.
+        let got = rate_over_time(&[0.1, 0.5, 0.9, 1.2], &[10.0, 10.0, 10.0, f64::NAN], 1.6);
         assert_eq!(got[0], (0.5, 30.0));
         assert!(
-            (got[1].0 - 1.1).abs() < 1e-9 && (got[1].1 - 5.0).abs() < 1e-9,
+            (got[1].0 - 1.3).abs() < 1e-9 && (got[1].1 - 1.0 / 0.6).abs() < 1e-9,
             "{got:?}"
         );
+        // A stub of a last bucket (0.2 s) joins the one before: 4 requests' 31 tokens over
+        // 1.2 s, not 1 request over 0.2 s drawn as 5 a second.
+        let got = rate_over_time(&[0.1, 0.5, 0.9, 1.2], &[10.0, 10.0, 10.0, 1.0], 1.2);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!((got[0].1 - 31.0 / 1.2).abs() < 1e-9, "{got:?}");
         // A run shorter than a bucket: its whole rate.
-        assert_eq!(rate_over_time(&[0.1, 0.2], &[10.0, 10.0]), [(0.1, 100.0)]);
+        assert_eq!(
+            rate_over_time(&[0.1, 0.2], &[10.0, 10.0], 0.2),
+            [(0.1, 100.0)]
+        );
+        // The phase runs on after the last success (a server that stopped answering): the
+        // chart spans it, with the empty seconds at 0.
+        let got = rate_over_time(&[0.1, 0.2], &[10.0, 10.0], 8.0);
+        assert_eq!(got.len(), 8);
+        assert_eq!(got[7], (7.5, 0.0));
     }
 }

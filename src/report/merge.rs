@@ -275,7 +275,7 @@ fn node_json(n: &NodeRun, first_start: u64) -> Value {
         "index": n.file.node.index,
         "dir": n.dir.display().to_string(),
         "host": n.file.host,
-        "start_time": export::iso8601(n.file.clock.realtime_ns as f64 / 1e9),
+        "start_time": crate::clock::iso8601(n.file.clock.realtime_ns as f64 / 1e9),
         "start_skew_ms": (n.file.clock.realtime_ns - first_start) as f64 / 1e6,
         "server_date": n.file.server_date,
         "request_count": n.file.counts.completed,
@@ -422,10 +422,10 @@ fn merge_run(dirs: &[PathBuf], out: &Path, title: &str) -> Result<Merged, Error>
     for i in &incomplete {
         console.push_str(&format!("  MISSING: {i}\n"));
     }
-    console.push_str(&format!("Verdict: {}\n", report.health.verdict));
     for w in &report.warnings {
         console.push_str(&format!("WARNING: {w}\n"));
     }
+    console.push_str(&super::console::verdict_lines(&report));
     Ok(Merged {
         console,
         incomplete,

@@ -1,10 +1,12 @@
 //! Merging the shards and reporting what they measured, with the metric definitions of
 //! GenAI-Perf and AIPerf.
 //!
-//! Run-level rates use the measured window: `Tx` = first measured request's start, `Ty` = last
-//! content event (or end of response) of a measured request. Failed requests are left out of
-//! every distribution and counted by kind.
+//! Run-level rates use the measured window: `Tx` = first measured request's start, `Ty` = the
+//! end of the last measured request of any outcome (a success's last content event, a
+//! failure's end), as AIPerf's benchmark duration. Failed requests are left out of every
+//! distribution and counted by kind.
 
+pub mod about;
 pub mod compare;
 pub mod console;
 pub(crate) mod export;
@@ -21,11 +23,13 @@ pub mod node;
 pub mod peer;
 pub mod phases;
 pub mod plot;
+pub mod server;
 pub mod staircase;
 pub mod sweep;
 pub mod tally;
 pub mod timeslices;
 pub mod trace_analysis;
+pub mod verdict;
 
 pub use goodput::Goodput;
 pub use health::{Distortion, Health, Held, MoveNote, SelfCheck, ShardHealth};
@@ -67,7 +71,7 @@ pub struct Report {
     pub window_ns: u64,
     /// First measured request's start (`CLOCK_MONOTONIC` ns).
     pub tx_ns: u64,
-    /// Last measured content event (`CLOCK_MONOTONIC` ns).
+    /// End of the last measured request, whatever its outcome (`CLOCK_MONOTONIC` ns).
     pub ty_ns: u64,
     /// Measured requests that succeeded.
     pub completed: u64,
@@ -111,6 +115,15 @@ pub struct Report {
     pub errors: Vec<ErrorCount>,
     /// Did the client keep up: per shard, against the simulator, the verdict.
     pub health: health::Health,
+    /// What the server did: the share it failed, the kinds, their shape in time.
+    pub server: server::ServerHealth,
+    /// The one verdict of the run, from the client's and the server's.
+    pub label: verdict::Label,
+    /// What the run measured: the command line, the load, the workload, the target, the host
+    /// (set by the command that ran it).
+    pub about: Option<about::About>,
+    /// `--failed-request-threshold` stopped the run: why.
+    pub threshold_crossed: Option<String>,
     /// I/O driver that ran.
     pub driver: String,
     /// Warnings to print and export.
@@ -404,9 +417,17 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
                 .entry(outcome)
                 .or_insert(crate::record::Unrecorded {
                     count: 0,
+                    first_start_ns: 0,
                     ..u.clone()
                 });
             all.count += u.count;
+            all.last_end_ns = all.last_end_ns.max(u.last_end_ns);
+            if u.first_start_ns > 0 {
+                all.first_start_ns = match all.first_start_ns {
+                    0 => u.first_start_ns,
+                    t => t.min(u.first_start_ns),
+                };
+            }
         }
     }
     for s in &mut out.shards {
@@ -482,7 +503,17 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
     // requests that have both.
     let (mut isl_sent, mut isl_server, mut isl_both) = (0u64, 0u64, 0u64);
     let only_counted: u64 = unrecorded.values().map(|u| u.count).sum();
+    // The measured phase runs from its first send to the end of its last request, whatever
+    // each one's outcome (AIPerf's benchmark duration): a server that stops answering makes
+    // the run longer, never its rates higher.
+    let mut widen = |start: u64, end: u64| {
+        if start > 0 {
+            tx = tx.min(start);
+        }
+        ty = ty.max(end);
+    };
     for (o, u) in &unrecorded {
+        widen(u.first_start_ns, u.last_end_ns);
         failed += u.count;
         let e = errors.entry(*o).or_insert_with(|| {
             let text = u.error.as_deref().unwrap_or_default();
@@ -496,6 +527,14 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         if settings.prefill && r.start_ns > 0 {
             prefill_wait.record(r.prefill_wait_ns);
         }
+        // A successful response's end is its last content event (REFERENCE's Ty); a
+        // failure's, when it failed.
+        let end = match r.outcome {
+            Outcome::Ok => r.last_content_ns.unwrap_or(r.end_ns),
+            _ => r.end_ns,
+        };
+        // A connection that could not be opened sent nothing: its attempt counts at its end.
+        widen(if r.start_ns > 0 { r.start_ns } else { r.end_ns }, end);
         if r.outcome == Outcome::RequestCancelled {
             request_cancelled += 1;
             continue;
@@ -510,8 +549,6 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         }
         completed += 1;
         reopened += u64::from(r.reconnected || r.new_connection);
-        tx = tx.min(r.start_ns);
-        ty = ty.max(r.last_content_ns.unwrap_or(r.end_ns));
         let osl = r.osl.unwrap_or(0);
         out_tok += osl;
         no_tokens += u64::from(osl == 0);
@@ -812,8 +849,11 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
             cancelled: out.cancelled,
         },
     };
-    tally.into_report(Beside {
+    let server = server::assess(&records, &tally.counts.errors, completed, tx, ty);
+    let threshold_crossed = out.threshold_crossed.take();
+    let mut report = tally.into_report(Beside {
         health,
+        server: Some(server),
         warnings,
         servers: server_figures(&settings.servers, &records, window_ns),
         records,
@@ -825,5 +865,7 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         show_trace_timing: settings.show_trace_timing,
         warmup_failed,
         warmup_ns,
-    })
+    });
+    report.threshold_crossed = threshold_crossed;
+    report
 }

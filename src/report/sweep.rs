@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Map, Value};
 
 use super::intervals::{self, CONFIDENCE};
+use super::verdict::Label;
 use crate::plan::sweep::{judge_step, Axis, Point, StepGain, StepVerdict, KNEE_MIN_SHARE};
 use crate::stats::{positive_mean_interval, Interval};
 
@@ -75,6 +76,12 @@ pub struct Row {
     pub simulator_stalled: bool,
     /// The client verdict (of a limited run, when there is one).
     pub verdict: String,
+    /// The point's one label: the most serious of its runs'.
+    pub label: Label,
+    /// What the server did in the run that gave the label (empty without failures).
+    pub server: String,
+    /// The server failed most requests, or stopped answering, in a run of this point.
+    pub server_failing: bool,
     /// A run was cut short (Ctrl-C).
     pub cancelled: bool,
 }
@@ -98,6 +105,36 @@ impl Row {
             .find(limited)
             .or(docs.last())
             .and_then(|d| d.pointer("/client_health/verdict")?.as_str())
+            .unwrap_or("")
+            .to_string();
+        let label_of = |d: &Value| {
+            d.pointer("/verdict/label")
+                .and_then(Value::as_str)
+                .and_then(Label::parse)
+                // An artifact from before labels: what its client health says.
+                .unwrap_or_else(|| {
+                    let stalled = d
+                        .pointer("/client_health/simulator_stalled")
+                        .is_some_and(|v| !v.is_null());
+                    match (stalled, limited(&d)) {
+                        (true, _) => Label::SimulatorStalled,
+                        (false, true) => Label::Limited,
+                        _ => Label::Headroom,
+                    }
+                })
+        };
+        let worst = docs.iter().min_by_key(|d| label_of(d));
+        let label = worst.map_or(Label::Headroom, label_of);
+        let server = worst
+            .and_then(|d| d.pointer("/server_health/line")?.as_str())
+            .filter(|_| {
+                docs.iter().any(|d| {
+                    d.pointer("/server_health/failed")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(0)
+                        > 0
+                })
+            })
             .unwrap_or("")
             .to_string();
         let intervals = intervals::FIGURES
@@ -125,10 +162,24 @@ impl Row {
                     .is_some_and(|v| !v.is_null())
             }),
             verdict,
+            label,
+            server,
+            server_failing: docs.iter().any(|d| {
+                matches!(
+                    d.pointer("/server_health/state").and_then(Value::as_str),
+                    Some("failing" | "stopped")
+                )
+            }),
             cancelled: docs
                 .iter()
                 .any(|d| d.get("was_cancelled") == Some(&json!(true))),
         }
+    }
+
+    /// True when the point cannot stand for the server at its load: the simulator stalled,
+    /// or the server failed most requests. The knee and the steps leave it out.
+    pub fn left_out(&self) -> bool {
+        self.simulator_stalled || self.server_failing
     }
 
     /// A figure by column name.
@@ -193,6 +244,9 @@ impl Row {
         m.insert("client_limited".into(), json!(self.client_limited));
         m.insert("simulator_stalled".into(), json!(self.simulator_stalled));
         m.insert("verdict".into(), json!(self.verdict));
+        m.insert("label".into(), json!(self.label));
+        m.insert("server".into(), json!(self.server));
+        m.insert("server_failing".into(), json!(self.server_failing));
         m.insert("was_cancelled".into(), json!(self.cancelled));
         Value::Object(m)
     }
@@ -249,12 +303,12 @@ fn steps(rows: &[Row]) -> Vec<Step> {
     };
     let stalled: Vec<f64> = rows
         .iter()
-        .filter(|r| r.point.axis == along && r.simulator_stalled)
+        .filter(|r| r.point.axis == along && r.left_out())
         .map(|r| r.point.value)
         .collect();
     let mut sorted: Vec<&Row> = rows
         .iter()
-        .filter(|r| r.point.axis == along && r.throughput().is_some() && !r.simulator_stalled)
+        .filter(|r| r.point.axis == along && r.throughput().is_some() && !r.left_out())
         .collect();
     sorted.sort_by(|a, b| a.point.value.total_cmp(&b.point.value));
     let half =
@@ -330,7 +384,8 @@ pub fn undecided(rows: &[Row]) -> Option<String> {
                 s.to.value,
                 gain_text(s.gain.gain, s.gain.interval),
                 if s.over_stall {
-                    "; over a point where the simulator stalled, so the knee may lie there"
+                    "; over a point left out (the simulator stalled or the server failed), so \
+                     the knee may lie there"
                 } else {
                     ""
                 }
@@ -466,6 +521,8 @@ pub fn summary_csv(rows: &[Row]) -> Result<Vec<u8>, csv::Error> {
         "client_limited",
         "simulator_stalled",
         "verdict",
+        "label",
+        "server",
         "was_cancelled",
     ]);
     w.write_record(&head)?;
@@ -492,6 +549,8 @@ pub fn summary_csv(rows: &[Row]) -> Result<Vec<u8>, csv::Error> {
             r.client_limited.to_string(),
             r.simulator_stalled.to_string(),
             r.verdict.clone(),
+            r.label.as_str().to_string(),
+            r.server.clone(),
             r.cancelled.to_string(),
         ]);
         w.write_record(&line)?;
@@ -527,23 +586,21 @@ pub fn render(rows: &[Row]) -> String {
     let cell = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
     let mut head = vec!["point"];
     head.extend(TABLE.iter().map(|(h, _)| *h));
-    head.extend(["errors", "client"]);
+    head.extend(["errors", "verdict"]);
     let mut lines: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
     for r in rows {
         let mut line = vec![r.point.label()];
         line.extend(TABLE.iter().map(|(_, f)| cell(r.get(f))));
-        line.push(
-            r.get("error_request_count")
-                .map_or("-".into(), |e| format!("{e:.0}")),
-        );
-        line.push(if r.simulator_stalled {
-            "SIM-STALL".into()
-        } else if r.client_limited {
-            "LIMITED".into()
-        } else if r.cancelled {
-            "cancelled".into()
+        line.push(error_cell(r));
+        let label = if r.label.trusted() {
+            r.label.as_str().to_string()
         } else {
-            "ok".into()
+            r.label.as_str().to_uppercase()
+        };
+        line.push(if r.cancelled {
+            format!("{label}, cancelled")
+        } else {
+            label
         });
         lines.push(line);
     }
@@ -575,6 +632,24 @@ pub fn render(rows: &[Row]) -> String {
         }
     }
     out.push_str("(ms for latencies; each row the mean of its runs)\n");
+    // A point run several times: each figure's mean with its 95% interval over the runs.
+    for r in rows.iter().filter(|r| r.runs >= 2) {
+        let figures: Vec<String> = intervals::FIGURES
+            .iter()
+            .filter_map(|name| {
+                let (v, i) = (r.get(name)?, r.interval(name)?);
+                Some(format!("{name} {v:.2} [{:.2}, {:.2}]", i.lo, i.hi))
+            })
+            .collect();
+        if !figures.is_empty() {
+            out.push_str(&format!(
+                "{} over {} runs, mean [95% interval]: {}\n",
+                r.point.label(),
+                r.runs,
+                figures.join(", ")
+            ));
+        }
+    }
     if let Some(k) = knee(rows) {
         out.push_str(&format!("{}\n", k.describe()));
     }
@@ -593,7 +668,31 @@ pub fn render(rows: &[Row]) -> String {
             stalled.join(", ")
         ));
     }
+    for r in rows.iter().filter(|r| !r.server.is_empty()) {
+        let left = if r.server_failing {
+            ": left out of the knee"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "server at {}: {}{left}\n",
+            r.point.label(),
+            r.server
+        ));
+    }
     out
+}
+
+/// A point's failed requests, with their share when any failed: `768 (98%)`.
+pub fn error_cell(r: &Row) -> String {
+    let (Some(e), Some(n)) = (r.get("error_request_count"), r.get("request_count")) else {
+        return "-".into();
+    };
+    if e > 0.0 {
+        format!("{e:.0} ({:.0}%)", 100.0 * e / (e + n).max(1.0))
+    } else {
+        "0".into()
+    }
 }
 
 /// The statistics of one figure over repeated runs.

@@ -133,8 +133,9 @@ pub struct Tally {
     /// The HTTP phases of the completed measured requests, in [`crate::record::HTTP_PHASES`]'
     /// order (ns).
     pub http_trace: Vec<(&'static str, Dist)>,
-    /// First measured request's start and last content event, on the tally's clock (the
-    /// run's monotonic clock; the wall clock in a merge). Both 0 when nothing completed.
+    /// First measured request's start and the end of the last measured request, whatever
+    /// its outcome, on the tally's clock (the run's monotonic clock; the wall clock in a
+    /// merge). Both 0 when nothing was sent.
     pub tx_ns: u64,
     /// See `tx_ns`.
     pub ty_ns: u64,
@@ -147,6 +148,9 @@ pub struct Tally {
 pub struct Beside {
     /// Did the client keep up.
     pub health: Health,
+    /// What the server did, from the records (none in a merge: then it is judged from the
+    /// counts alone).
+    pub server: Option<super::server::ServerHealth>,
     /// Warnings to print and export.
     pub warnings: Vec<Warning>,
     /// Every request, for `profile_export.jsonl` (none in a merge).
@@ -176,6 +180,7 @@ impl Beside {
     pub fn only(health: Health, warnings: Vec<Warning>) -> Beside {
         Beside {
             health,
+            server: None,
             warnings,
             records: Vec::new(),
             driver: String::new(),
@@ -193,7 +198,7 @@ impl Beside {
 
 impl Tally {
     /// Adds `o` to this tally: distributions merge exactly, counters add up, the measured
-    /// window becomes the union of both (a tally that completed nothing has none).
+    /// window becomes the union of both (a tally that sent nothing has none).
     pub fn merge(&mut self, mut o: Tally) {
         for (tag, d) in o.metrics.tagged_mut() {
             if let Some(mine) = self.metrics.by_tag(tag) {
@@ -215,8 +220,8 @@ impl Tally {
         }
         self.http_trace
             .sort_by_key(|(n, _)| crate::record::HTTP_PHASES.iter().position(|p| p == n));
-        if o.counts.completed > 0 {
-            (self.tx_ns, self.ty_ns) = if self.counts.completed > 0 {
+        if o.ty_ns > 0 {
+            (self.tx_ns, self.ty_ns) = if self.ty_ns > 0 {
                 (self.tx_ns.min(o.tx_ns), self.ty_ns.max(o.ty_ns))
             } else {
                 (o.tx_ns, o.ty_ns)
@@ -232,6 +237,18 @@ impl Tally {
         let window_ns = self.ty_ns.saturating_sub(self.tx_ns);
         let c = self.counts;
         let error_adjusted = super::error_adjusted_all(&self.metrics, c.failed);
+        let server = beside.server.unwrap_or_else(|| {
+            super::server::assess(&[], &c.errors, c.completed, self.tx_ns, self.ty_ns)
+        });
+        let mut warnings = beside.warnings;
+        if server.failed > 0 {
+            // First among the warnings: past saturation it is what a reader needs first.
+            warnings.insert(
+                0,
+                Warning::new(crate::warning::Code::RequestsFailed, server.line.clone()),
+            );
+        }
+        let label = super::verdict::Label::of(&beside.health, &server);
         Report {
             client_delay: self.client_delay,
             record_lag: self.record_lag,
@@ -258,8 +275,12 @@ impl Tally {
             osl_from_tokenizer: c.osl_from_tokenizer,
             errors: c.errors,
             health: beside.health,
+            server,
+            label,
+            about: None,
+            threshold_crossed: None,
             driver: beside.driver,
-            warnings: beside.warnings,
+            warnings,
             cancelled: c.cancelled,
             records: beside.records,
             telemetry: None,
@@ -362,7 +383,7 @@ mod tests {
             2,
             vec![error(429, "http", 1), error(500, "http", 1)],
         ));
-        // A node that completed nothing has no window and must not widen it.
+        // A node that sent nothing has no window and must not widen it.
         a.merge(tally(&[], 0, 0, 0, Vec::new()));
         let r = a.into_report(Beside::only(quiet(), Vec::new()));
         let all = tally(
@@ -392,5 +413,22 @@ mod tests {
         assert_eq!(adj.metric, "time_to_first_token");
         assert_eq!(adj.percentiles, adj_all.percentiles);
         assert_eq!(adj.percentiles.last().unwrap().1, None);
+    }
+
+    #[test]
+    fn a_node_whose_every_request_failed_still_widens_the_window() {
+        let s = 1_000_000_000;
+        let mut a = tally(&[500_000], 10 * s, 12 * s, 0, Vec::new());
+        a.merge(tally(
+            &[],
+            11 * s,
+            16 * s,
+            4,
+            vec![error(0, "connect_failed", 4)],
+        ));
+        let r = a.into_report(Beside::only(quiet(), Vec::new()));
+        assert_eq!((r.tx_ns, r.window_ns), (10 * s, 6 * s));
+        assert_eq!((r.completed, r.failed), (1, 4));
+        assert_eq!(r.request_tps(), 1.0 / 6.0);
     }
 }

@@ -9,6 +9,8 @@ use crate::record::{InFlightSample, LATE_NS};
 #[derive(Default)]
 pub(super) struct Counters {
     pub(super) requests: AtomicU64,
+    /// `--stop-after` was reached: the simulator stops listening, as a server that died.
+    pub(super) dead: std::sync::atomic::AtomicBool,
     pub(super) events: AtomicU64,
     pub(super) tokens: AtomicU64,
     pub(super) finished: AtomicU64,

@@ -61,6 +61,8 @@ pub struct Config {
     pub default_max_tokens: u32,
     /// Chance per token, after `min_tokens`, of stopping early.
     pub eos_probability: f64,
+    /// Faults to inject, as a failing server would.
+    pub faults: Faults,
     /// Ignore `min_tokens` (llama.cpp's behaviour).
     pub ignore_min_tokens: bool,
     /// Stamp the events (`x_ringperf_arrived_ns`, `x_ringperf_sent_ns`); off, it answers as
@@ -78,6 +80,24 @@ pub struct Config {
     pub tls: Option<(PathBuf, PathBuf)>,
     /// Export each request's span to this OTLP/HTTP endpoint, so encoded.
     pub otlp_traces: Option<(String, crate::otlp::Encoding)>,
+}
+
+/// The model the simulator serves unless told another.
+pub const DEFAULT_MODEL: &str = "ringperf-sim";
+
+/// The faults the simulator injects on purpose (none by default): a server that dies, or
+/// that answers some requests with an error status.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Faults {
+    /// Serve this many generation requests, then stop listening and cut every connection
+    /// at the next (0: never).
+    pub stop_after: u64,
+    /// Answer every this-many-th generation request with `fail_status` (0: never).
+    pub fail_every: u64,
+    /// The status of those answers.
+    pub fail_status: u16,
+    /// Their `Retry-After` header (seconds).
+    pub retry_after: Option<u32>,
 }
 
 /// Why the simulator could not start.

@@ -126,6 +126,9 @@ pub fn start(args: &Config) -> Result<SimHandle, Error> {
     if !(0.0..=1.0).contains(&args.eos_probability) {
         return bad("sim --eos-probability must be from 0 to 1");
     }
+    if args.faults.fail_every > 0 && !(400..600).contains(&args.faults.fail_status) {
+        return bad("sim --fail-status must be an error status, from 400 to 599");
+    }
     if args.tokens_per_chunk == 0 {
         return bad("sim --tokens-per-chunk must be at least 1");
     }
@@ -294,7 +297,7 @@ fn shard_main(
             }
         };
         let watch = async {
-            while !stop.load(Ordering::Relaxed) {
+            while !stop.load(Ordering::Relaxed) && !ctx.counters.dead.load(Ordering::Relaxed) {
                 monoio::time::sleep(Duration::from_millis(20)).await;
             }
         };
@@ -453,17 +456,33 @@ pub(super) async fn respond(
     body: &[u8],
     close: bool,
 ) -> bool {
+    respond_with(stream, out, status, content_type, body, close, "").await
+}
+
+/// [`respond`], with `extra` header lines (each ending in CRLF).
+async fn respond_with(
+    stream: &mut Conn,
+    out: &mut Vec<u8>,
+    status: u16,
+    content_type: &str,
+    body: &[u8],
+    close: bool,
+    extra: &str,
+) -> bool {
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
         _ => "Error",
     };
     out.clear();
     let _ = write!(
         out,
-        "HTTP/1.1 {status} {reason}\r\nserver: ringperf-sim\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n{}\r\n",
+        "HTTP/1.1 {status} {reason}\r\nserver: ringperf-sim\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n{extra}{}\r\n",
         body.len(),
         if close { "connection: close\r\n" } else { "" }
     );
@@ -471,6 +490,52 @@ pub(super) async fn respond(
     let (res, o) = stream.send(std::mem::take(out)).await;
     *out = o;
     res.is_ok() && !close
+}
+
+/// The fault injected on the `n`-th generation request, if any (`--stop-after`,
+/// `--fail-every`): whether the connection is kept after it.
+async fn fault(
+    ctx: &Rc<Ctx>,
+    stream: &mut Conn,
+    out: &mut Vec<u8>,
+    n: u64,
+    close: bool,
+) -> Option<bool> {
+    let f = ctx.args.faults;
+    if f.stop_after > 0 && n > f.stop_after {
+        // Dead: every shard stops listening, and this one cuts its connections now.
+        ctx.counters.dead.store(true, Ordering::Relaxed);
+        ctx.conns.borrow().shutdown_all();
+        return Some(false);
+    }
+    if f.fail_every == 0 || !n.is_multiple_of(f.fail_every) {
+        return None;
+    }
+    let kind = match f.fail_status {
+        429 => "RateLimitError",
+        s if s >= 500 => "InternalServerError",
+        _ => "BadRequestError",
+    };
+    let body = vllm_error(
+        "a fault the simulator injects on purpose (--fail-every)",
+        kind,
+        f.fail_status,
+    );
+    let extra = f
+        .retry_after
+        .map_or(String::new(), |s| format!("retry-after: {s}\r\n"));
+    Some(
+        respond_with(
+            stream,
+            out,
+            f.fail_status,
+            "application/json",
+            body.as_bytes(),
+            close,
+            &extra,
+        )
+        .await,
+    )
 }
 
 async fn handle(
@@ -534,7 +599,10 @@ async fn handle(
                 );
                 return respond(stream, out, 404, json, b.as_bytes(), req.close).await;
             }
-            ctx.counters.requests.fetch_add(1, Ordering::Relaxed);
+            let n = ctx.counters.requests.fetch_add(1, Ordering::Relaxed) + 1;
+            if let Some(keep) = fault(ctx, stream, out, n, req.close).await {
+                return keep;
+            }
             let _busy = Busy::enter(&ctx.counters.in_flight, arrived);
             if api == Kind::Embeddings {
                 return embed(ctx, stream, out, &r, req.close, arrived).await;

@@ -99,7 +99,6 @@ pub(super) const PROFILE: &[Rare] = &[
     r(&["--synthesis-max-isl", "--synthesis-max-osl"], One, Refuse("trace synthesis is not built in: filter the trace's lines yourself")),
     // Load.
     r(&["--request-rate-series"], One, Refuse("a piecewise rate is not built in: run the rates as a sweep (--request-rate 10,20,40)")),
-    r(&["--failed-request-threshold"], One, Note("ringperf finishes the run whatever fails, and counts each failure by kind; --fail-on error_rate>X fails it afterwards")),
     r(&["--scenario"], One, Refuse("named scenarios are not built in: give their flags")),
     r(&["--unsafe-override"], Flag, Note("no scenario is locked")),
     // Output.
