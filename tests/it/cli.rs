@@ -328,8 +328,7 @@ fn a_signal_while_the_run_is_prepared_ends_it_at_once() {
             .unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         wait_for_line(&mut lines, |l| {
-            l.starts_with("ringperf: preparing 150 prompts")
-                .then_some(())
+            l.contains("ringperf: preparing 150 prompts").then_some(())
         });
         signal(&child, sig);
         let t = Instant::now();
@@ -712,4 +711,98 @@ fn sim_replicas_serve_on_ports_of_their_own_for_several_urls() {
         .map(|s| s["request_count"].as_u64().unwrap())
         .collect();
     assert_eq!(counts, [5, 5], "each replica served its half");
+}
+
+/// Stderr that is no terminal (a CI log, `kubectl logs`): a timestamped progress line at the
+/// interval asked for while the run goes, and one at its end; every lifecycle line carries its
+/// time; the page names the command line and the load.
+#[test]
+fn a_log_gets_timestamped_progress_while_the_run_goes() {
+    let _shared = support::shared();
+    let dir = support::artifact_dir("cli-progress-log");
+    let started = std::time::Instant::now();
+    let mut child = ringperf()
+        .args(["profile", "--sim=--ttft 5ms --itl 5ms", "--streaming"])
+        .args(["--concurrency", "4", "--benchmark-duration", "4"])
+        .args(["--output-tokens-mean", "8", "--progress-interval", "1s"])
+        .args(["--artifact-dir", dir.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    // Each line, with when it was read.
+    let seen: Vec<(f64, String)> = lines
+        .map_while(Result::ok)
+        .map(|l| (started.elapsed().as_secs_f64(), l))
+        .collect();
+    let status = child.wait().unwrap();
+    let all: Vec<&str> = seen.iter().map(|(_, l)| l.as_str()).collect();
+    assert!(status.success(), "{all:#?}");
+    // Every line starts with its time: 2026-12-07T12:10:02.975Z.
+    for l in &all {
+        let time = l.split(' ').next().unwrap();
+        assert!(
+            time.len() == 24 && time.ends_with('Z') && time.as_bytes()[10] == b'T',
+            "{l}"
+        );
+    }
+    let progress: Vec<f64> = seen
+        .iter()
+        .filter(|(_, l)| l.contains(" ringperf: progress "))
+        .map(|(t, _)| *t)
+        .collect();
+    // 4 s at one a second, and the closing one; read while the run went, a second apart.
+    assert!(progress.len() >= 4, "{all:#?}");
+    for w in progress.windows(2).take(3) {
+        assert!(w[1] - w[0] < 2.5, "{progress:?}");
+    }
+    let last = all
+        .iter()
+        .rfind(|l| l.contains(" ringperf: progress "))
+        .unwrap();
+    assert!(
+        last.contains(" done, 0 in flight, 0 errors") && last.contains("TTFT p50 "),
+        "{last}"
+    );
+    // The start-up line comes when the first request leaves, before any progress.
+    let startup = all
+        .iter()
+        .position(|l| l.contains("ringperf: start-up "))
+        .unwrap();
+    let first = all
+        .iter()
+        .position(|l| l.contains("ringperf: progress "))
+        .unwrap();
+    assert!(startup < first, "{all:#?}");
+    // The page says what was run, and at what load.
+    let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(page.contains("<dt>Command line</dt>"), "no command line");
+    assert!(page.contains("--benchmark-duration 4"), "no command line");
+    assert!(
+        page.contains("<dt>Load</dt><dd>concurrency 4 for 4 s</dd>"),
+        "no load"
+    );
+    // As JSON lines, for machines: each a whole object with its time.
+    let out = ringperf()
+        .args(["profile", "--sim=--ttft 1ms --itl 1ms", "--streaming"])
+        .args(["--concurrency", "2", "--request-count", "20"])
+        .args(["--progress-format", "json", "--artifact-dir"])
+        .arg(dir.join("json"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let json: Vec<serde_json::Value> = stderr
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let end = json.last().unwrap_or_else(|| panic!("{stderr}"));
+    assert_eq!(end["event"], "progress");
+    assert_eq!(
+        (end["done"].as_u64(), end["of"].as_u64()),
+        (Some(20), Some(20))
+    );
+    assert!(end["time"].as_str().unwrap().ends_with('Z'));
 }

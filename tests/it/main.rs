@@ -18,6 +18,7 @@ mod dashboard;
 mod datasets;
 mod e2e;
 mod endpoints;
+mod failures;
 mod faults;
 mod fuzz_smoke;
 mod hostile;

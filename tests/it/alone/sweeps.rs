@@ -106,9 +106,9 @@ fn a_concurrency_sweep_writes_a_folder_per_point_a_summary_and_finds_the_batch_k
         let page =
             std::fs::read_to_string(dir.join(format!("concurrency_{c}/report.html"))).unwrap();
         assert_self_contained(&page);
-        // 7 charts, 4 of them over time with a zooming plot inside.
-        assert_eq!(page.matches("<svg viewBox=").count(), 7);
-        assert_eq!(page.matches("<svg class=\"plot\"").count(), 4);
+        // 8 charts, 5 of them over time with a zooming plot inside.
+        assert_eq!(page.matches("<svg viewBox=").count(), 8);
+        assert_eq!(page.matches("<svg class=\"plot\"").count(), 5);
         // The timeline draws every request: 48 bars to the first token.
         let tl = std::fs::read_to_string(dir.join(format!("concurrency_{c}/plots/timeline.svg")))
             .unwrap();
