@@ -763,6 +763,33 @@ pub struct PlacementNote<'a> {
 }
 
 impl Health {
+    /// Takes in what other parts of the run said of the client: `limits` (it held the load
+    /// back) and `caveats` (it sent late); the verdict says them, unless it already says the
+    /// client distorted the figures or the simulator stalled.
+    pub(super) fn take_in(&mut self, limits: &[String], caveats: &[String]) {
+        if self.distorted.is_some() || self.simulator_stalled.is_some() {
+            return;
+        }
+        if !limits.is_empty() {
+            self.verdict = if self.limited {
+                format!("{}; {}", self.verdict, limits.join("; "))
+            } else {
+                format!(
+                    "the client may have limited this run: {}",
+                    limits.join("; ")
+                )
+            };
+            self.limited = true;
+        } else if !caveats.is_empty() && !self.limited {
+            self.verdict = if self.caveat {
+                format!("{}; {}", self.verdict, caveats.join("; "))
+            } else {
+                format!("the client kept up, with a caveat: {}", caveats.join("; "))
+            };
+            self.caveat = true;
+        }
+    }
+
     /// The assessment of a merged load: its verdict over every node (each node's own
     /// shards and placement are in its own report).
     pub fn merged(verdict: String, distorted: Option<Distortion>, limited: bool) -> Health {
@@ -970,5 +997,32 @@ mod tests {
         assert_eq!(mean_in_flight(&s, 900_000_000, 3_000_000_000), None);
         assert_eq!(mean_in_flight(&s, 1_100_000_000, 1_400_000_000), None);
         assert_eq!(mean_in_flight(&[], 0, 1), None);
+    }
+
+    #[test]
+    fn what_other_parts_say_of_the_client_feeds_the_verdict() {
+        let mut h = Health::merged("the client had headroom".into(), None, false);
+        h.take_in(&[], &["dispatch delay p99 was 3.00 ms".into()]);
+        assert!(h.caveat && !h.limited);
+        assert_eq!(
+            h.verdict,
+            "the client kept up, with a caveat: dispatch delay p99 was 3.00 ms"
+        );
+        h.take_in(&["shard 0: stopped sending".into()], &[]);
+        assert!(h.limited);
+        assert_eq!(
+            h.verdict,
+            "the client may have limited this run: shard 0: stopped sending"
+        );
+        // A verdict of distortion stands as it is.
+        let mut d = Health::merged(
+            "the client distorted".into(),
+            Some(Distortion {
+                reasons: vec!["x".into()],
+            }),
+            true,
+        );
+        d.take_in(&["y".into()], &["z".into()]);
+        assert_eq!(d.verdict, "the client distorted");
     }
 }

@@ -159,9 +159,12 @@ pub struct Report {
 }
 
 impl Report {
-    /// The mean TTFT and request latency of the completed measured requests (ns), when any.
+    /// The mean TTFT and request latency of the completed measured requests (ns), to set
+    /// beside the server's own histograms: none when any failed on the server's side, as its
+    /// histograms count those too (a timed-out request's long TTFT), and the difference would
+    /// read as negative time outside the server.
     pub fn client_means(&self) -> (Option<f64>, Option<f64>) {
-        let mean = |d: &Dist| (d.count() > 0).then(|| d.mean());
+        let mean = |d: &Dist| (d.count() > 0 && self.server.failed == 0).then(|| d.mean());
         (mean(&self.metrics.ttft), mean(&self.metrics.latency))
     }
 }
@@ -795,7 +798,7 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
             window_ns,
         )
     });
-    let health = health::assess(
+    let mut health = health::assess(
         &health::Inputs {
             shards: &out.shards,
             starved: &starved,
@@ -812,6 +815,28 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
             watch_cost: out.watch_cost,
         },
         &mut warnings,
+    );
+    // Every warning that speaks of the client feeds its verdict: a feeder or a shard that
+    // held sending back limited the load; requests sent late or short of the rate are a
+    // caveat beside the figures measured from the actual sends.
+    let said = |codes: &[Code]| -> Vec<String> {
+        warnings
+            .iter()
+            .filter(|w| codes.contains(&w.code))
+            .map(|w| w.message.clone())
+            .collect()
+    };
+    health.take_in(
+        &said(&[Code::ShardTrouble])
+            .into_iter()
+            .chain(
+                out.failures
+                    .iter()
+                    .filter(|w| w.code == Code::ClientLimited)
+                    .map(|w| w.message.clone()),
+            )
+            .collect::<Vec<_>>(),
+        &said(&[Code::DispatchDelay, Code::SendRateShort]),
     );
     let tally = Tally {
         metrics,
