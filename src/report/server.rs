@@ -128,9 +128,18 @@ pub fn assess(
         .filter(|r| r.outcome != Outcome::Ok)
         .count();
     let seconds = |t: u64| t.saturating_sub(tx) as f64 / 1e9;
+    // Every request failed from the last answer on: said when at least three did, they are
+    // most of the failures, and they fill a tenth of the phase or more (a few last requests
+    // timing out at the end of a long run are no stop).
     let all_failed_from_s = match last_ok {
         None if failed > 0 => Some(0.0),
-        Some(t) if after >= 3 && 2 * after >= recorded_failed => Some(seconds(t)),
+        Some(t)
+            if after >= 3
+                && 2 * after >= recorded_failed
+                && 10 * ty.saturating_sub(t) >= ty.saturating_sub(tx) =>
+        {
+            Some(seconds(t))
+        }
         _ => None,
     };
     let halves = if ty > tx && failed > 0 {
@@ -334,6 +343,23 @@ mod tests {
             s.line
         );
         assert!(s.line.contains("saturated"), "{}", s.line);
+    }
+
+    #[test]
+    fn a_few_failures_at_the_end_of_a_long_run_are_no_stop() {
+        // 100 answers over 10 s, then 3 timeouts in its last 50 ms.
+        let mut records: Vec<Record> = (0..100)
+            .map(|i| rec(i, i * 100, i * 100 + 50, Outcome::Ok))
+            .collect();
+        records.extend((100..103).map(|i| rec(i, 9_900, 9_990, Outcome::RequestTimeout)));
+        let s = assess(
+            &records,
+            &[count("request_timeout", 3)],
+            100,
+            S,
+            S + 9_990 * 1_000_000,
+        );
+        assert_eq!((s.state, s.all_failed_from_s), (State::Erroring, None));
     }
 
     #[test]
