@@ -70,6 +70,8 @@ struct Requests {
     end_s: Vec<f64>,
     failed_start_s: Vec<f64>,
     failed_end_s: Vec<f64>,
+    /// Closed by the client on purpose (`--request-cancellation-rate`): start and end.
+    cancelled: Vec<(f64, f64)>,
     span_s: f64,
     ttft: Vec<f64>,
     itl: Vec<f64>,
@@ -88,13 +90,14 @@ fn read_requests(path: &Path) -> std::io::Result<Requests> {
     let mut starts = Vec::new();
     let mut lines = Vec::new();
     let mut failed = Vec::new();
+    let mut cancelled = Vec::new();
     for (n, line) in file.lines().enumerate() {
         let line = line?;
         let l: Line = serde_json::from_str(&line).map_err(|e| {
             std::io::Error::other(format!("{} line {}: {e}", path.display(), n + 1))
         })?;
         let m = &l.metadata;
-        if m.benchmark_phase != "profiling" || m.outcome == "request_cancelled" {
+        if m.benchmark_phase != "profiling" {
             continue;
         }
         // A connection refused sent nothing: it counts at its end.
@@ -104,10 +107,10 @@ fn read_requests(path: &Path) -> std::io::Result<Requests> {
         let wall = |t: u64| t.saturating_add_signed(m.wall_offset_ns);
         let (s, e) = (wall(s), wall(e));
         starts.push(s);
-        if m.outcome == "ok" {
-            lines.push((s, e, l.metrics, l.metadata.server_phases));
-        } else {
-            failed.push((s, e));
+        match m.outcome.as_str() {
+            "ok" => lines.push((s, e, l.metrics, l.metadata.server_phases)),
+            "request_cancelled" => cancelled.push((s, e)),
+            _ => failed.push((s, e)),
         }
     }
     let t0 = starts.iter().copied().min().unwrap_or(0);
@@ -116,10 +119,12 @@ fn read_requests(path: &Path) -> std::io::Result<Requests> {
         r.failed_start_s.push(secs(s));
         r.failed_end_s.push(secs(e));
     }
+    r.cancelled = cancelled.iter().map(|&(s, e)| (secs(s), secs(e))).collect();
     r.span_s = lines
         .iter()
         .map(|l| secs(l.1))
         .chain(r.failed_end_s.iter().copied())
+        .chain(r.cancelled.iter().map(|c| c.1))
         .fold(0.0, f64::max);
     for (s, e, m, sp) in lines {
         r.start_s.push((s - t0) as f64 / 1e9);
@@ -222,25 +227,34 @@ const TIMELINE_MAX: usize = 2000;
 /// Every request as a row (`vllm bench serve --plot-timeline`): from its send to its first
 /// token, then to its last, in send order.
 fn timeline(r: &Requests) -> Chart {
-    // Successes by index, failures after them (`ok` tells them apart).
-    let ok = r.start_s.len();
-    let start = |i: usize| {
+    // Successes by index, then failures, then requests cancelled on purpose.
+    let (ok, bad) = (r.start_s.len(), r.failed_start_s.len());
+    let span = |i: usize| {
         if i < ok {
-            r.start_s[i]
+            (r.start_s[i], r.end_s[i])
+        } else if i < ok + bad {
+            (r.failed_start_s[i - ok], r.failed_end_s[i - ok])
         } else {
-            r.failed_start_s[i - ok]
+            r.cancelled[i - ok - bad]
         }
     };
-    let mut order: Vec<usize> = (0..ok + r.failed_start_s.len()).collect();
-    order.sort_by(|&a, &b| start(a).total_cmp(&start(b)));
-    let (mut wait, mut recv, mut failed) = (Vec::new(), Vec::new(), Vec::new());
+    let mut order: Vec<usize> = (0..ok + bad + r.cancelled.len()).collect();
+    order.sort_by(|&a, &b| span(a).0.total_cmp(&span(b).0));
+    let (mut wait, mut recv) = (Vec::new(), Vec::new());
+    let (mut failed, mut cancelled) = (Vec::new(), Vec::new());
     for (row, &i) in order.iter().take(TIMELINE_MAX).enumerate() {
         let y = row as f64 + 1.0;
         if i >= ok {
-            failed.extend([(start(i), y), (r.failed_end_s[i - ok], y)]);
+            let (s, e) = span(i);
+            let to = if i < ok + bad {
+                &mut failed
+            } else {
+                &mut cancelled
+            };
+            to.extend([(s, y), (e, y)]);
             continue;
         }
-        let (start, end) = (r.start_s[i], r.end_s[i]);
+        let (start, end) = span(i);
         let first = start + r.ttft[i] / 1e3;
         if first.is_finite() {
             wait.extend([(start, y), (first, y)]);
@@ -269,9 +283,12 @@ fn timeline(r: &Requests) -> Chart {
             seg("to the first token", wait),
             seg("to the last token", recv),
             seg("failed", failed),
+            seg("cancelled on purpose", cancelled),
         ]
         .into_iter()
-        .filter(|s| s.name != "failed" || !s.points.is_empty())
+        .enumerate()
+        .filter(|(i, s)| *i < 2 || !s.points.is_empty())
+        .map(|(_, s)| s)
         .collect(),
         zoom: true,
         ..Chart::default()
@@ -1164,6 +1181,9 @@ pub fn write_sweep(root: &Path) -> std::io::Result<PathBuf> {
             " <b>The simulator stalled in a point marked so: that point measured a slower \
              server than the one configured.</b>",
         );
+    }
+    if let Some(rise) = sweep::failure_rise(&rows) {
+        let _ = write!(body, " <b>{}.</b>", escape(&rise));
     }
     for r in rows.iter().filter(|r| !r.server.is_empty()) {
         let _ = write!(

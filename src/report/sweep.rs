@@ -668,6 +668,9 @@ pub fn render(rows: &[Row]) -> String {
             stalled.join(", ")
         ));
     }
+    if let Some(rise) = failure_rise(rows) {
+        out.push_str(&format!("{rise}\n"));
+    }
     for r in rows.iter().filter(|r| !r.server.is_empty()) {
         let left = if r.server_failing {
             ": left out of the knee"
@@ -681,6 +684,27 @@ pub fn render(rows: &[Row]) -> String {
         ));
     }
     out
+}
+
+/// How the failed share grew along the sweep, from its first point to its last, when it
+/// grew by 20 points or more: "failures rose from 0% at concurrency 4 to 98% at concurrency
+/// 64".
+pub fn failure_rise(rows: &[Row]) -> Option<String> {
+    let share = |r: &Row| {
+        let (e, n) = (r.get("error_request_count")?, r.get("request_count")?);
+        Some(e / (e + n).max(1.0))
+    };
+    let (first, last) = (rows.first()?, rows.last()?);
+    let (a, b) = (share(first)?, share(last)?);
+    (b - a >= 0.2).then(|| {
+        format!(
+            "failures rose from {:.0}% at {} to {:.0}% at {}",
+            a * 100.0,
+            first.point.label(),
+            b * 100.0,
+            last.point.label()
+        )
+    })
 }
 
 /// A point's failed requests, with their share when any failed: `768 (98%)`.
@@ -944,6 +968,54 @@ mod tests {
         assert_eq!(j["points"][0]["request_rate"], Value::Null);
         assert_eq!(j["points"][0]["concurrency"], json!(8.0));
         assert_eq!(j["points"][0]["itl_p99_ms"], Value::Null);
+    }
+
+    #[test]
+    fn a_point_whose_server_failed_is_labelled_left_out_of_the_knee_and_the_rise_said() {
+        // Scales to 32; at 64 most requests time out and the few answers read as a stop.
+        let failing = |mut d: Value, failed: f64, ok: f64| {
+            d["error_request_count"]["avg"] = json!(failed);
+            d["request_count"] = json!({"avg": ok});
+            d["verdict"] = json!({"label": "server_failing"});
+            d["server_health"] =
+                json!({"state": "failing", "failed": failed as u64, "line": "failing: 98%"});
+            d
+        };
+        let healthy = |d: Value| {
+            let mut d = d;
+            d["request_count"] = json!({"avg": 100.0});
+            d
+        };
+        let rows: Vec<Row> = [(8.0, 80.0), (16.0, 160.0), (32.0, 320.0)]
+            .into_iter()
+            .map(|(c, t)| Row::of(point(c), &[healthy(doc(t, 1.0, false))]))
+            .chain([Row::of(
+                point(64.0),
+                &[failing(doc(20.0, 1.0, false), 98.0, 2.0)],
+            )])
+            .collect();
+        let last = &rows[3];
+        assert_eq!(last.label, Label::ServerFailing);
+        assert!(last.server_failing && last.left_out());
+        assert_eq!(last.server, "failing: 98%");
+        assert_eq!(rows[0].label, Label::Headroom);
+        // Its throughput fell to a sixteenth: taken as a point, it would be the knee.
+        assert!(knee(&rows).is_none(), "{:?}", knee(&rows));
+        assert_eq!(
+            failure_rise(&rows).as_deref(),
+            Some("failures rose from 0% at concurrency 8 to 98% at concurrency 64")
+        );
+        let table = render(&rows);
+        assert!(table.contains("SERVER FAILING"), "{table}");
+        assert!(table.contains("98 (98%)"), "{table}");
+        assert!(
+            table.contains("server at concurrency 64: failing: 98%: left out of the knee"),
+            "{table}"
+        );
+        assert_eq!(
+            summary_json(&rows, None)["points"][3]["label"],
+            "server_failing"
+        );
     }
 
     /// A run's document whose output-token throughput has the interval `tput · (1 ± half)`.

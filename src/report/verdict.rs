@@ -58,18 +58,21 @@ impl Label {
         }
     }
 
+    /// Every label, most serious first.
+    pub const ALL: [Label; 6] = [
+        Label::Distorted,
+        Label::SimulatorStalled,
+        Label::ServerFailing,
+        Label::Limited,
+        Label::Caveat,
+        Label::Headroom,
+    ];
+
     /// The label `text` names ([`Label::as_str`], or the JSON's snake case).
     pub fn parse(text: &str) -> Option<Label> {
-        [
-            Label::Distorted,
-            Label::SimulatorStalled,
-            Label::ServerFailing,
-            Label::Limited,
-            Label::Caveat,
-            Label::Headroom,
-        ]
-        .into_iter()
-        .find(|l| l.as_str() == text || l.as_str().replace(' ', "_") == text)
+        Label::ALL
+            .into_iter()
+            .find(|l| l.as_str() == text || l.as_str().replace(' ', "_") == text)
     }
 
     /// True when the figures can be taken as the server's at the load asked: a knee, a
@@ -154,14 +157,7 @@ mod tests {
 
     #[test]
     fn labels_read_back_and_only_a_kept_up_client_and_server_are_trusted() {
-        for l in [
-            Label::Distorted,
-            Label::SimulatorStalled,
-            Label::ServerFailing,
-            Label::Limited,
-            Label::Caveat,
-            Label::Headroom,
-        ] {
+        for l in Label::ALL {
             assert_eq!(Label::parse(l.as_str()), Some(l));
             let json = serde_json::to_value(l).unwrap();
             assert_eq!(Label::parse(json.as_str().unwrap()), Some(l));
