@@ -331,17 +331,19 @@ pub(crate) use say;
 
 /// Writes one line on stderr, scrubbed; where stderr is no terminal (a log: CI, `kubectl
 /// logs`, `nohup`), it starts with its time, as a log line should.
+/// A line that cannot be written (a closed terminal, a reader gone) is dropped: a write never
+/// stops a run.
 pub fn say_line(text: &str) {
+    use std::io::Write;
     static LOGGED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let text = scrub(text);
-    if *LOGGED.get_or_init(|| !crate::sys::is_tty(libc::STDERR_FILENO)) {
-        eprintln!(
-            "{} {text}",
-            crate::clock::iso8601(crate::clock::unix_time_secs())
-        );
+    let mut err = std::io::stderr().lock();
+    let _ = if *LOGGED.get_or_init(|| !crate::sys::is_tty(libc::STDERR_FILENO)) {
+        let time = crate::clock::iso8601(crate::clock::unix_time_secs());
+        writeln!(err, "{time} {text}")
     } else {
-        eprintln!("{text}");
-    }
+        writeln!(err, "{text}")
+    };
 }
 
 /// How long a server's text may be where it is shown, in characters.

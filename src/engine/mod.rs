@@ -652,7 +652,9 @@ impl Snapshot {
 /// Logs `now`: a line with its time, or a JSON object (which holds its time).
 fn log(now: &Snapshot, json: bool) {
     if json {
-        eprintln!("{}", crate::redact::scrub(&now.log_line(true)));
+        use std::io::Write;
+        let line = crate::redact::scrub(&now.log_line(true)).into_owned();
+        let _ = writeln!(std::io::stderr().lock(), "{line}");
     } else {
         crate::redact::say!("{}", now.log_line(false));
     }
