@@ -678,6 +678,28 @@ fn gpus_html(doc: &Value) -> String {
 /// The client's verdict and the run's warnings.
 fn health(doc: &Value) -> String {
     let mut out = String::new();
+    // The run's one label first, then each side's evidence.
+    if let Some(label) = doc
+        .pointer("/verdict/label")
+        .and_then(Value::as_str)
+        .and_then(super::verdict::Label::parse)
+    {
+        let _ = write!(
+            out,
+            "<p class=\"{}\"><b>Verdict: {}</b></p>",
+            if label.trusted() { "note" } else { "warn" },
+            escape(label.as_str())
+        );
+    }
+    if let Some(s) = doc.pointer("/verdict/server").and_then(Value::as_str) {
+        let failed = doc.pointer("/server_health/failed").and_then(Value::as_u64) > Some(0);
+        let _ = write!(
+            out,
+            "<p class=\"{}\"><b>Server:</b> {}</p>",
+            if failed { "warn" } else { "note" },
+            escape(s)
+        );
+    }
     let limited = doc.pointer("/client_health/limited") == Some(&Value::Bool(true));
     if let Some(v) = doc
         .pointer("/client_health/verdict")
