@@ -291,6 +291,7 @@ fn timeline(r: &Requests) -> Chart {
         .map(|(_, s)| s)
         .collect(),
         zoom: true,
+        x_span: Some((0.0, r.span_s)),
         ..Chart::default()
     }
 }
@@ -304,6 +305,9 @@ fn run_charts(r: &Requests) -> Vec<(&'static str, Chart)> {
         series: vec![line("requests", cdf(values))],
         ..Chart::default()
     };
+    // Every chart over time spans the measured phase, failures included: where answers
+    // stopped, the empty stretch shows it.
+    let phase = Some((0.0, r.span_s));
     let time = |title: &str, values: &[f64]| {
         let (p50, p99) = over_time(&r.start_s, values);
         Chart {
@@ -312,6 +316,7 @@ fn run_charts(r: &Requests) -> Vec<(&'static str, Chart)> {
             y_label: "ms".into(),
             series: vec![line("p50", p50), line("p99", p99)],
             zoom: true,
+            x_span: phase,
             ..Chart::default()
         }
     };
@@ -341,6 +346,7 @@ fn run_charts(r: &Requests) -> Vec<(&'static str, Chart)> {
                     rate_over_time(&r.end_s, &r.osl, r.span_s),
                 )],
                 zoom: true,
+                x_span: phase,
                 ..Chart::default()
             },
         ),
@@ -362,6 +368,7 @@ fn run_charts(r: &Requests) -> Vec<(&'static str, Chart)> {
                     })
                     .collect(),
                 zoom: true,
+                x_span: phase,
                 ..Chart::default()
             },
         ),
@@ -975,6 +982,7 @@ fn sweep_charts(
         log_x,
         marks: mark_load.clone(),
         zoom: false,
+        x_span: None,
     };
     let mut charts = vec![
         (
@@ -1015,6 +1023,7 @@ fn sweep_charts(
                 log_x: false,
                 marks: mark_tput,
                 zoom: false,
+                x_span: None,
             },
         ),
         (

@@ -51,6 +51,9 @@ pub struct Chart {
     /// The x axis zooms (a linear time axis): drag across the plot to zoom in, double-click
     /// to see it whole again (with the page's [`SCRIPT`]).
     pub zoom: bool,
+    /// The x range the axis spans at least, beyond the points (a run's whole measured phase,
+    /// where the points stop with the last answer).
+    pub x_span: Option<(f64, f64)>,
 }
 
 const W: f64 = 720.0;
@@ -242,6 +245,9 @@ impl Chart {
         let (mut x0, mut x1) = pts.iter().fold((f64::MAX, f64::MIN), |(a, b), p| {
             (a.min(fx(p.0)), b.max(fx(p.0)))
         });
+        if let Some((a, b)) = self.x_span.filter(|_| !self.log_x) {
+            (x0, x1) = (x0.min(a), x1.max(b));
+        }
         let mut y1 = pts.iter().fold(f64::MIN, |a, p| a.max(p.1));
         let mut y0 = pts.iter().fold(f64::MAX, |a, p| a.min(p.1)).min(0.0);
         if x1 - x0 < 1e-12 {
@@ -453,6 +459,7 @@ mod tests {
             log_x,
             marks: vec![(4.0, "knee".into())],
             zoom: false,
+            x_span: None,
         }
     }
 
@@ -561,6 +568,29 @@ mod tests {
         let svg = c.svg();
         assert_eq!(svg.matches("<circle").count(), 1);
         assert!(!svg.contains("NaN"));
+    }
+
+    #[test]
+    fn the_x_axis_spans_the_range_asked_beyond_the_points() {
+        let mut c = chart(false);
+        c.series.truncate(1);
+        c.series[0].points = vec![(0.5, 7.0), (1.0, 8.0)];
+        let ticks = |svg: &str| -> Vec<String> {
+            let xt = &svg[svg.find("class=\"xticks\"").unwrap()..];
+            let xt = &xt[..xt.find("</g>").unwrap()];
+            xt.split("text-anchor=\"middle\">")
+                .skip(1)
+                .map(|t| t[..t.find('<').unwrap()].to_string())
+                .collect()
+        };
+        assert!(!ticks(&c.svg()).contains(&"8".to_string()));
+        // A run of 8 s whose answers stopped after 1 s: the axis runs to 8.
+        c.x_span = Some((0.0, 8.0));
+        assert!(
+            ticks(&c.svg()).contains(&"8".to_string()),
+            "{:?}",
+            ticks(&c.svg())
+        );
     }
 
     #[test]
