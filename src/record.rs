@@ -348,6 +348,16 @@ impl Record {
         });
     }
 
+    /// When it was tried: its send, or, for a connection that could not be opened (nothing
+    /// was sent), its end.
+    pub fn tried_ns(&self) -> u64 {
+        if self.start_ns > 0 {
+            self.start_ns
+        } else {
+            self.end_ns
+        }
+    }
+
     /// True for a measured request that was sent (whatever came of it).
     pub fn is_measured_sent(&self) -> bool {
         self.phase == Phase::Profiling && self.start_ns > 0
@@ -511,6 +521,31 @@ pub struct Unrecorded {
     pub last_end_ns: u64,
 }
 
+impl Unrecorded {
+    /// None yet, the first one's error being `error`.
+    pub fn new(error: Option<String>) -> Unrecorded {
+        Unrecorded {
+            count: 0,
+            error,
+            first_start_ns: 0,
+            last_end_ns: 0,
+        }
+    }
+
+    /// Counts `count` more, the earliest sent at `first_start_ns` (0: none known) and the
+    /// last ended at `last_end_ns`.
+    pub fn add(&mut self, count: u64, first_start_ns: u64, last_end_ns: u64) {
+        self.count += count;
+        if first_start_ns > 0 {
+            self.first_start_ns = match self.first_start_ns {
+                0 => first_start_ns,
+                t => t.min(first_start_ns),
+            };
+        }
+        self.last_end_ns = self.last_end_ns.max(last_end_ns);
+    }
+}
+
 /// Appends `items` to `blocks`, opening a block of `cap` whenever the last one is full.
 fn append<T>(blocks: &mut Vec<Vec<T>>, cap: usize, items: impl IntoIterator<Item = T>) {
     for v in items {
@@ -550,29 +585,11 @@ impl RecordLog {
         // Requests closed on purpose are as many as the load makes: kept like successes.
         let failure = !matches!(rec.outcome, Outcome::Ok | Outcome::RequestCancelled);
         if failure && !self.keeps_failure(rec.end_ns) {
-            let u = self
-                .unrecorded
+            let (tried, end) = (rec.tried_ns(), rec.end_ns);
+            self.unrecorded
                 .entry((rec.phase, rec.outcome))
-                .or_insert_with(|| Unrecorded {
-                    count: 0,
-                    error: rec.error.take(),
-                    first_start_ns: 0,
-                    last_end_ns: 0,
-                });
-            u.count += 1;
-            // A connection that could not be opened sent nothing: its attempt is at its end.
-            let start = if rec.start_ns > 0 {
-                rec.start_ns
-            } else {
-                rec.end_ns
-            };
-            if start > 0 {
-                u.first_start_ns = match u.first_start_ns {
-                    0 => start,
-                    t => t.min(start),
-                };
-            }
-            u.last_end_ns = u.last_end_ns.max(rec.end_ns);
+                .or_insert_with(|| Unrecorded::new(rec.error.take()))
+                .add(1, tried, end);
             gaps.clear();
             return gaps;
         }

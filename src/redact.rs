@@ -321,7 +321,8 @@ pub fn print(text: &str) {
         .and_then(|()| out.flush());
 }
 
-/// `eprintln!`, scrubbed: every line ringperf writes to stderr.
+/// A line on stderr, scrubbed and, in a log, timed ([`say_line`]): every line ringperf writes
+/// to stderr.
 macro_rules! say {
     ($($arg:tt)*) => {
         $crate::redact::say_line(&format!($($arg)*))

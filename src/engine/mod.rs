@@ -206,9 +206,9 @@ pub struct LineView {
     log_every: u64,
     json: bool,
     drawn: u64,
-    length: Length,
-    /// What the log's closing line reads: the counters, and when the run began.
-    seen: Option<(Vec<Arc<Progress>>, u64)>,
+    /// What the log reads: the run's counters, when it began and its length (a sweep's
+    /// points each have their own), from its first tick to its end.
+    seen: Option<(Vec<Arc<Progress>>, u64, Length)>,
     /// Start-up to say when the first request leaves: when it began, and from what.
     startup: Option<(u64, &'static str)>,
 }
@@ -227,7 +227,6 @@ impl LineView {
             },
             json: plan.output.progress_json,
             drawn: 0,
-            length: Length::of(plan),
             seen: None,
             startup: None,
         }
@@ -265,14 +264,16 @@ impl View for LineView {
             self.drawn = live.now_ns;
             print_progress(live.progress, live.plan, live.started_ns);
         } else if self.log_every > 0 {
-            if self.seen.is_none() {
-                // A sweep's points each have their own length and counters.
-                self.seen = Some((live.progress.to_vec(), live.started_ns));
-                self.length = Length::of(live.plan);
-            }
+            let (_, _, length) = self.seen.get_or_insert_with(|| {
+                (
+                    live.progress.to_vec(),
+                    live.started_ns,
+                    Length::of(live.plan),
+                )
+            });
             if since >= self.log_every {
                 self.drawn = live.now_ns;
-                let now = Snapshot::read(live.progress, self.length, live.now_ns - live.started_ns);
+                let now = Snapshot::read(live.progress, *length, live.now_ns - live.started_ns);
                 log(&now, self.json);
             }
         }
@@ -282,8 +283,8 @@ impl View for LineView {
         if self.show {
             eprint!("\r\x1b[2K");
         }
-        if let Some((progress, started)) = self.seen.take() {
-            let last = Snapshot::read(&progress, self.length, now_ns().saturating_sub(started));
+        if let Some((progress, started, length)) = self.seen.take() {
+            let last = Snapshot::read(&progress, length, now_ns().saturating_sub(started));
             log(&last, self.json);
         }
     }
@@ -615,7 +616,6 @@ impl Snapshot {
     pub fn log_line(&self, json: bool) -> String {
         if json {
             let time = crate::clock::iso8601(crate::clock::unix_time_secs());
-            let pair = |v: Option<(f64, f64)>, i: usize| v.map(|p| if i == 0 { p.0 } else { p.1 });
             return serde_json::json!({
                 "time": time,
                 "event": "progress",
@@ -626,8 +626,8 @@ impl Snapshot {
                 "in_flight": self.in_flight,
                 "errors": self.errors,
                 "requests_per_s": self.rate,
-                "ttft_p50_ms": pair(self.ttft_ms, 0),
-                "ttft_p99_ms": pair(self.ttft_ms, 1),
+                "ttft_p50_ms": self.ttft_ms.map(|p| p.0),
+                "ttft_p99_ms": self.ttft_ms.map(|p| p.1),
             })
             .to_string();
         }

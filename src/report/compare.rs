@@ -198,6 +198,11 @@ impl Line {
         (a != 0.0).then(|| (b - a) / a.abs() * 100.0)
     }
 
+    /// Whether source `i`'s point can be trusted (see [`Label::trusted`]).
+    pub fn trusted(&self, i: usize) -> bool {
+        self.labels[i].is_some_and(Label::trusted)
+    }
+
     /// Whether source `i`'s change against the baseline is significant; not judged (`None`)
     /// where either point's figures cannot be trusted (a distorting or limiting client, a
     /// stalled simulator, a failing server).
@@ -208,13 +213,6 @@ impl Line {
         let (a, ia) = self.values[0]?;
         let (b, ib) = self.values[i]?;
         significant(a, ia, b, ib)
-    }
-}
-
-impl Line {
-    /// Whether source `i`'s point can be trusted (see [`Label::trusted`]).
-    pub fn trusted(&self, i: usize) -> bool {
-        self.labels[i].is_some_and(Label::trusted)
     }
 }
 

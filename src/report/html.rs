@@ -68,8 +68,8 @@ struct Figure {
 struct Requests {
     start_s: Vec<f64>,
     end_s: Vec<f64>,
-    failed_start_s: Vec<f64>,
-    failed_end_s: Vec<f64>,
+    /// Failed: start and end.
+    failed: Vec<(f64, f64)>,
     /// Closed by the client on purpose (`--request-cancellation-rate`): start and end.
     cancelled: Vec<(f64, f64)>,
     span_s: f64,
@@ -115,16 +115,12 @@ fn read_requests(path: &Path) -> std::io::Result<Requests> {
     }
     let t0 = starts.iter().copied().min().unwrap_or(0);
     let secs = |t: u64| t.saturating_sub(t0) as f64 / 1e9;
-    for (s, e) in failed {
-        r.failed_start_s.push(secs(s));
-        r.failed_end_s.push(secs(e));
-    }
-    r.cancelled = cancelled.iter().map(|&(s, e)| (secs(s), secs(e))).collect();
+    let spans = |v: Vec<(u64, u64)>| v.into_iter().map(|(s, e)| (secs(s), secs(e))).collect();
+    (r.failed, r.cancelled) = (spans(failed), spans(cancelled));
     r.span_s = lines
         .iter()
         .map(|l| secs(l.1))
-        .chain(r.failed_end_s.iter().copied())
-        .chain(r.cancelled.iter().map(|c| c.1))
+        .chain(r.failed.iter().chain(&r.cancelled).map(|f| f.1))
         .fold(0.0, f64::max);
     for (s, e, m, sp) in lines {
         r.start_s.push((s - t0) as f64 / 1e9);
@@ -228,12 +224,12 @@ const TIMELINE_MAX: usize = 2000;
 /// token, then to its last, in send order.
 fn timeline(r: &Requests) -> Chart {
     // Successes by index, then failures, then requests cancelled on purpose.
-    let (ok, bad) = (r.start_s.len(), r.failed_start_s.len());
+    let (ok, bad) = (r.start_s.len(), r.failed.len());
     let span = |i: usize| {
         if i < ok {
             (r.start_s[i], r.end_s[i])
         } else if i < ok + bad {
-            (r.failed_start_s[i - ok], r.failed_end_s[i - ok])
+            r.failed[i - ok]
         } else {
             r.cancelled[i - ok - bad]
         }
@@ -357,14 +353,13 @@ fn run_charts(r: &Requests) -> Vec<(&'static str, Chart)> {
                 x_label: "s into the run".into(),
                 y_label: "requests/s".into(),
                 // Failures per second, where any failed.
-                series: [(&r.end_s, "completed/s"), (&r.failed_end_s, "failed/s")]
+                series: [r.end_s.clone(), r.failed.iter().map(|f| f.1).collect()]
                     .into_iter()
+                    .zip(["completed/s", "failed/s"])
                     .filter(|(end, name)| *name == "completed/s" || !end.is_empty())
                     .map(|(end, name)| {
-                        line(
-                            name,
-                            rate_over_time(end, &vec![f64::NAN; end.len()], r.span_s),
-                        )
+                        let per_request = vec![f64::NAN; end.len()];
+                        line(name, rate_over_time(&end, &per_request, r.span_s))
                     })
                     .collect(),
                 zoom: true,

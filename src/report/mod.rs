@@ -416,21 +416,10 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
             if phase != crate::record::Phase::Profiling {
                 continue;
             }
-            let all = unrecorded
+            unrecorded
                 .entry(outcome)
-                .or_insert(crate::record::Unrecorded {
-                    count: 0,
-                    first_start_ns: 0,
-                    ..u.clone()
-                });
-            all.count += u.count;
-            all.last_end_ns = all.last_end_ns.max(u.last_end_ns);
-            if u.first_start_ns > 0 {
-                all.first_start_ns = match all.first_start_ns {
-                    0 => u.first_start_ns,
-                    t => t.min(u.first_start_ns),
-                };
-            }
+                .or_insert_with(|| crate::record::Unrecorded::new(u.error.clone()))
+                .add(u.count, u.first_start_ns, u.last_end_ns);
         }
     }
     for s in &mut out.shards {
@@ -536,8 +525,7 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
             Outcome::Ok => r.last_content_ns.unwrap_or(r.end_ns),
             _ => r.end_ns,
         };
-        // A connection that could not be opened sent nothing: its attempt counts at its end.
-        widen(if r.start_ns > 0 { r.start_ns } else { r.end_ns }, end);
+        widen(r.tried_ns(), end);
         if r.outcome == Outcome::RequestCancelled {
             request_cancelled += 1;
             continue;
@@ -819,24 +807,16 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
     // Every warning that speaks of the client feeds its verdict: a feeder or a shard that
     // held sending back limited the load; requests sent late or short of the rate are a
     // caveat beside the figures measured from the actual sends.
-    let said = |codes: &[Code]| -> Vec<String> {
-        warnings
-            .iter()
+    // (The engine's warnings alone: the assessment's own limits are in its verdict already.)
+    let said = |from: &[Warning], codes: &[Code]| -> Vec<String> {
+        from.iter()
             .filter(|w| codes.contains(&w.code))
             .map(|w| w.message.clone())
             .collect()
     };
     health.take_in(
-        &said(&[Code::ShardTrouble])
-            .into_iter()
-            .chain(
-                out.failures
-                    .iter()
-                    .filter(|w| w.code == Code::ClientLimited)
-                    .map(|w| w.message.clone()),
-            )
-            .collect::<Vec<_>>(),
-        &said(&[Code::DispatchDelay, Code::SendRateShort]),
+        &said(&out.failures, &[Code::ShardTrouble, Code::ClientLimited]),
+        &said(&warnings, &[Code::DispatchDelay, Code::SendRateShort]),
     );
     let tally = Tally {
         metrics,

@@ -78,7 +78,7 @@ pub struct Row {
     pub verdict: String,
     /// The point's one label: the most serious of its runs'.
     pub label: Label,
-    /// What the server did in the run that gave the label (empty without failures).
+    /// What the server did in the run where it failed most (empty without failures).
     pub server: String,
     /// The server failed most requests, or stopped answering, in a run of this point.
     pub server_failing: bool,
@@ -125,16 +125,13 @@ impl Row {
         };
         let worst = docs.iter().min_by_key(|d| label_of(d));
         let label = worst.map_or(Label::Headroom, label_of);
-        let server = worst
+        // The server's line of the run where it failed most (none where it failed nothing).
+        let failed = |d: &&Value| d.pointer("/server_health/failed").and_then(Value::as_u64);
+        let server = docs
+            .iter()
+            .filter(|d| failed(d) > Some(0))
+            .max_by_key(failed)
             .and_then(|d| d.pointer("/server_health/line")?.as_str())
-            .filter(|_| {
-                docs.iter().any(|d| {
-                    d.pointer("/server_health/failed")
-                        .and_then(Value::as_u64)
-                        .unwrap_or(0)
-                        > 0
-                })
-            })
             .unwrap_or("")
             .to_string();
         let intervals = intervals::FIGURES
