@@ -27,6 +27,8 @@ pub(crate) fn write_with(
     fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
     let tmp = partial(path);
+    // A second Ctrl-C, which ends the process at once, removes it too.
+    let _doomed = crate::sys::doomed(&tmp);
     let done = (|| {
         let file = std::fs::File::create(&tmp)?;
         let mut w = crate::redact::ScrubWriter::new(BufWriter::with_capacity(1 << 16, file));

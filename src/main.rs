@@ -12,7 +12,7 @@ fn main() {
         Ok(cli) => cli,
         Err(ringperf::cli::port::ParseError::Clap(e)) => e.exit(),
         Err(ringperf::cli::port::ParseError::Refused(m)) => {
-            eprintln!("error: {m}");
+            let _ = writeln!(std::io::stderr(), "error: {m}");
             std::process::exit(2);
         }
     };
@@ -24,7 +24,8 @@ fn main() {
         }
         Err(e) => {
             let _ = std::io::stdout().flush();
-            eprintln!(
+            let _ = writeln!(
+                std::io::stderr(),
                 "error: {}",
                 ringperf::internals::redact::scrub(&e.to_string())
             );

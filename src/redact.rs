@@ -312,13 +312,25 @@ impl<W: std::io::Write> std::io::Write for ScrubWriter<W> {
     }
 }
 
-/// Writes `text` to stdout, scrubbed; a reader that stopped reading (`| head`) is no error.
+/// Writes `text` to stdout, scrubbed (see [`console`]).
 pub fn print(text: &str) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    let _ = out
-        .write_all(scrub(text).as_bytes())
-        .and_then(|()| out.flush());
+    console(&mut std::io::stdout().lock(), scrub(text).as_bytes());
+}
+
+/// Writes `bytes` to the console (stdout or stderr) and flushes it. A write never stops or
+/// kills a run: a reader gone (a closed terminal, `| head`) is a hang-up
+/// ([`crate::sys::hang_up`]); any other failure drops what could not be written.
+pub fn console(out: &mut dyn std::io::Write, bytes: &[u8]) {
+    if let Err(e) = out.write_all(bytes).and_then(|()| out.flush()) {
+        if crate::sys::is_hang_up(&e) {
+            crate::sys::hang_up();
+        }
+    }
+}
+
+/// Writes `text` on stderr as it is, without a newline: the live progress line's redraws.
+pub fn draw(text: &str) {
+    console(&mut std::io::stderr().lock(), text.as_bytes());
 }
 
 /// A line on stderr, scrubbed and, in a log, timed ([`say_line`]): every line ringperf writes
@@ -331,20 +343,18 @@ macro_rules! say {
 pub(crate) use say;
 
 /// Writes one line on stderr, scrubbed; where stderr is no terminal (a log: CI, `kubectl
-/// logs`, `nohup`), it starts with its time, as a log line should.
-/// A line that cannot be written (a closed terminal, a reader gone) is dropped: a write never
-/// stops a run.
+/// logs`, `nohup`), it starts with its time, as a log line should. It is written as
+/// [`console`] writes.
 pub fn say_line(text: &str) {
-    use std::io::Write;
     static LOGGED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let text = scrub(text);
-    let mut err = std::io::stderr().lock();
-    let _ = if *LOGGED.get_or_init(|| !crate::sys::is_tty(libc::STDERR_FILENO)) {
+    let line = if *LOGGED.get_or_init(|| !crate::sys::is_tty(libc::STDERR_FILENO)) {
         let time = crate::clock::iso8601(crate::clock::unix_time_secs());
-        writeln!(err, "{time} {text}")
+        format!("{time} {text}\n")
     } else {
-        writeln!(err, "{text}")
+        format!("{text}\n")
     };
+    console(&mut std::io::stderr().lock(), line.as_bytes());
 }
 
 /// How long a server's text may be where it is shown, in characters.

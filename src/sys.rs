@@ -166,28 +166,117 @@ static SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(
 const STOPPING: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
 extern "C" fn on_interrupt(signal: libc::c_int) {
-    let _ = SIGNAL.compare_exchange(
-        0,
-        signal,
-        std::sync::atomic::Ordering::Relaxed,
-        std::sync::atomic::Ordering::Relaxed,
-    );
+    let first = SIGNAL
+        .compare_exchange(
+            0,
+            signal,
+            std::sync::atomic::Ordering::Relaxed,
+            std::sync::atomic::Ordering::Relaxed,
+        )
+        .is_ok();
     if !GRACEFUL.load(std::sync::atomic::Ordering::Relaxed) {
-        const MSG: &[u8] = b"\nringperf: interrupted before anything was measured\n";
-        // SAFETY: write() and _exit() are async-signal-safe; MSG is a valid static buffer.
-        unsafe {
-            libc::write(2, MSG.as_ptr().cast(), MSG.len());
-            libc::_exit(128 + signal);
-        }
+        end_now(
+            signal,
+            b"\nringperf: interrupted before anything was measured\n",
+        );
+    }
+    if !first {
+        end_now(
+            signal,
+            b"\nringperf: a second signal: stopped at once; the file being written is removed\n",
+        );
     }
     if let Some(s) = INTERRUPT.get() {
         s.store(true, std::sync::atomic::Ordering::Relaxed);
     }
-    // A second signal ends the process at once.
-    for s in STOPPING {
-        // SAFETY: signal() is async-signal-safe.
-        unsafe {
-            libc::signal(s, libc::SIG_DFL);
+}
+
+/// Ends the process now with `128 + signal`, leaving no [`Doomed`] path behind.
+/// Async-signal-safe: write(), unlink(), rmdir() and _exit() only.
+fn end_now(signal: libc::c_int, msg: &[u8]) -> ! {
+    type PathCall = unsafe extern "C" fn(*const libc::c_char) -> libc::c_int;
+    for pass in [libc::unlink as PathCall, libc::rmdir] {
+        for slot in &DOOMED {
+            let p = slot.load(std::sync::atomic::Ordering::Acquire);
+            if !p.is_null() {
+                // SAFETY: a non-null slot holds a NUL-terminated path that is never freed.
+                unsafe { pass(p) };
+            }
+        }
+    }
+    // SAFETY: write() and _exit() are async-signal-safe; `msg` is a valid buffer.
+    unsafe {
+        libc::write(2, msg.as_ptr().cast(), msg.len());
+        libc::_exit(128 + signal)
+    }
+}
+
+/// The terminal or the reader of stdout or stderr went away (a closed SSH session, `| head`):
+/// the run stops as on SIGHUP, writes what it measured, and exits 129. Before the run
+/// measures, the process ends at once, as SIGHUP ends it.
+pub fn hang_up() {
+    let _ = SIGNAL.compare_exchange(
+        0,
+        libc::SIGHUP,
+        std::sync::atomic::Ordering::Relaxed,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    if !GRACEFUL.load(std::sync::atomic::Ordering::Relaxed) {
+        end_now(libc::SIGHUP, b"");
+    }
+    if let Some(s) = INTERRUPT.get() {
+        s.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Whether a failed write to the console means its reader is gone: a closed terminal (EIO) or
+/// a closed pipe (EPIPE).
+pub fn is_hang_up(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::BrokenPipe || e.raw_os_error() == Some(libc::EIO)
+}
+
+/// Paths that a process ended at once (a second signal, a signal before the run) removes:
+/// a file written under its hidden name, a folder made for the run (only if still empty).
+const DOOMED_SLOTS: usize = 32;
+static DOOMED: [std::sync::atomic::AtomicPtr<libc::c_char>; DOOMED_SLOTS] =
+    [const { std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()) }; DOOMED_SLOTS];
+
+/// A path that [`end_now`] removes while this lives.
+#[derive(Debug)]
+pub struct Doomed(Option<usize>);
+
+/// Marks `path` for removal should the process be ended at once while the mark lives (with
+/// every slot taken, the path is not marked).
+pub fn doomed(path: &std::path::Path) -> Doomed {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return Doomed(None);
+    };
+    let p = c.into_raw();
+    for (i, slot) in DOOMED.iter().enumerate() {
+        if slot
+            .compare_exchange(
+                std::ptr::null_mut(),
+                p,
+                std::sync::atomic::Ordering::AcqRel,
+                std::sync::atomic::Ordering::Relaxed,
+            )
+            .is_ok()
+        {
+            return Doomed(Some(i));
+        }
+    }
+    // SAFETY: `p` came from `into_raw` above and was never shared.
+    drop(unsafe { std::ffi::CString::from_raw(p) });
+    Doomed(None)
+}
+
+impl Drop for Doomed {
+    fn drop(&mut self) {
+        // The path is left allocated: a signal handler may be reading it on another thread.
+        // A few bytes per file written is what that costs.
+        if let Some(i) = self.0 {
+            DOOMED[i].store(std::ptr::null_mut(), std::sync::atomic::Ordering::Release);
         }
     }
 }
@@ -211,7 +300,8 @@ pub fn signal_name(signal: i32) -> &'static str {
 }
 
 /// A flag that Ctrl-C (SIGINT), SIGTERM and SIGHUP set once [`interrupt_gracefully`] was called;
-/// before that, either signal ends the process at once, and after the first, a second does.
+/// before that, either signal ends the process at once, and after the first, a second does
+/// (leaving no [`Doomed`] path).
 /// The handlers are installed on the first call.
 pub fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     let mut fresh = false;
@@ -224,11 +314,17 @@ pub fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     if fresh {
         let handler = on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t;
         for s in STOPPING {
-            // SAFETY: the handler only uses atomics, write(), _exit() and signal(), all
-            // async-signal-safe.
+            // SAFETY: the handler only uses atomics, write(), unlink(), rmdir() and _exit(),
+            // all async-signal-safe.
             unsafe {
                 libc::signal(s, handler);
             }
+        }
+        // A write past a file-size limit then fails with EFBIG, and the error names the file,
+        // instead of the process dying without a word.
+        // SAFETY: ignoring a signal is always sound.
+        unsafe {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
         }
     }
     flag
@@ -369,6 +465,12 @@ pub fn open_pty(cols: u16, rows: u16) -> io::Result<(std::fs::File, std::os::fd:
     };
     if r != 0 {
         return Err(io::Error::last_os_error());
+    }
+    // Neither is inherited by a program started later (a child that kept the master open
+    // would keep the terminal alive after its owner closed it).
+    for fd in [master, slave] {
+        // SAFETY: sets a flag on a descriptor just opened here.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
     }
     // SAFETY: both descriptors were just opened and are owned by nobody else.
     Ok(unsafe {

@@ -92,7 +92,9 @@ impl View for Ui {
 
 /// The terminal while the dashboard holds it.
 struct Screen {
-    term: Terminal<CrosstermBackend<BufWriter<Stderr>>>,
+    /// Never dropped: ratatui's drop shows the cursor again and, when the terminal is gone,
+    /// panics printing that it could not. [`Screen`]'s own drop gives the terminal back.
+    term: std::mem::ManuallyDrop<Terminal<CrosstermBackend<BufWriter<Stderr>>>>,
     size: (u16, u16),
     /// Standard input's keys, when it is a terminal.
     keys: Option<crate::sys::Keys>,
@@ -111,7 +113,7 @@ impl Screen {
             },
         )?;
         Ok(Screen {
-            term,
+            term: std::mem::ManuallyDrop::new(term),
             size,
             keys: crate::sys::Keys::take(),
         })
@@ -255,7 +257,12 @@ impl Dashboard {
         if self.screen.is_none() {
             match Screen::take() {
                 Ok(s) => self.screen = Some(s),
-                Err(_) => return,
+                Err(e) => {
+                    if crate::sys::is_hang_up(&e) {
+                        crate::sys::hang_up();
+                    }
+                    return;
+                }
             }
             self.last = Counters::read(live);
             self.series = Series::default();
@@ -341,9 +348,13 @@ impl Dashboard {
         let mut screen = self.screen.take().expect("held");
         let drawn = screen.term.draw(|f| self.render(f, live, keys));
         self.cost.frames += 1;
-        // A terminal that went away ends the view, not the run.
-        if drawn.is_ok() {
-            self.screen = Some(screen);
+        match drawn {
+            Ok(_) => self.screen = Some(screen),
+            // A terminal that went away is a hang-up: the run stops and writes what it
+            // measured, as on SIGHUP.
+            Err(e) if crate::sys::is_hang_up(&e) => crate::sys::hang_up(),
+            // Another failure ends the view, not the run.
+            Err(_) => {}
         }
     }
 

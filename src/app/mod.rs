@@ -189,25 +189,34 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
         Command::Profile(args) => {
             install_secrets(&args.target);
             let flags = Flags::of(&args)?;
-            let crossed = if flags.several() {
-                sweep::run(flags, stop, true).map(|r| r.gates_crossed)
+            // Whether any gate was crossed, and whether the load was cut short.
+            let ran = if flags.several() {
+                sweep::run(flags, stop, true)
+                    .map(|r| (r.gates_crossed, r.rows.iter().any(|p| p.cancelled)))
             } else {
-                profile::run(flags, stop, true).map(|r| r.gates.iter().any(|g| g.failure.is_some()))
+                profile::run(flags, stop, true).map(|r| {
+                    let crossed = r.gates.iter().any(|g| g.failure.is_some());
+                    (crossed, r.report.cancelled)
+                })
             };
             // A stopped run says so in its exit code (128 + the signal, as a shell does),
             // whatever it measured: a script or a CI job can tell it from a finished one.
             if let Some(sig) = crate::sys::interrupted_by() {
                 let name = crate::sys::signal_name(sig);
-                match crossed {
-                    Ok(_) => crate::redact::say!(
+                match ran {
+                    Ok((_, true)) => crate::redact::say!(
                         "ringperf: interrupted by {name}: the artifacts hold what was measured \
                          until then"
+                    ),
+                    Ok((_, false)) => crate::redact::say!(
+                        "ringperf: {name} came after the load had finished: every artifact \
+                         holds the whole run"
                     ),
                     Err(e) => crate::redact::say!("ringperf: interrupted by {name}: {e}"),
                 }
                 return Ok(128 + sig);
             }
-            return Ok(if crossed? { GATES_CROSSED } else { 0 });
+            return Ok(if ran?.0 { GATES_CROSSED } else { 0 });
         }
         Command::Sim(args) => sim::serve(&args, stop),
         Command::Doctor(a) => tools::doctor(&a),

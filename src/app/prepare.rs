@@ -179,12 +179,15 @@ fn choose_model(
 
 /// Results that cannot be written are found out before the run, not after it.
 fn check_artifact_dir(dir: &std::path::Path) -> Result<MadeDir, Fatal> {
-    let made = MadeDir(
-        dir.ancestors()
-            .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
-            .map(std::path::Path::to_path_buf)
-            .collect(),
-    );
+    let made: Vec<std::path::PathBuf> = dir
+        .ancestors()
+        .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+        .map(std::path::Path::to_path_buf)
+        .collect();
+    let made = MadeDir {
+        _doomed: made.iter().map(|d| crate::sys::doomed(d)).collect(),
+        dirs: made,
+    };
     let probe = dir.join(".ringperf-write-check");
     std::fs::create_dir_all(dir)
         .and_then(|()| std::fs::write(&probe, b""))
@@ -203,13 +206,18 @@ fn check_artifact_dir(dir: &std::path::Path) -> Result<MadeDir, Fatal> {
 
 /// A folder this run made: removed again if the run ends without writing into it (refused,
 /// or stopped before its first request), so that a refusal leaves nothing behind.
-struct MadeDir(Vec<std::path::PathBuf>);
+/// The folders made for the run, deepest first; a process ended at once (a second Ctrl-C)
+/// removes them too while still empty.
+struct MadeDir {
+    dirs: Vec<std::path::PathBuf>,
+    _doomed: Vec<crate::sys::Doomed>,
+}
 
 impl Drop for MadeDir {
     fn drop(&mut self) {
         // The folder, then each parent made for it; only an empty folder can be removed, so
         // what a run wrote stays.
-        for d in &self.0 {
+        for d in &self.dirs {
             if std::fs::remove_dir(d).is_err() {
                 return;
             }

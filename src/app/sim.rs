@@ -1,6 +1,5 @@
 //! `ringperf sim`: the simulator on its own, one or several replicas, until Ctrl-C.
 
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -47,9 +46,8 @@ pub(super) fn serve(args: &SimArgs, stop: Arc<AtomicBool>) -> Result<(), Fatal> 
             cfg.itl
         );
         // The chosen port on stdout alone, for scripts that start the simulator on port 0.
-        let _ = writeln!(std::io::stdout(), "{}", handle.addr.port());
+        crate::redact::print(&format!("{}\n", handle.addr.port()));
     }
-    let _ = std::io::stdout().flush();
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }

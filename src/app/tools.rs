@@ -82,7 +82,7 @@ pub(super) fn compare(
         .collect::<std::io::Result<Vec<_>>>()
         .map_err(|e| Fatal::io("reading the runs to compare", e))?;
     let c = report::compare::compare(sources);
-    print!("{}", c.render());
+    crate::redact::print(&c.render());
     c.write(artifact_dir).map_err(|e| {
         Fatal::io(
             format!("writing the comparison to {}", artifact_dir.display()),

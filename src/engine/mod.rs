@@ -251,7 +251,7 @@ impl View for LineView {
             if let Some(t) = first {
                 self.startup = None;
                 if self.show {
-                    eprint!("\r\x1b[2K");
+                    crate::redact::draw("\r\x1b[2K");
                 }
                 let s = t.saturating_sub(origin) as f64 / 1e9;
                 crate::redact::say!(
@@ -281,7 +281,7 @@ impl View for LineView {
 
     fn end(&mut self) {
         if self.show {
-            eprint!("\r\x1b[2K");
+            crate::redact::draw("\r\x1b[2K");
         }
         if let Some((progress, started, length)) = self.seen.take() {
             let last = Snapshot::read(&progress, length, now_ns().saturating_sub(started));
@@ -535,7 +535,7 @@ fn print_progress(progress: &[Arc<Progress>], plan: &Plan, started: u64) {
         now_ns().saturating_sub(started),
         width.saturating_sub(1),
     );
-    eprint!("\r\x1b[2K{line}");
+    crate::redact::draw(&format!("\r\x1b[2K{line}"));
 }
 
 /// How long a run is asked to be: this node's requests, or a duration.
@@ -652,9 +652,8 @@ impl Snapshot {
 /// Logs `now`: a line with its time, or a JSON object (which holds its time).
 fn log(now: &Snapshot, json: bool) {
     if json {
-        use std::io::Write;
-        let line = crate::redact::scrub(&now.log_line(true)).into_owned();
-        let _ = writeln!(std::io::stderr().lock(), "{line}");
+        let line = crate::redact::scrub(&now.log_line(true)).into_owned() + "\n";
+        crate::redact::draw(&line);
     } else {
         crate::redact::say!("{}", now.log_line(false));
     }

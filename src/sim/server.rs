@@ -83,7 +83,7 @@ impl SimHandle {
                 e.failed.load(Ordering::Relaxed),
             );
             if dropped + failed > 0 {
-                eprintln!(
+                crate::redact::say!(
                     "ringperf sim: {dropped} span(s) dropped on a full queue, {failed} \
                      export(s) failed"
                 );
@@ -284,7 +284,7 @@ fn shard_main(
                         // Out of descriptors, most likely: clients wait in the kernel's queue
                         // until one frees. Say so once, and count every failure.
                         if ctx.counters.accept_failures.fetch_add(1, Ordering::Relaxed) == 0 {
-                            eprintln!(
+                            crate::redact::say!(
                                 "ringperf sim: cannot accept connections: {e}; clients wait \
                                  until a descriptor frees (open-files limit {}: raise it with \
                                  ulimit -n)",

@@ -188,7 +188,9 @@ fn export(url: &str, enc: Encoding, rx: &Receiver<Msg>, failed: &AtomicU64) {
         if let Err(e) = otlp::post(url, &body, enc, Duration::from_secs(10)) {
             failed.fetch_add(1, Ordering::Relaxed);
             if !std::mem::replace(&mut warned, true) {
-                eprintln!("ringperf sim: cannot export spans to {url}: {e} (counting failures)");
+                crate::redact::say!(
+                    "ringperf sim: cannot export spans to {url}: {e} (counting failures)"
+                );
             }
         }
         batch.clear();

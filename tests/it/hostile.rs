@@ -459,16 +459,16 @@ fn a_failed_write_leaves_no_cut_file() {
     ])
     .args(["--output-tokens-mean", "4", "--no-progress"])
     .args(["--artifact-dir", dir.to_str().unwrap()]);
-    // SAFETY: setrlimit and signal are async-signal-safe; nothing else runs in the child.
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs in the child.
     unsafe {
         cmd.pre_exec(|| {
             let lim = libc::rlimit {
                 rlim_cur: 48 << 10,
                 rlim_max: 48 << 10,
             };
+            // SIGXFSZ keeps its default action (death): ringperf ignores it itself, so that
+            // the write fails with EFBIG and the error can name the file.
             libc::setrlimit(libc::RLIMIT_FSIZE, &lim);
-            // A write past the limit then fails with EFBIG instead of killing the process.
-            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
             Ok(())
         });
     }
@@ -572,4 +572,161 @@ fn small_holes_are_clear_errors_or_honoured() {
     assert_eq!(code, 2, "{console}");
     assert!(console.contains("is not JSON once filled in"), "{console}");
     assert!(!console.contains("No such file"), "{console}");
+}
+
+/// Reads `master` until `seen` holds each of `marks` in turn (a readiness mark); panics after
+/// 60 s.
+fn read_until(master: &mut std::fs::File, seen: &mut Vec<u8>, marks: &[&[u8]]) {
+    use std::io::Read;
+    let end = Instant::now() + Duration::from_secs(60);
+    let mut buf = [0u8; 65536];
+    let found = |seen: &[u8]| {
+        let mut at = 0;
+        marks.iter().all(|m| {
+            let hit = seen[at..].windows(m.len()).position(|w| w == *m);
+            hit.map(|i| at += i + m.len()).is_some()
+        })
+    };
+    while !found(seen) {
+        assert!(Instant::now() < end, "no {marks:?} on the terminal");
+        match master.read(&mut buf) {
+            Ok(n) if n > 0 => seen.extend_from_slice(&buf[..n]),
+            r => panic!(
+                "the terminal closed: {r:?}: {}",
+                String::from_utf8_lossy(seen)
+            ),
+        }
+    }
+}
+
+/// The terminal closes under a run (an SSH session drops: the pty's master side is closed):
+/// the run stops as on SIGHUP, writes every artifact, and exits 129 — with the live line,
+/// with the dashboard, and in a sweep, where the point under way is kept too.
+#[test]
+fn a_closed_terminal_is_a_hang_up_that_keeps_the_run() {
+    let _shared = support::shared();
+    let sim = "--sim=--ttft 5ms --itl 5ms";
+    for (ui, load, ready) in [
+        ("simple", "4", &[&b"TTFT p50"[..]][..]),
+        ("dashboard", "4", &[&b"\x1b[?1049h"[..]]),
+        ("simple", "2,4", &[&b"point 2 of 2"[..], b"TTFT p50"]),
+    ] {
+        let (mut master, slave) = ringperf::internals::sys::open_pty(80, 24).unwrap();
+        let dir = support::artifact_dir("hostile-pty");
+        let child = ringperf()
+            .args(["profile", sim, "--streaming", "--ui", ui])
+            .args(["--concurrency", load, "--benchmark-duration", "4"])
+            .args(["--output-tokens-mean", "8", "--artifact-dir"])
+            .arg(&dir)
+            .stdin(Stdio::from(slave.try_clone().unwrap()))
+            .stdout(Stdio::from(slave.try_clone().unwrap()))
+            .stderr(Stdio::from(slave))
+            .spawn()
+            .unwrap();
+        let mut seen = Vec::new();
+        read_until(&mut master, &mut seen, ready);
+        drop(master);
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(129), "{ui} {load}");
+        let points: Vec<std::path::PathBuf> = if load.contains(',') {
+            vec![dir.join("concurrency_2"), dir.join("concurrency_4")]
+        } else {
+            vec![dir.clone()]
+        };
+        for (i, p) in points.iter().enumerate() {
+            let doc: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(p.join("profile_export_ringperf.json"))
+                    .unwrap_or_else(|e| panic!("{ui} {load}: {}: {e}", p.display())),
+            )
+            .unwrap();
+            // Only the last point was under way when the terminal went.
+            let cut = i + 1 == points.len();
+            assert_eq!(doc["was_cancelled"], cut, "{ui} {load} {}", p.display());
+            if cut {
+                assert_eq!(doc["interrupted_by"], "SIGHUP");
+            }
+            assert!(p.join("profile_export.jsonl").exists());
+            // The live line shows TTFT once requests finished; a sweep's first point ran whole.
+            if ui == "simple" && (!cut || points.len() == 1) {
+                let rate = doc["request_throughput"]["avg"].as_f64();
+                assert!(rate.is_some_and(|r| r > 0.0), "{ui} {load}: {rate:?}");
+            }
+        }
+        assert!(dir.join("report.html").exists(), "{ui} {load}");
+        let names = support::files_under(&dir);
+        assert!(
+            !names
+                .iter()
+                .any(|n| n.to_string_lossy().ends_with(".partial")),
+            "{names:?}"
+        );
+    }
+}
+
+/// `ringperf profile … 2>&1 | head -1`: the reader goes after one line; the process ends as
+/// on SIGHUP (129), never with a panic.
+#[test]
+fn a_reader_that_goes_is_a_hang_up_not_a_panic() {
+    let _shared = support::shared();
+    let dir = support::artifact_dir("hostile-head");
+    let mut child = ringperf()
+        .args(["profile", "--sim=--ttft 5ms --itl 5ms", "--streaming"])
+        .args(["--concurrency", "2", "--benchmark-duration", "30"])
+        .args(["--progress-interval", "1", "--artifact-dir"])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let t = Instant::now();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(129), "{first}");
+    assert!(t.elapsed() < Duration::from_secs(20));
+}
+
+/// A second Ctrl-C ends the process at once, whatever it was doing: it leaves no hidden
+/// half-written file and no empty folder.
+#[test]
+fn a_second_signal_leaves_no_partial_file_and_no_empty_folder() {
+    let _shared = support::shared();
+    for _ in 0..3 {
+        let dir = support::artifact_dir("hostile-twice");
+        let child = ringperf()
+            .args(["profile", "--sim=--ttft 0ms --itl 0ms", "--streaming"])
+            .args(["--concurrency", "64", "--benchmark-duration", "60"])
+            .args([
+                "--output-tokens-mean",
+                "64",
+                "--no-progress",
+                "--artifact-dir",
+            ])
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut child = child;
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        wait_for_line(&mut lines, |l| l.contains("start-up").then_some(()));
+        signal(&child, "INT");
+        signal(&child, "INT");
+        let status = child.wait().unwrap();
+        let rest: Vec<String> = lines.map_while(Result::ok).collect();
+        assert_eq!(status.code(), Some(130), "{rest:?}");
+        let names = support::files_under(&dir);
+        assert!(
+            !names
+                .iter()
+                .any(|n| n.to_string_lossy().ends_with(".partial")),
+            "{names:?}"
+        );
+        assert!(
+            !dir.exists() || !names.is_empty(),
+            "an empty folder was left"
+        );
+    }
 }
