@@ -204,13 +204,10 @@ pub(crate) fn parse_models(body: &[u8]) -> Result<Vec<String>, serde_json::Error
         id: String,
     }
     let list: List = serde_json::from_slice(body)?;
-    // A name is shown and written: a server's text, made safe (a real model's name is
-    // unchanged by it).
-    Ok(list
-        .data
-        .into_iter()
-        .map(|m| crate::redact::server_text(&m.id, 200))
-        .collect())
+    // Each id is sent back byte for byte (vLLM names a model by its path when it is given no
+    // --served-model-name, hundreds of characters long); only where it is shown is it made
+    // safe and short ([`crate::redact::model_shown`]).
+    Ok(list.data.into_iter().map(|m| m.id).collect())
 }
 
 /// Empties the server's prefix cache before the run: vLLM's `POST /reset_prefix_cache`, else

@@ -394,6 +394,12 @@ pub fn server_text(raw: &str, cap: usize) -> String {
     out
 }
 
+/// How a model's id is shown: as [`server_text`], at most 120 characters. What is sent and
+/// written in the JSON is the id itself.
+pub fn model_shown(id: &str) -> String {
+    server_text(id, 120)
+}
+
 /// [`server_text`] of bytes that need not be UTF-8.
 pub fn server_bytes(raw: &[u8], cap: usize) -> String {
     server_text(&String::from_utf8_lossy(raw), cap)

@@ -379,6 +379,9 @@ pub fn decode_with<'a>(
     })
 }
 
+/// The longest model name kept from a response, in bytes.
+const MODEL_CAP: usize = 1024;
+
 /// The first `"model": "…"` value in a response's (or an event's) bytes: the model the
 /// server says answered, whatever was asked. Off the hot path: a shard asks its first events.
 pub fn named_model(raw: &[u8]) -> Option<String> {
@@ -387,7 +390,13 @@ pub fn named_model(raw: &[u8]) -> Option<String> {
     let rest = text[at..].trim_start().strip_prefix(':')?.trim_start();
     let rest = rest.strip_prefix('"')?;
     let end = rest.find('"')?;
-    Some(crate::redact::server_text(&rest[..end], 200)).filter(|m| !m.is_empty())
+    // Kept as named, to be told from the id asked (shown through `redact::model_shown`);
+    // a name longer than any model's path is cut.
+    let mut end = end.min(MODEL_CAP);
+    while !rest.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(crate::redact::scrub(&rest[..end]).into_owned()).filter(|m| !m.is_empty())
 }
 
 #[cfg(test)]

@@ -141,7 +141,8 @@ fn choose_model(
                 return Err(Fatal::NoModel(target.endpoint.url()));
             };
             crate::redact::say!(
-                "ringperf: model: {first} (the first the server lists{}; -m chooses)",
+                "ringperf: model: {} (the first the server lists{}; -m chooses)",
+                crate::redact::model_shown(first),
                 if list.len() > 1 {
                     format!(" of {}", list.len())
                 } else {
@@ -153,10 +154,12 @@ fn choose_model(
         }
         Ok(list) => {
             if !list.is_empty() && !list.contains(&spec.model) {
+                let listed: Vec<String> =
+                    list.iter().map(|m| crate::redact::model_shown(m)).collect();
                 crate::redact::say!(
                     "ringperf: warning: the server lists {}, not {:?}; the probe request will tell",
-                    list.join(", "),
-                    spec.model
+                    listed.join(", "),
+                    crate::redact::model_shown(&spec.model)
                 );
             }
             Ok(list)
@@ -166,7 +169,10 @@ fn choose_model(
             advice: String::new(),
         }),
         Err(e) if asked => {
-            crate::redact::say!("ringperf: note: {e}; going on with -m {}", spec.model);
+            crate::redact::say!(
+                "ringperf: note: {e}; going on with -m {}",
+                crate::redact::model_shown(&spec.model)
+            );
             Ok(Vec::new())
         }
         Err(e) => Err(Fatal::Server {

@@ -220,13 +220,14 @@ pub(super) fn measure(
             ),
         ));
     }
+    let asked = crate::redact::model_shown(&plan.target.model);
     let model = match report
         .served_model
         .as_ref()
         .filter(|m| **m != plan.target.model)
     {
-        Some(m) => format!("{m} (asked: {})", plan.target.model),
-        None => plan.target.model.clone(),
+        Some(m) => format!("{} (asked: {asked})", crate::redact::model_shown(m)),
+        None => asked,
     };
     let what = match plan.target.kind.answer() {
         crate::api::Answer::Images => "Image Generation Metrics",

@@ -231,10 +231,10 @@ impl About {
         format!(
             "{} model {}{}",
             self.servers.join(", "),
-            self.model,
-            self.served_model
-                .as_ref()
-                .map_or(String::new(), |m| format!(" (served as {m})"))
+            crate::redact::model_shown(&self.model),
+            self.served_model.as_ref().map_or(String::new(), |m| {
+                format!(" (served as {})", crate::redact::model_shown(m))
+            })
         )
     }
 

@@ -610,12 +610,13 @@ pub fn build(mut out: RunOutput, settings: &Settings) -> Report {
         ));
     }
     if let Some(m) = served_model.as_ref().filter(|m| **m != settings.model) {
+        let m = crate::redact::model_shown(m);
         warnings.push(Warning::new(
             Code::ServedModelDiffers,
             format!(
                 "the server answered as model {m:?}, not {:?}: it ignores the model name asked \
              (llama.cpp serves its one model whatever the name), so these results are {m:?}'s",
-                settings.model
+                crate::redact::model_shown(&settings.model)
             ),
         ));
     }

@@ -166,3 +166,43 @@ fn the_prefix_cache_is_reset_when_asked_and_a_warm_one_is_named() {
         "{w:?}"
     );
 }
+
+/// vLLM names a model by its path when it has no `--served-model-name`: an id of hundreds of
+/// characters. Without -m, ringperf sends it exactly as `/v1/models` gave it; only the console
+/// shortens it.
+#[test]
+fn a_long_model_id_is_sent_byte_for_byte() {
+    let _shared = support::shared();
+    let id = format!(
+        "/root/.cache/huggingface/hub/models--org--m/snapshots/{}/{}.Q4_K_M-v1.0",
+        "0123456789abcdef".repeat(5),
+        "x-y_z".repeat(30)
+    );
+    assert_eq!(id.len(), 297);
+    let s = support::sim(&format!("-m {id} --ttft 1ms --itl 1ms"));
+    let dir = support::artifact_dir("preflight-long-id");
+    let res = support::profile(
+        &format!(
+            "--url http://{} --request-count 4 --output-tokens-mean 3",
+            s.addr
+        ),
+        &dir,
+    )
+    .unwrap();
+    assert_eq!(
+        (res.report.completed, res.report.failed),
+        (4, 0),
+        "{}",
+        res.console
+    );
+    let inputs: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("inputs.json")).unwrap()).unwrap();
+    assert_eq!(inputs["data"][0]["payload"][0]["model"], id.as_str());
+    assert!(!res.console.contains(&id), "shown whole: {}", res.console);
+    assert!(res.console.contains(&id[..100]), "{}", res.console);
+    assert!(
+        !res.console.contains("answered as model"),
+        "{}",
+        res.console
+    );
+}
