@@ -1,9 +1,9 @@
-//! Every file ringperf writes goes through here: whole or not at all, and scrubbed of secrets.
+//! Every file ringperf writes goes through here: whole or not at all.
 //!
 //! A file is written under a hidden name beside its own (`.NAME.partial`), synced, then renamed:
 //! a full disk, a size limit or a crash leaves no half-written file under the final name (an
 //! earlier run's file of that name stays as it was), and the error names the file and why.
-//! What is written passes through [`crate::redact::ScrubWriter`].
+//! Secrets were cut out of what is written where it came in ([`crate::redact`]).
 
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -31,9 +31,9 @@ pub(crate) fn write_with(
     let _doomed = crate::sys::doomed(&tmp);
     let done = (|| {
         let file = std::fs::File::create(&tmp)?;
-        let mut w = crate::redact::ScrubWriter::new(BufWriter::with_capacity(1 << 16, file));
+        let mut w = BufWriter::with_capacity(1 << 16, file);
         fill(&mut w)?;
-        let file = w.into_inner()?.into_inner().map_err(|e| e.into_error())?;
+        let file = w.into_inner().map_err(|e| e.into_error())?;
         file.sync_data()
     })();
     match done {

@@ -24,11 +24,7 @@ fn main() {
         }
         Err(e) => {
             let _ = std::io::stdout().flush();
-            let _ = writeln!(
-                std::io::stderr(),
-                "error: {}",
-                ringperf::internals::redact::scrub(&e.to_string())
-            );
+            let _ = writeln!(std::io::stderr(), "error: {e}");
             std::process::exit(e.exit_code());
         }
     }

@@ -745,7 +745,7 @@ pub(crate) fn post(url: &str, body: &[u8], enc: Encoding, timeout: Duration) -> 
     } else {
         Err(Error::Status {
             status: answer.status,
-            body: String::from_utf8_lossy(&answer.body).trim().into(),
+            body: crate::redact::server_bytes(&answer.body, 300),
         })
     }
 }

@@ -334,6 +334,8 @@ impl Record {
     /// Keeps the server's `finish_reason`; the usual ones without an allocation, which would
     /// outlive the request's buffers among them and so keep their memory from the next ones.
     pub fn set_finish_reason(&mut self, f: &str) {
+        /// The most characters kept of a finish reason (an ellipsis marks a cut one).
+        const FINISH_REASON_CAP: usize = 64;
         const KNOWN: [&str; 6] = [
             "stop",
             "length",
@@ -342,9 +344,10 @@ impl Record {
             "abort",
             "eos_token",
         ];
+        // Another is a server's text, kept short (a 400 KB value once cost 390 KB a request).
         self.finish_reason = Some(match KNOWN.iter().find(|k| **k == f) {
             Some(k) => Cow::Borrowed(k),
-            None => Cow::Owned(f.to_string()),
+            None => Cow::Owned(crate::redact::server_text(f, FINISH_REASON_CAP)),
         });
     }
 

@@ -1,12 +1,16 @@
 //! One rule for what reaches a person or a file.
 //!
-//! **Secrets.** Every credential ringperf is given (an API key, the value of a credential header,
-//! the password in a URL, and the `Basic` token made from it) is [`install`]ed once, as soon as
-//! the command line is read. [`scrub`] then replaces any part of any of them that is 8
-//! characters or longer (and a short one whole) with `<redacted>`, wherever it appears: a key
-//! a server echoes without its `sk-` prefix, or cut, or inside other text, is caught too. The
-//! console, the log lines and every artifact pass through it. A match of digits alone is left
-//! as it is: it is one of ringperf's own numbers, not a secret's echo.
+//! **Secrets.** Every credential ringperf is given (an API key, every header value given with
+//! `-H`, the password in a URL, and the `Basic` token made from it) is [`install`]ed once, as
+//! soon as the command line is read, with the forms a server may echo it in: JSON-escaped,
+//! percent-encoded, base64 (standard and URL-safe, at each alignment). Secrets are cut out of
+//! *outside text where it enters*, before it is kept: what a server says (its errors, pages,
+//! model names, finish reasons, metrics pages, generated text) and the command line shown in
+//! reports. [`scrub`] replaces any part of a secret that is 8 characters or longer (and a short
+//! secret whole) with `<redacted>`: a key a server echoes without its `sk-` prefix, or cut, or
+//! inside other text, is caught too. ringperf's own text (its keys, numbers and words) never
+//! passes through it, so no secret of any length or character set can change a figure or
+//! break a file's syntax: every encoder then writes clean values.
 //!
 //! **Server text.** What a server says (an error message, an error page, the model name it
 //! answers as) is data: [`server_text`] makes it one line with every control character
@@ -29,7 +33,7 @@ pub const MIN_PART: usize = 8;
 const MIN_SECRET: usize = 4;
 
 /// The secrets given to this process.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 struct Secrets {
     /// Every 8-byte window of every secret of 8 bytes or more, as a little-endian word.
     grams: HashSet<u64>,
@@ -38,19 +42,6 @@ struct Secrets {
     filter: Vec<u64>,
     /// Secrets of 4 to 7 bytes, cut out whole.
     short: Vec<Vec<u8>>,
-    /// Bytes that occur in some secret: text can be cut at any other byte without splitting one.
-    in_secret: [bool; 256],
-}
-
-impl Default for Secrets {
-    fn default() -> Self {
-        Secrets {
-            grams: HashSet::new(),
-            filter: Vec::new(),
-            short: Vec::new(),
-            in_secret: [false; 256],
-        }
-    }
 }
 
 /// Adds `[a, b)` to ranges kept in order, merging overlaps.
@@ -66,15 +57,19 @@ fn slot(w: u64) -> usize {
 }
 
 impl Secrets {
+    /// Adds `secret` and each form a server may echo it in.
+    fn add_with_forms(&mut self, secret: &str) {
+        for form in forms(secret) {
+            self.add(form.as_bytes());
+        }
+    }
+
     fn add(&mut self, secret: &[u8]) {
         if secret.len() < MIN_SECRET {
             return;
         }
         if self.filter.is_empty() {
             self.filter = vec![0; 1024];
-        }
-        for b in secret {
-            self.in_secret[usize::from(*b)] = true;
         }
         if secret.len() < MIN_PART {
             if !self.short.iter().any(|s| s == secret) {
@@ -119,13 +114,45 @@ impl Secrets {
                 }
             }
         }
-        // A match made of digits alone is a number of ringperf's own (a time stamp, a count)
-        // that happens to hold a run of a secret's digits: cutting it would change a figure
-        // and break the JSON around it. A secret's digits next to any other of its characters
-        // are still cut, so only a secret's run of 15 or more digits can keep its middle.
-        out.retain(|&(a, b)| !text[a..b].iter().all(|c| c.is_ascii_digit() || *c == b'.'));
         out
     }
+}
+
+/// `secret` and the forms a server may echo it in: JSON-escaped (a key with `"` or `\\`),
+/// percent-encoded (in a URL or a form), and base64, standard and URL-safe, at each of the
+/// three alignments it can take inside a longer encoding (the characters that depend on the
+/// secret's bytes alone).
+fn forms(secret: &str) -> Vec<String> {
+    use base64::Engine;
+    let mut out = vec![secret.to_string()];
+    let json = serde_json::to_string(secret).unwrap_or_default();
+    out.push(json[1..json.len().saturating_sub(1).max(1)].to_string());
+    let mut pct = String::new();
+    for b in secret.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            pct.push(char::from(b));
+        } else {
+            pct.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out.push(pct);
+    let n = secret.len();
+    for shift in 0..3 {
+        let mut bytes = vec![0u8; shift];
+        bytes.extend_from_slice(secret.as_bytes());
+        let enc = base64::engine::general_purpose::STANDARD_NO_PAD.encode(&bytes);
+        // Character i covers bits [6i, 6i + 6): those within the secret's bits alone.
+        let first = (8 * shift).div_ceil(6);
+        let end = (8 * (shift + n)) / 6;
+        if first < end {
+            let part = &enc[first..end];
+            out.push(part.to_string());
+            out.push(part.replace('+', "-").replace('/', "_"));
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
 }
 
 static SECRETS: RwLock<Option<Arc<Secrets>>> = RwLock::new(None);
@@ -144,14 +171,15 @@ where
     let mut guard = SECRETS.write().unwrap_or_else(|e| e.into_inner());
     let mut next = guard.as_deref().cloned().unwrap_or_default();
     for s in secrets {
-        next.add(s.as_ref().trim().as_bytes());
+        next.add_with_forms(s.as_ref().trim());
     }
     if !next.is_empty() {
         *guard = Some(Arc::new(next));
     }
 }
 
-/// Whether a header of this name carries a credential.
+/// Whether a header of this name carries a credential (its value is hidden in
+/// `input_config`).
 pub fn is_credential_header(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     [
@@ -169,12 +197,10 @@ pub fn is_credential_header(name: &str) -> bool {
     .any(|w| n.contains(w))
 }
 
-/// The secrets in a header: for a credential header, its value, and the credential alone when
-/// the value names its scheme (`Bearer KEY`, `Basic TOKEN`); nothing for another header.
-pub fn header_secrets(name: &str, value: &str) -> Vec<String> {
-    if !is_credential_header(name) {
-        return Vec::new();
-    }
+/// The secrets in a header the user gave: its value (any header's: a tenant id, a routing
+/// key), and the credential alone when the value names its scheme (`Bearer KEY`, `Basic
+/// TOKEN`).
+pub fn header_secrets(value: &str) -> Vec<String> {
     let value = value.trim();
     let mut out = vec![value.to_string()];
     if let Some((_, cred)) = value.split_once(' ') {
@@ -215,106 +241,9 @@ pub fn scrub(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// [`scrub`] over bytes that need not be text.
-pub fn scrub_bytes(bytes: &[u8]) -> Cow<'_, [u8]> {
-    match current() {
-        Some(s) => cut_out(&s, bytes),
-        None => Cow::Borrowed(bytes),
-    }
-}
-
-/// `bytes` with `secrets`' ranges in it replaced.
-fn cut_out<'a>(secrets: &Secrets, bytes: &'a [u8]) -> Cow<'a, [u8]> {
-    let ranges = secrets.ranges(bytes);
-    if ranges.is_empty() {
-        return Cow::Borrowed(bytes);
-    }
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut at = 0;
-    for (a, b) in ranges {
-        out.extend_from_slice(&bytes[at..a]);
-        out.extend_from_slice(REDACTED.as_bytes());
-        at = b;
-    }
-    out.extend_from_slice(&bytes[at..]);
-    Cow::Owned(out)
-}
-
-/// A writer that scrubs what goes through it, with the secrets installed when it was made. It
-/// gathers what it is given and scrubs it in batches, each cut after a byte that no secret
-/// contains (so a secret is never split between two batches); without secrets it passes
-/// everything straight on.
-pub struct ScrubWriter<W: std::io::Write> {
-    inner: W,
-    secrets: Option<Arc<Secrets>>,
-    held: Vec<u8>,
-}
-
-/// What is gathered before a batch is scrubbed.
-const BATCH: usize = 64 << 10;
-
-/// Held back at most: past this, text with no byte outside every secret is scrubbed as it is.
-const HELD_CAP: usize = 1 << 20;
-
-impl<W: std::io::Write> ScrubWriter<W> {
-    /// Scrubs into `inner`.
-    pub fn new(inner: W) -> Self {
-        ScrubWriter {
-            inner,
-            secrets: current(),
-            held: Vec::new(),
-        }
-    }
-
-    /// Scrubs and writes the first `upto` bytes held.
-    fn emit(&mut self, upto: usize) -> std::io::Result<()> {
-        if let Some(s) = &self.secrets {
-            self.inner.write_all(&cut_out(s, &self.held[..upto]))?;
-        }
-        self.held.drain(..upto);
-        Ok(())
-    }
-
-    /// Flushes and hands back the inner writer.
-    pub fn into_inner(mut self) -> std::io::Result<W> {
-        std::io::Write::flush(&mut self)?;
-        Ok(self.inner)
-    }
-}
-
-impl<W: std::io::Write> std::io::Write for ScrubWriter<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let Some(s) = &self.secrets else {
-            return self.inner.write(buf);
-        };
-        self.held.extend_from_slice(buf);
-        if self.held.len() < BATCH {
-            return Ok(buf.len());
-        }
-        let cut = self
-            .held
-            .iter()
-            .rposition(|b| !s.in_secret[usize::from(*b)])
-            .map(|i| i + 1);
-        match cut {
-            Some(c) => self.emit(c)?,
-            None if self.held.len() > HELD_CAP => self.emit(self.held.len())?,
-            None => {}
-        }
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        if !self.held.is_empty() {
-            self.emit(self.held.len())?;
-        }
-        self.inner.flush()
-    }
-}
-
-/// Writes `text` to stdout, scrubbed (see [`console`]).
+/// Writes `text` to stdout (see [`console`]).
 pub fn print(text: &str) {
-    console(&mut std::io::stdout().lock(), scrub(text).as_bytes());
+    console(&mut std::io::stdout().lock(), text.as_bytes());
 }
 
 /// Writes `bytes` to the console (stdout or stderr) and flushes it. A write never stops or
@@ -333,8 +262,7 @@ pub fn draw(text: &str) {
     console(&mut std::io::stderr().lock(), text.as_bytes());
 }
 
-/// A line on stderr, scrubbed and, in a log, timed ([`say_line`]): every line ringperf writes
-/// to stderr.
+/// A line on stderr, in a log timed ([`say_line`]): every line ringperf writes to stderr.
 macro_rules! say {
     ($($arg:tt)*) => {
         $crate::redact::say_line(&format!($($arg)*))
@@ -342,12 +270,11 @@ macro_rules! say {
 }
 pub(crate) use say;
 
-/// Writes one line on stderr, scrubbed; where stderr is no terminal (a log: CI, `kubectl
-/// logs`, `nohup`), it starts with its time, as a log line should. It is written as
-/// [`console`] writes.
+/// Writes one line on stderr; where stderr is no terminal (a log: CI, `kubectl logs`,
+/// `nohup`), it starts with its time, as a log line should. It is written as [`console`]
+/// writes.
 pub fn say_line(text: &str) {
     static LOGGED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let text = scrub(text);
     let line = if *LOGGED.get_or_init(|| !crate::sys::is_tty(libc::STDERR_FILENO)) {
         let time = crate::clock::iso8601(crate::clock::unix_time_secs());
         format!("{time} {text}\n")
@@ -408,7 +335,6 @@ pub fn server_bytes(raw: &[u8], cap: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
 
     // The secrets are process-wide: every test here installs its own, distinct from the others'.
 
@@ -424,18 +350,17 @@ mod tests {
         assert_eq!(scrub("x456789abcdefXYZy"), "x<redacted>y");
         // Seven characters of it are not enough to be told from chance.
         assert_eq!(scrub("0123456 and def"), "0123456 and def");
-        assert_eq!(scrub_bytes(b"[23456789a]").as_ref(), b"[<redacted>]");
     }
 
     #[test]
-    fn numbers_that_hold_a_secrets_digits_are_left_whole() {
-        install(["tk-live-0123456789ab"]);
-        let line = r#"{"start_ns":1795001234567890,"error":"bad key tk-live-0123456789ab"}"#;
+    fn a_key_of_digits_alone_is_cut_too() {
+        // Only outside text is scrubbed, never ringperf's own numbers: digits are no exception.
+        install(["8675309112358"]);
         assert_eq!(
-            scrub(line),
-            r#"{"start_ns":1795001234567890,"error":"bad key <redacted>"}"#
+            scrub("tenant 8675309112358 denied"),
+            "tenant <redacted> denied"
         );
-        assert_eq!(scrub("live-012345"), "<redacted>");
+        assert_eq!(scrub("id=5309112358"), "id=<redacted>");
     }
 
     #[test]
@@ -446,44 +371,35 @@ mod tests {
     }
 
     #[test]
-    fn the_writer_never_lets_a_secret_through_a_split() {
-        install(["Zq9Zq9Zq9-secret-Zq9"]);
-        let text = b"{\"error\": \"Zq9Zq9Zq9-secret-Zq9\"}\n".repeat(3);
-        for split in 0..text.len() {
-            let mut w = ScrubWriter::new(Vec::new());
-            w.write_all(&text[..split]).unwrap();
-            w.write_all(&text[split..]).unwrap();
-            let out = String::from_utf8(w.into_inner().unwrap()).unwrap();
-            assert!(!out.contains("secret"), "split {split}: {out}");
-            assert_eq!(out.matches(REDACTED).count(), 3, "split {split}");
-        }
-    }
-
-    #[test]
-    fn batches_never_split_a_secret() {
-        install(["Zq9Zq9Zq9-secret-Zq9"]);
-        let text = b"{\"error\": \"Zq9Zq9Zq9-secret-Zq9\"}\n".repeat(5000);
-        for split in [1, BATCH - 7, BATCH + 3, text.len() - 5] {
-            let mut w = ScrubWriter::new(Vec::new());
-            for piece in [&text[..split], &text[split..]] {
-                for chunk in piece.chunks(1000) {
-                    w.write_all(chunk).unwrap();
-                }
-            }
-            let out = String::from_utf8(w.into_inner().unwrap()).unwrap();
-            assert!(!out.contains("secret"), "split {split}");
-            assert_eq!(out.matches(REDACTED).count(), 5000, "split {split}");
-        }
-    }
-
-    #[test]
-    fn credential_headers_and_their_schemes() {
+    fn the_forms_a_server_echoes_a_key_in_are_cut() {
+        use base64::Engine;
+        let key = r#"qv"7\Lm/+x0=Zt8&w"#;
+        install([key]);
+        let json = serde_json::to_string(key).unwrap();
+        assert!(!scrub(&json).contains("Lm/+x0"), "{}", scrub(&json));
+        let pct = "qv%227%5CLm%2F%2Bx0%3DZt8%26w";
         assert_eq!(
-            header_secrets("Authorization", "Bearer abc"),
-            ["Bearer abc", "abc"]
+            scrub(&format!("GET /?k={pct} 401")),
+            "GET /?k=<redacted> 401"
         );
-        assert_eq!(header_secrets("X-Api-Key", "k1"), ["k1"]);
-        assert!(header_secrets("Content-Type", "application/json").is_empty());
+        // Base64 of the key alone, and inside a longer encoding at each alignment.
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let url64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE.encode(b);
+        for prefix in ["", "u:", "us:", "use:"] {
+            let raw = format!("{prefix}{key}");
+            for enc in [b64(raw.as_bytes()), url64(raw.as_bytes())] {
+                let out = scrub(&enc);
+                let kept: usize = out.split(REDACTED).map(str::len).max().unwrap_or(0);
+                assert!(kept <= 7, "{prefix:?}: {enc} -> {out}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_header_value_is_a_secret_and_a_scheme_gives_its_credential() {
+        assert_eq!(header_secrets(" Bearer abc "), ["Bearer abc", "abc"]);
+        assert_eq!(header_secrets("tenant-42"), ["tenant-42"]);
+        assert!(is_credential_header("X-Api-Key") && !is_credential_header("X-Tenant"));
     }
 
     #[test]

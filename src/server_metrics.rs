@@ -292,7 +292,9 @@ pub(crate) fn fetch(
     if page.status != 200 {
         return Err(FetchError::Status(page.status));
     }
-    String::from_utf8(page.body).map_err(|_| FetchError::NotUtf8)
+    let page = String::from_utf8(page.body).map_err(|_| FetchError::NotUtf8)?;
+    // The page is kept and written: a server's text, scrubbed where it comes in.
+    Ok(crate::redact::scrub(&page).into_owned())
 }
 
 /// The largest metrics page read (a vLLM page with many LoRA adapters is a few MiB).

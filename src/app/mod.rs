@@ -249,7 +249,7 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
 fn install_secrets(t: &crate::cli::TargetArgs) {
     crate::redact::install(crate::plan::target::secrets_of(
         t.api_key.as_deref(),
-        t.url.first().map(String::as_str),
+        t.url.iter().map(String::as_str),
         t.headers.iter().map(String::as_str),
     ));
 }

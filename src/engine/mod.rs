@@ -652,8 +652,7 @@ impl Snapshot {
 /// Logs `now`: a line with its time, or a JSON object (which holds its time).
 fn log(now: &Snapshot, json: bool) {
     if json {
-        let line = crate::redact::scrub(&now.log_line(true)).into_owned() + "\n";
-        crate::redact::draw(&line);
+        crate::redact::draw(&(now.log_line(true) + "\n"));
     } else {
         crate::redact::say!("{}", now.log_line(false));
     }

@@ -90,11 +90,11 @@ fn url_shown<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&crate::endpoint::shown(url))
 }
 
-/// Every secret `s` holds: the API key, credential headers' values, the URL's password.
+/// Every secret `s` holds: the API key, every header's value, the URL's password.
 pub fn secrets(s: &TargetSpec) -> Vec<String> {
     secrets_of(
         s.api_key.as_ref().map(|k| k.0.as_str()),
-        Some(&s.url),
+        std::iter::once(s.url.as_str()),
         s.headers.iter().map(|h| h.0.as_str()),
     )
 }
@@ -102,14 +102,14 @@ pub fn secrets(s: &TargetSpec) -> Vec<String> {
 /// The secrets of an API key, a URL and `Name: value` headers (see [`crate::redact`]).
 pub fn secrets_of<'a>(
     api_key: Option<&str>,
-    url: Option<&str>,
+    urls: impl Iterator<Item = &'a str>,
     headers: impl Iterator<Item = &'a str>,
 ) -> Vec<String> {
-    let mut out = url.map(crate::endpoint::url_secrets).unwrap_or_default();
+    let mut out: Vec<String> = urls.flat_map(crate::endpoint::url_secrets).collect();
     out.extend(api_key.map(str::to_string));
     for h in headers {
-        if let Some((name, value)) = h.split_once(':') {
-            out.extend(crate::redact::header_secrets(name, value));
+        if let Some((_, value)) = h.split_once(':') {
+            out.extend(crate::redact::header_secrets(value));
         }
     }
     out

@@ -240,7 +240,10 @@ pub fn vllm(r: &Report, s: &VllmResults, model: &str, date: &str) -> (Value, Str
         );
         j.insert(
             "generated_texts".into(),
-            json!(recs.iter().map(|x| x.text.as_str()).collect::<Vec<_>>()),
+            json!(recs
+                .iter()
+                .map(|x| crate::redact::scrub(&x.text))
+                .collect::<Vec<_>>()),
         );
         j.insert(
             "errors".into(),

@@ -730,3 +730,178 @@ fn a_second_signal_leaves_no_partial_file_and_no_empty_folder() {
         );
     }
 }
+
+/// Every file `dir` holds parses as what its name says: JSON, JSON lines, CSV, SVG (XML).
+/// Returns how many were checked.
+fn every_file_parses(dir: &std::path::Path, what: &str) -> usize {
+    let mut checked = 0;
+    for f in support::files_under(dir) {
+        let name = f.to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{what}: {name}: {e}"));
+        if name.ends_with(".json") {
+            serde_json::from_str::<serde_json::Value>(&text)
+                .unwrap_or_else(|e| panic!("{what}: {name}: {e}"));
+        } else if name.ends_with(".jsonl") {
+            for line in text.lines().filter(|l| !l.is_empty()) {
+                serde_json::from_str::<serde_json::Value>(line)
+                    .unwrap_or_else(|e| panic!("{what}: {name}: {e}: {line}"));
+            }
+        } else if name.ends_with(".csv") {
+            let mut r = csv::ReaderBuilder::new()
+                .flexible(true)
+                .has_headers(false)
+                .from_reader(text.as_bytes());
+            for rec in r.records() {
+                rec.unwrap_or_else(|e| panic!("{what}: {name}: {e}"));
+            }
+        } else if name.ends_with(".svg") {
+            roxmltree::Document::parse(&text).unwrap_or_else(|e| panic!("{what}: {name}: {e}"));
+        } else {
+            continue;
+        }
+        checked += 1;
+    }
+    checked
+}
+
+/// Keys that are words of every file's syntax (`null`, `true`, `none`, `model`), a key with
+/// `"` and `\`, a 6-character key: echoed by the server in errors, each is cut out of the
+/// values that hold it, and every JSON, JSONL, CSV and SVG file still parses.
+#[test]
+fn no_key_of_any_length_or_character_breaks_a_file() {
+    let _shared = support::shared();
+    let ok = support::capture("vllm/chat-stream.http");
+    for key in ["null", "true", "none", "model", r#"a"b\c\"#, "k3y-6x"] {
+        let message = format!("invalid key {key}: null true none model");
+        let denied = http(
+            "401 Unauthorized",
+            "application/json",
+            &serde_json::json!({"error": {"message": message, "code": 401}}).to_string(),
+        );
+        let ok = ok.clone();
+        let server = fake_server(move |n, _| {
+            if n % 3 == 2 {
+                (denied.clone(), false)
+            } else {
+                (ok.clone(), false)
+            }
+        });
+        let dir = support::artifact_dir("hostile-short-key");
+        let url = format!("http://{}", server.addr);
+        let (code, console, _) = run(
+            &["--url", &url, "--no-preflight", "-m", "m", "--api-key", key]
+                .into_iter()
+                .chain(["--streaming", "--concurrency", "2", "--request-count", "12"])
+                .collect::<Vec<_>>(),
+            &dir,
+        );
+        assert_eq!(code, 0, "{key}: {console}");
+        assert!(every_file_parses(&dir, key) >= 8, "{key}");
+        let doc: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("profile_export_ringperf.json")).unwrap(),
+        )
+        .unwrap();
+        // ringperf's own words and keys stay; the server's echo is cut.
+        assert_eq!(doc["about"]["model"], "m", "{key}");
+        let summary = doc["error_summary"].to_string();
+        assert!(summary.contains("<redacted>"), "{key}: {summary}");
+        assert!(
+            !summary.contains(&format!("key {key}:")),
+            "{key}: {summary}"
+        );
+    }
+}
+
+/// A server that echoes the key and a custom header's value in every form it might: plainly,
+/// JSON-escaped, in pieces, base64- and URL-encoded, as the model it answers as and as a
+/// finish reason: no form of either reaches the console or a file.
+#[test]
+fn no_form_of_a_key_a_server_echoes_is_written() {
+    use base64::Engine;
+    let _shared = support::shared();
+    const KEY: &str = r#"sk-"q\Zt8/x+w=91LmNo"#;
+    const TENANT: &str = "tenant-Qz81-blue";
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let pct = |s: &str| {
+        s.bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    char::from(b).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect::<String>()
+    };
+    let forms = [
+        KEY.to_string(),
+        serde_json::to_string(KEY)
+            .unwrap()
+            .trim_matches('"')
+            .to_string(),
+        b64(KEY).trim_end_matches('=').to_string(),
+        b64(&format!("Bearer {KEY}"))[12..24].to_string(),
+        pct(KEY),
+        TENANT.to_string(),
+        b64(TENANT),
+    ];
+    let echo = format!(
+        "key {KEY} again {} in base64 {} {} url {} tenant {TENANT} {}; halves {} | {}",
+        serde_json::to_string(KEY).unwrap(),
+        b64(KEY),
+        b64(&format!("Bearer {KEY}")),
+        pct(KEY),
+        b64(TENANT),
+        &KEY[..10],
+        &KEY[10..]
+    );
+    let error_body = serde_json::json!({"error": {"message": echo}}).to_string();
+    let page = http("403 Forbidden", "text/html", &format!("<p>{echo}</p>"));
+    let json_error = http("401 Unauthorized", "application/json", &error_body);
+    let in_stream = stream_error(&echo);
+    // A stream that names the key as its model and ends with it as its finish reason.
+    let named = {
+        let events = [
+            serde_json::json!({"model": echo, "choices": [{"delta": {"content": "hi"}}]}),
+            serde_json::json!({"model": echo, "choices": [{"delta": {"content": " there"},
+                "finish_reason": echo}]}),
+        ];
+        let mut out = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+        for e in events {
+            let part = format!("data: {e}\n\n");
+            out.extend_from_slice(format!("{:x}\r\n{part}\r\n", part.len()).as_bytes());
+        }
+        out.extend_from_slice(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n");
+        out
+    };
+    let server = fake_server(move |n, _| {
+        let r = [&named, &page, &json_error, &in_stream][n % 4];
+        (r.clone(), false)
+    });
+    let dir = support::artifact_dir("hostile-forms");
+    let url = format!("http://{}", server.addr);
+    let header = format!("X-Tenant: {TENANT}");
+    let (code, console, files) = run(
+        &[
+            "--url",
+            &url,
+            "--no-preflight",
+            "-m",
+            "m",
+            "--api-key",
+            KEY,
+            "-H",
+            &header,
+        ]
+        .into_iter()
+        .chain(["--streaming", "--request-count", "16"])
+        .collect::<Vec<_>>(),
+        &dir,
+    );
+    assert_eq!(code, 0, "{console}");
+    assert_eq!(server.requests.load(Ordering::Relaxed), 16);
+    let forms: Vec<&str> = forms.iter().map(String::as_str).collect();
+    assert_eq!(leak(&console, &forms), None, "{console}");
+    assert_eq!(leak(&files, &forms), None);
+    assert!(files.contains("<redacted>"), "the errors were written");
+    assert!(every_file_parses(&dir, "forms") >= 8);
+}
