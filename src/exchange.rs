@@ -478,7 +478,7 @@ fn on_event(
                 if rec.second_content_ns.is_none() {
                     rec.second_content_ns = Some(t);
                 }
-                rec.chunk_gaps_ns.push(t - last);
+                rec.push_gap(t - last);
             }
         }
         if !p.content.is_empty() && rec.first_output_ns.is_none() {

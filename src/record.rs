@@ -206,8 +206,13 @@ pub struct Record {
     pub first_output_ns: Option<u64>,
     /// Last content event.
     pub last_content_ns: Option<u64>,
-    /// Gaps between consecutive content events (ns).
+    /// Gaps between consecutive content events (ns): the first [`GAPS_KEPT`] exactly.
     pub chunk_gaps_ns: Vec<u64>,
+    /// The gaps past the first [`GAPS_KEPT`] (a response of a million tiny events), in a
+    /// histogram of the distributions' layout: a response costs bounded memory whatever its
+    /// shape.
+    #[serde(skip)]
+    pub chunk_gaps_more: Option<Box<hdrhistogram::Histogram<u32>>>,
     /// Input tokens as sent (tokenizer count; a file's prompts are counted after the run,
     /// and one left uncounted, by an error or a stop, stays `None`).
     pub isl: Option<u32>,
@@ -300,6 +305,7 @@ impl Record {
             first_output_ns: None,
             last_content_ns: None,
             chunk_gaps_ns: Vec::new(),
+            chunk_gaps_more: None,
             isl,
             server_isl: None,
             server_cached: None,
@@ -329,6 +335,35 @@ impl Record {
             text: String::new(),
             keep_text: false,
         }
+    }
+
+    /// Adds the gap before a content event: kept exactly up to [`GAPS_KEPT`], then in
+    /// [`Record::chunk_gaps_more`].
+    #[inline]
+    pub fn push_gap(&mut self, g: u64) {
+        if self.chunk_gaps_ns.len() < GAPS_KEPT {
+            self.chunk_gaps_ns.push(g);
+        } else {
+            let h = self
+                .chunk_gaps_more
+                .get_or_insert_with(|| Box::new(crate::stats::empty_histogram()));
+            let _ = h.record(g.min(crate::stats::MAX_VALUE));
+        }
+    }
+
+    /// How many gaps between content events the response had.
+    pub fn gap_count(&self) -> u64 {
+        self.chunk_gaps_ns.len() as u64 + self.chunk_gaps_more.as_ref().map_or(0, |h| h.len())
+    }
+
+    /// How many of those gaps were zero (events read together).
+    pub fn zero_gaps(&self) -> u64 {
+        let exact = self.chunk_gaps_ns.iter().filter(|g| **g == 0).count() as u64;
+        exact
+            + self
+                .chunk_gaps_more
+                .as_ref()
+                .map_or(0, |h| u64::from(h.count_at(0)))
     }
 
     /// Keeps the server's `finish_reason`; the usual ones without an allocation, which would
@@ -573,6 +608,10 @@ fn push_value(store: &mut Vec<Vec<u32>>, v: u64) {
     }
 }
 
+/// Gaps a record keeps exactly (8 bytes each while the response runs, about 4 in the log);
+/// past them, a histogram (see [`Record::chunk_gaps_more`]).
+pub const GAPS_KEPT: usize = 8192;
+
 /// The next value of a gap store as [`push_value`] wrote it.
 fn next_value(w: &mut impl Iterator<Item = u32>) -> Option<u64> {
     match w.next()? {
@@ -701,6 +740,29 @@ mod tests {
             (u.first_start_ns, u.last_end_ns),
             (1_000_000_300, 2_000_000_599)
         );
+    }
+
+    #[test]
+    fn gaps_past_the_kept_ones_are_counted_in_a_histogram() {
+        let mut r = Record::new(1, 0, Phase::Profiling, 0, None);
+        let n = GAPS_KEPT as u64 + 1000;
+        for i in 0..n {
+            r.push_gap(if i % 2 == 0 { 0 } else { 1_000 + i });
+        }
+        assert_eq!(r.chunk_gaps_ns.len(), GAPS_KEPT);
+        assert!(r.chunk_gaps_ns.capacity() < 2 * GAPS_KEPT);
+        assert_eq!(r.gap_count(), n);
+        assert_eq!(r.zero_gaps(), n / 2);
+        let mut d = crate::stats::Dist::keeping_values();
+        for g in &r.chunk_gaps_ns {
+            d.record(*g);
+        }
+        d.add_histogram(r.chunk_gaps_more.as_ref().unwrap());
+        d.seal();
+        // Every gap is in the figures, those of the histogram to its precision.
+        assert_eq!(d.count(), n);
+        assert_eq!(d.percentile(100.0), 1_000 + n - 1);
+        assert!(!d.is_exact());
     }
 
     #[test]

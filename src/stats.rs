@@ -140,6 +140,25 @@ impl Dist {
         }
     }
 
+    /// Adds every value of `h`, a histogram of this layout ([`empty_histogram`]). Its values
+    /// are known to the histogram's precision only: a distribution that kept its values
+    /// stops keeping them, and its percentiles come from the histogram from now on.
+    pub fn add_histogram(&mut self, h: &Histogram<u32>) {
+        if h.is_empty() {
+            return;
+        }
+        for v in h.iter_recorded() {
+            let (value, n) = (v.value_iterated_to(), u64::from(v.count_at_value()));
+            let _ = self.hist.record_n(value.max(1), v.count_at_value());
+            self.count += n;
+            self.sum += u128::from(value) * u128::from(n);
+            self.sum_sq += u128::from(value) * u128::from(value) * u128::from(n);
+        }
+        self.min = self.min.min(h.min());
+        self.max = self.max.max(h.max());
+        self.values = None;
+    }
+
     /// Sorts the kept values: from now on percentiles are exact.
     pub fn seal(&mut self) {
         if let Some(values) = self.values.as_mut().filter(|_| !self.sealed) {

@@ -724,7 +724,7 @@ async fn exchange_once(shard: &Rc<Shard>, template: &Template, rec: &mut Record)
 
 /// Content events a response has recorded so far.
 fn content_events(rec: &Record) -> usize {
-    usize::from(rec.first_content_ns.is_some()) + rec.chunk_gaps_ns.len()
+    usize::from(rec.first_content_ns.is_some()) + rec.gap_count() as usize
 }
 
 /// Holds the request's place for a while after its connection failed to open, so that a dead

@@ -368,6 +368,13 @@ fn records_into(r: &Report, mut w: &mut dyn Write) -> std::io::Result<()> {
                     json!({"value": gaps, "unit": "ms"}),
                 );
             }
+            if let Some(h) = &rec.chunk_gaps_more {
+                // Gaps past the first GAPS_KEPT: in the figures, not listed one by one.
+                metrics.insert(
+                    "inter_chunk_latency_not_listed".into(),
+                    json!({"value": h.len(), "unit": "gaps"}),
+                );
+            }
             if let Some(o) = rec.osl {
                 metrics.insert(
                     "output_sequence_length".into(),

@@ -139,12 +139,8 @@ fn merged_gaps(records: &[Record]) -> (u64, u64) {
         .iter()
         .filter(|r| r.is_measured_ok())
         .fold((0, 0), |(m, n), r| {
-            let zeros = if r.client_starved {
-                r.chunk_gaps_ns.iter().filter(|g| **g == 0).count() as u64
-            } else {
-                0
-            };
-            (m + zeros, n + r.chunk_gaps_ns.len() as u64)
+            let zeros = if r.client_starved { r.zero_gaps() } else { 0 };
+            (m + zeros, n + r.gap_count())
         })
 }
 
@@ -429,7 +425,7 @@ fn simulator_stall(samples: &[InFlightSample], records: &[Record], gap_ns: u64) 
         .max()
         .unwrap_or(0);
     let events: u64 = measured()
-        .map(|r| r.chunk_gaps_ns.len() as u64 + u64::from(r.first_content_ns.is_some()))
+        .map(|r| r.gap_count() + u64::from(r.first_content_ns.is_some()))
         .sum();
     let freeze = (10 * crate::record::LATE_NS).max(5 * gap_ns);
     (worst >= freeze || late as f64 > 0.1 * events.max(1) as f64).then(|| {

@@ -109,6 +109,9 @@ impl Metrics {
         for g in &r.chunk_gaps_ns {
             self.icl.record(*g);
         }
+        if let Some(h) = &r.chunk_gaps_more {
+            self.icl.add_histogram(h);
+        }
         self.latency.record(r.latency());
         if let Some(o) = r.osl {
             self.osl.record(o);

@@ -905,3 +905,94 @@ fn no_form_of_a_key_a_server_echoes_is_written() {
     assert!(files.contains("<redacted>"), "the errors were written");
     assert!(every_file_parses(&dir, "forms") >= 8);
 }
+
+/// Runs `ringperf profile ARGS` to its end: (exit code, its peak RSS in MB, the JSONL's size
+/// in MB).
+// The child is reaped by wait4, which std's Child cannot do with its resource use.
+#[allow(clippy::zombie_processes)]
+fn peak_rss(args: &[&str], dir: &std::path::Path) -> (i32, f64, f64) {
+    let child = ringperf()
+        .arg("profile")
+        .args(args)
+        .args(["--no-progress", "--artifact-dir", dir.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = child.id() as libc::pid_t;
+    assert_eq!(unsafe { libc::wait4(pid, &mut status, 0, &mut usage) }, pid);
+    let jsonl = std::fs::metadata(dir.join("profile_export.jsonl")).map_or(0, |m| m.len());
+    (
+        libc::WEXITSTATUS(status),
+        usage.ru_maxrss as f64 / 1024.0,
+        jsonl as f64 / 1e6,
+    )
+}
+
+/// A streamed response of `events` one-character events, then usage, then `[DONE]`;
+/// `finish` as the last event's finish reason.
+fn tiny_events(events: usize, finish: &str) -> Vec<u8> {
+    let one = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n";
+    let last = format!(
+        "data: {}\n\ndata: [DONE]\n\n",
+        serde_json::json!({"choices": [{"delta": {}, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": events}})
+    );
+    let mut out =
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+            .to_vec();
+    let mut left = events;
+    while left > 0 {
+        let block = one.repeat(left.min(1000));
+        left -= left.min(1000);
+        out.extend_from_slice(format!("{:x}\r\n{block}\r\n", block.len()).as_bytes());
+    }
+    out.extend_from_slice(format!("{:x}\r\n{last}\r\n0\r\n\r\n", last.len()).as_bytes());
+    out
+}
+
+/// What a response's shape costs the client, against the same run of small responses: 20
+/// responses of 200,000 events each (their gaps past 8,192 kept in a histogram), and 20 with
+/// a 400 KB finish reason (kept to 64 characters). The figures are printed for the record.
+#[test]
+fn memory_is_bounded_for_any_response_shape() {
+    let _shared = support::shared();
+    let load = [
+        "--no-preflight",
+        "-m",
+        "m",
+        "--streaming",
+        "--concurrency",
+        "4",
+    ];
+    let load = [&load[..], &["--request-count", "20"]].concat();
+    let mut runs = Vec::new();
+    for (name, events, finish) in [
+        ("small", 10, "length".to_string()),
+        ("200k events", 200_000, "length".to_string()),
+        ("400 KB finish reason", 10, "f".repeat(400_000)),
+    ] {
+        let body = tiny_events(events, &finish);
+        let server = fake_server(move |_, _| (body.clone(), false));
+        let url = format!("http://{}", server.addr);
+        let dir = support::artifact_dir("hostile-shape");
+        let args = [&["--url", url.as_str()][..], &load].concat();
+        let (code, rss, jsonl) = peak_rss(&args, &dir);
+        assert_eq!(code, 0, "{name}");
+        eprintln!("shape {name}: peak RSS {rss:.1} MB, JSONL {jsonl:.2} MB");
+        runs.push((name, rss, jsonl));
+    }
+    let base = runs[0].1;
+    for (name, rss, jsonl) in &runs[1..] {
+        // Unbounded, 200k events cost about 5 MB a response (100 MB here) and a 400 KB finish
+        // reason 0.4 MB a response in memory and in the JSONL.
+        assert!(
+            rss - base < 30.0,
+            "{name}: {rss:.1} MB against {base:.1} MB"
+        );
+        assert!(*jsonl < 4.0, "{name}: JSONL {jsonl:.2} MB");
+    }
+}
