@@ -229,6 +229,15 @@ pub fn hang_up() {
     }
 }
 
+/// This process's peak resident memory (`VmHWM`), in bytes. Unlike `getrusage`'s
+/// `ru_maxrss`, it is this program's alone: not the memory of the process it was forked from.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
 /// Whether a failed write to the console means its reader is gone: a closed terminal (EIO) or
 /// a closed pipe (EPIPE).
 pub fn is_hang_up(e: &io::Error) -> bool {

@@ -233,6 +233,8 @@ pub(crate) fn profile_json(r: &Report, input_config: &Value, times: &Times) -> V
             "placement": h.placement_note(),
             "shards": h.shards,
             "held_in_flight": h.held,
+            // This process's peak resident memory so far (an in-process simulator's too).
+            "peak_rss_mb": crate::sys::peak_rss_bytes().map(|b| b as f64 / 1e6),
             // The main thread's watch (starvation watch, live view) while the shards ran.
             "watch_thread": h.watch_cost.map(|(cpu, wall)| json!({
                 "cpu_ms": cpu as f64 / 1e6,
