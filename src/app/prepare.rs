@@ -352,7 +352,7 @@ pub(super) fn prepare(flags: Flags) -> Result<Prepared, Fatal> {
         spec.workload.sends_at_most = Some(u64::MAX);
     }
     // Everything the flags say is checked before anything is started, asked or prepared.
-    let checked = crate::plan::Plan::check(&spec)?;
+    let (checked, plan_bytes) = crate::plan::Plan::check(&spec)?;
     if sweep.resume && !sweep.is_sweep && sweep.repeats.runs == 1 {
         return Err(Fatal::Refused(
             "--resume continues a sweep (a list on --concurrency or --request-rate) or \
@@ -404,7 +404,14 @@ pub(super) fn prepare(flags: Flags) -> Result<Prepared, Fatal> {
         started.0 += waited;
         listed
     };
-    crate::redact::say!("ringperf: preparing {}", preparing(&checked.workload));
+    crate::redact::say!(
+        "ringperf: preparing {}{}",
+        preparing(&checked.workload),
+        match plan_bytes {
+            0 => String::new(),
+            b => format!(" (about {:.0} MB of memory)", b as f64 / 1e6),
+        }
+    );
     // Without a list the flags stand as given; a sweep's plan starts at its first point.
     let load = spec.load.clone();
     if sweep.is_sweep {

@@ -138,9 +138,11 @@ impl Plan {
     /// Every check the flags allow before anything is made, so that a conflict or a plan over
     /// a budget is said at once, not after minutes of preparing prompts: the engine's flags,
     /// the target's, the workload's, the load's, and what they plan together (requests, with
-    /// every session's turns counted; bytes). Returns the spec as it will be prepared.
-    pub fn check(spec: &Spec) -> Result<Spec, PlanError> {
-        Plan::checked(spec, true).map(|c| c.0)
+    /// every session's turns counted; bytes). Returns the spec as it will be prepared, and
+    /// the memory its requests are expected to take at the peak of preparing them (bytes; 0
+    /// for a file's, known only once read).
+    pub fn check(spec: &Spec) -> Result<(Spec, u64), PlanError> {
+        Plan::checked(spec, true).map(|c| (c.0, c.2.bytes))
     }
 
     /// [`Plan::check`], with the target it built and the workload's budget.

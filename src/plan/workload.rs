@@ -116,12 +116,14 @@ pub struct WorkloadSpec {
 /// from the flags before any is made.
 pub const MAX_PLAN_BYTES: u64 = 4 << 30;
 
-/// Bytes a prepared request takes besides its prompt's text: the head, the body's JSON, the
-/// entry itself (measured: 300 to 500 for the default head and body).
-const ENTRY_BYTES: u64 = 512;
+/// Bytes a prepared request takes at the peak of preparing besides its prompt's tokens and its
+/// head: the entry, the body's JSON, the draws (measured with the tokens' share below).
+const ENTRY_BYTES: u64 = 600;
 
-/// Bytes of text per prompt token (English text with the common tokenizers is 4 to 5).
-const BYTES_PER_TOKEN: u64 = 5;
+/// Bytes per prompt token at the peak of preparing: the text (4 to 5 bytes a token with the
+/// common tokenizers) held twice while the bodies are made from it, and what the vectors
+/// that hold them leave unused (measured: 13; `hostile::plans_estimate_their_memory`).
+const BYTES_PER_TOKEN: u64 = 13;
 
 /// The workload, ready.
 #[derive(Debug, Clone)]

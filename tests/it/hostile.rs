@@ -993,3 +993,49 @@ fn memory_is_bounded_for_any_response_shape() {
         assert!(*jsonl < 4.0, "{name}: JSONL {jsonl:.2} MB");
     }
 }
+
+/// The memory a plan says its prompts will take (`preparing … (about N MB of memory)`) is
+/// within 20% of what they take: the run's peak RSS less that of the same run with one prompt.
+#[test]
+fn plans_estimate_their_memory_within_a_fifth() {
+    let _shared = support::shared();
+    let run = |entries: &str, isl: &str| -> (f64, f64) {
+        let dir = support::artifact_dir("hostile-estimate");
+        let out = ringperf()
+            .args(["profile", "--sim=--ttft 1ms --itl 1ms", "--no-progress"])
+            .args([
+                "--num-dataset-entries",
+                entries,
+                "--synthetic-input-tokens-mean",
+                isl,
+            ])
+            .args(["--benchmark-duration", "1", "--output-tokens-mean", "2"])
+            .arg("--artifact-dir")
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let said: f64 = stderr
+            .split("(about ")
+            .nth(1)
+            .and_then(|s| s.split(" MB of memory)").next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no estimate in {stderr}"));
+        let doc: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("profile_export_ringperf.json")).unwrap(),
+        )
+        .unwrap();
+        (said, doc["client_health"]["peak_rss_mb"].as_f64().unwrap())
+    };
+    for (entries, isl) in [("100000", "10"), ("30000", "550")] {
+        let (_, base) = run("1", isl);
+        let (said, peak) = run(entries, isl);
+        let took = peak - base;
+        eprintln!("{entries} prompts of {isl} tokens: said {said:.0} MB, took {took:.0} MB");
+        assert!(
+            (said - took).abs() <= 0.2 * took,
+            "{entries} × {isl}: said {said:.0} MB, took {took:.0} MB"
+        );
+    }
+}
