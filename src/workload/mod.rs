@@ -230,6 +230,7 @@ impl Sessions {
             _ => String::new(),
         };
         let mut out = Vec::with_capacity(spec.entries);
+        let mut drafts = Vec::with_capacity(spec.entries);
         for _ in 0..spec.entries.max(1) {
             let system = match system.1 {
                 Some(n) if n > 0 => {
@@ -259,24 +260,32 @@ impl Sessions {
                 turns.0.round()
             }
             .clamp(1.0, MAX_TURNS as f64) as usize;
+            // Every draw first, in the seed's order (cheap); the text of the turns of all
+            // sessions is made afterwards on every core.
             let mut list = Vec::with_capacity(n);
             for k in 0..n {
                 let want = spec.draw_isl(&mut rng);
-                let prompt = maker.prompt(want as usize, &mut rng)?;
-                let isl = tokenizer.count(&prompt)? as u32;
+                let ids = maker.tokens(want as usize, &mut rng);
                 let osl = spec.draw_osl(&mut rng);
-                let delay_ns = pause(k == 0);
-                list.push(Turn {
-                    prompt,
-                    isl,
-                    osl,
-                    delay_ns,
-                });
+                list.push((ids, osl, pause(k == 0)));
             }
-            out.push(Session {
-                turns: list,
-                system,
-            });
+            drafts.push((list, system));
+        }
+        let all: Vec<_> = drafts.iter().flat_map(|(list, _)| list).collect();
+        let mut turns = par_map(&all, |(ids, osl, delay_ns)| {
+            let prompt = tokenizer.decode(ids)?;
+            let isl = tokenizer.count(&prompt)? as u32;
+            Ok(Turn {
+                prompt,
+                isl,
+                osl: *osl,
+                delay_ns: *delay_ns,
+            })
+        })?
+        .into_iter();
+        for (list, system) in drafts {
+            let turns = turns.by_ref().take(list.len()).collect();
+            out.push(Session { turns, system });
         }
         Ok(out)
     }
