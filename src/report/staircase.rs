@@ -75,6 +75,7 @@ pub fn steps(records: &[Record], t0: u64, steps: &Steps, slos: &[Slo]) -> Vec<St
             .iter()
             .filter(|r| r.is_measured_ok() && slos.iter().all(|s| s.met(r)))
             .count();
+        let state = step_state(&started);
         let doc = json!({
             "request_throughput": {"avg": req_tput},
             "output_token_throughput": {"avg": tok_tput},
@@ -86,6 +87,8 @@ pub fn steps(records: &[Record], t0: u64, steps: &Steps, slos: &[Slo]) -> Vec<St
                 .then(|| json!({"good_fraction": good as f64 / started.len() as f64})),
             "request_count": {"avg": started.len()},
             "error_request_count": {"avg": started.len() - ok.len()},
+            // A step the server mostly failed is no step of its curve: the knee leaves it out.
+            "server_health": {"state": state},
         });
         let point = Point {
             axis: Axis::Concurrency,
@@ -96,6 +99,26 @@ pub fn steps(records: &[Record], t0: u64, steps: &Steps, slos: &[Slo]) -> Vec<St
         });
     }
     out
+}
+
+/// The server's state over a step's requests (those cut by the step's end or a stop are
+/// the client's, and not judged): failing when half or more failed.
+fn step_state(started: &[&Record]) -> super::server::State {
+    use super::server::State;
+    use crate::record::Outcome;
+    let judged = started
+        .iter()
+        .filter(|r| !matches!(r.outcome, Outcome::Cancelled | Outcome::RequestCancelled));
+    let (mut failed, mut all) = (0usize, 0usize);
+    for r in judged {
+        all += 1;
+        failed += usize::from(r.outcome != Outcome::Ok);
+    }
+    match failed {
+        0 => State::Answered,
+        f if 2 * f >= all => State::Failing,
+        _ => State::Erroring,
+    }
 }
 
 /// The `staircase.json` document, and the lines the console shows.
@@ -111,13 +134,18 @@ pub fn describe(steps: &[Step], step_ns: u64, attainment: f64) -> (Value, String
     for s in steps {
         let ci = s.row.interval("request_throughput");
         text.push_str(&format!(
-            "  {}: steady request throughput {:.2}/s, 95% interval {}\n",
+            "  {}: steady request throughput {:.2}/s, 95% interval {}{}\n",
             s.row.point.label(),
             s.row.get("request_throughput").unwrap_or(0.0),
             ci.map_or("- (under 10 requests)".into(), |i| format!(
                 "{:.2} to {:.2} (Little's law, batch means)",
                 i.lo, i.hi
-            ))
+            )),
+            if s.row.server_failing {
+                "; the server failed half its requests or more: left out of the knee"
+            } else {
+                ""
+            }
         ));
     }
     let has_slos = rows.iter().any(|r| r.get("goodput_fraction").is_some());
@@ -150,6 +178,7 @@ pub fn describe(steps: &[Step], step_ns: u64, attainment: f64) -> (Value, String
             "request_latency_p99_ms": s.row.get("request_latency_p99_ms"),
             "goodput_fraction": s.row.get("goodput_fraction"),
             "requests": s.row.get("request_count"),
+            "server_failing": s.row.server_failing,
         })).collect::<Vec<_>>(),
         "knee": knee.as_ref().map(sweep::Knee::to_json),
         "knee_rule": sweep::KNEE_RULE,
@@ -158,4 +187,52 @@ pub fn describe(steps: &[Step], step_ns: u64, attainment: f64) -> (Value, String
         "slo_attainment": has_slos.then_some(attainment),
     });
     (doc, text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Outcome, Phase};
+
+    /// Requests of 10 ms, back to back on `lanes` lanes through `[from, to)` ms, failed when
+    /// `fail` says so.
+    fn lane_records(lanes: u64, from: u64, to: u64, fail: impl Fn(u64) -> bool) -> Vec<Record> {
+        let ms = 1_000_000;
+        let mut out = Vec::new();
+        for lane in 0..lanes {
+            for t in (from..to).step_by(10) {
+                let id = lane * 100_000 + t;
+                let mut r = Record::new(id, 0, Phase::Profiling, 0, Some(10));
+                (r.start_ns, r.end_ns) = (t * ms, (t + 10) * ms);
+                if fail(id) {
+                    r.outcome = Outcome::HttpStatus(500);
+                } else {
+                    r.outcome = Outcome::Ok;
+                    r.first_content_ns = Some(t * ms + ms);
+                    r.osl = Some(10);
+                }
+                out.push(r);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_step_the_server_mostly_failed_is_marked_and_left_out_of_the_knee() {
+        // Steps of 1 s at 2, 4 and 8 in flight; the last fails three requests in four.
+        let mut records = lane_records(2, 0, 1000, |_| false);
+        records.extend(lane_records(4, 1000, 2000, |_| false));
+        records.extend(lane_records(8, 2000, 3000, |id| id % 4 != 0));
+        let plan = Steps {
+            step_ns: 1_000_000_000,
+            caps: vec![2, 4, 8],
+        };
+        let s = steps(&records, 0, &plan, &[]);
+        assert_eq!(s.len(), 3);
+        let failing: Vec<bool> = s.iter().map(|s| s.row.server_failing).collect();
+        assert_eq!(failing, [false, false, true]);
+        let (doc, text) = describe(&s, plan.step_ns, 0.9);
+        assert_eq!(doc["steps"][2]["server_failing"], true);
+        assert!(text.contains("left out of the knee"), "{text}");
+    }
 }
