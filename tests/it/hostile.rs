@@ -47,6 +47,19 @@ fn http(status: &str, content_type: &str, body: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// A 200 event stream, chunked, a chunk for each of `parts` (whole `data:` lines).
+fn event_stream<S: AsRef<str>>(parts: impl IntoIterator<Item = S>) -> Vec<u8> {
+    let mut out =
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+            .to_vec();
+    for part in parts {
+        let part = part.as_ref();
+        out.extend_from_slice(format!("{:x}\r\n{part}\r\n", part.len()).as_bytes());
+    }
+    out.extend_from_slice(b"0\r\n\r\n");
+    out
+}
+
 /// An event stream whose first event is the error `message` (JSON-escaped), as vLLM sends
 /// one mid-stream.
 fn stream_error(message: &str) -> Vec<u8> {
@@ -54,14 +67,7 @@ fn stream_error(message: &str) -> Vec<u8> {
         "data: {}\n\n",
         serde_json::json!({"error": {"message": message, "code": 400}})
     );
-    let mut out =
-        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-            .to_vec();
-    for part in [event.as_str(), "data: [DONE]\n\n"] {
-        out.extend_from_slice(format!("{:x}\r\n{part}\r\n", part.len()).as_bytes());
-    }
-    out.extend_from_slice(b"0\r\n\r\n");
-    out
+    event_stream([event.as_str(), "data: [DONE]\n\n"])
 }
 
 const KEY: &str = "sk-live-7Fh3kQ9zP2mX8vR4";
@@ -859,20 +865,16 @@ fn no_form_of_a_key_a_server_echoes_is_written() {
     let json_error = http("401 Unauthorized", "application/json", &error_body);
     let in_stream = stream_error(&echo);
     // A stream that names the key as its model and ends with it as its finish reason.
-    let named = {
-        let events = [
+    let named = event_stream(
+        [
             serde_json::json!({"model": echo, "choices": [{"delta": {"content": "hi"}}]}),
             serde_json::json!({"model": echo, "choices": [{"delta": {"content": " there"},
                 "finish_reason": echo}]}),
-        ];
-        let mut out = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
-        for e in events {
-            let part = format!("data: {e}\n\n");
-            out.extend_from_slice(format!("{:x}\r\n{part}\r\n", part.len()).as_bytes());
-        }
-        out.extend_from_slice(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n");
-        out
-    };
+        ]
+        .iter()
+        .map(|e| format!("data: {e}\n\n"))
+        .chain(["data: [DONE]\n\n".to_string()]),
+    );
     let server = fake_server(move |n, _| {
         let r = [&named, &page, &json_error, &in_stream][n % 4];
         (r.clone(), false)
@@ -938,17 +940,8 @@ fn tiny_events(events: usize, finish: &str) -> Vec<u8> {
         serde_json::json!({"choices": [{"delta": {}, "finish_reason": finish}],
             "usage": {"prompt_tokens": 5, "completion_tokens": events}})
     );
-    let mut out =
-        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-            .to_vec();
-    let mut left = events;
-    while left > 0 {
-        let block = one.repeat(left.min(1000));
-        left -= left.min(1000);
-        out.extend_from_slice(format!("{:x}\r\n{block}\r\n", block.len()).as_bytes());
-    }
-    out.extend_from_slice(format!("{:x}\r\n{last}\r\n0\r\n\r\n", last.len()).as_bytes());
-    out
+    let blocks = (0..events.div_ceil(1000)).map(|b| one.repeat((events - b * 1000).min(1000)));
+    event_stream(blocks.chain([last]))
 }
 
 /// What a response's shape costs the client, against the same run of small responses: 20
