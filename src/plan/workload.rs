@@ -125,10 +125,11 @@ const ENTRY_BYTES: u64 = 600;
 /// that hold them leave unused (measured: 13; `hostile::plans_estimate_their_memory`).
 const BYTES_PER_TOKEN: u64 = 13;
 
-/// Bytes a session's turn takes besides its prompt's text, and per prompt token (measured:
-/// 100 sessions of 1,024 turns of 550 tokens took 438 MB, 4,277 bytes a turn).
-const TURN_BYTES: u64 = 48;
-const TURN_BYTES_PER_TOKEN: u64 = 8;
+/// Bytes a session's turn takes at the peak of preparing, and per prompt token: its draft's
+/// token ids and its text (measured over 100 sessions of 1,024 turns: 319, 2,864 and 5,243
+/// bytes a turn of 30, 300 and 550 tokens).
+const TURN_BYTES: u64 = 40;
+const TURN_BYTES_PER_TOKEN: u64 = 10;
 
 /// The workload, ready.
 #[derive(Debug, Clone)]

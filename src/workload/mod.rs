@@ -265,16 +265,17 @@ impl Sessions {
             let mut list = Vec::with_capacity(n);
             for k in 0..n {
                 let want = spec.draw_isl(&mut rng);
-                let ids = maker.tokens(want as usize, &mut rng);
+                let draft = maker.draft(want as usize, &mut rng);
                 let osl = spec.draw_osl(&mut rng);
-                list.push((ids, osl, pause(k == 0)));
+                list.push((draft, osl, pause(k == 0)));
             }
             drafts.push((list, system));
         }
         let all: Vec<_> = drafts.iter().flat_map(|(list, _)| list).collect();
-        let mut turns = par_map(&all, |(ids, osl, delay_ns)| {
-            let prompt = tokenizer.decode(ids)?;
-            let isl = tokenizer.count(&prompt)? as u32;
+        // As a single prompt's text is made: whole lines of the corpus, and only the cut one
+        // tokenized again to count.
+        let mut turns = par_map(&all, |(draft, osl, delay_ns)| {
+            let (prompt, isl) = maker.text(draft)?;
             Ok(Turn {
                 prompt,
                 isl,

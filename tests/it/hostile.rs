@@ -992,8 +992,9 @@ fn memory_is_bounded_for_any_response_shape() {
 #[test]
 fn plans_estimate_their_memory_within_a_fifth() {
     let _shared = support::shared();
-    let run = |entries: &str, isl: &str| -> (f64, f64) {
+    let run = |entries: &str, isl: &str, turns: &str| -> (f64, f64) {
         let dir = support::artifact_dir("hostile-estimate");
+        let sessions = ["--session-turns-mean", turns];
         let out = ringperf()
             .args(["profile", "--sim=--ttft 1ms --itl 1ms", "--no-progress"])
             .args([
@@ -1002,6 +1003,7 @@ fn plans_estimate_their_memory_within_a_fifth() {
                 "--synthetic-input-tokens-mean",
                 isl,
             ])
+            .args(if turns == "1" { &[][..] } else { &sessions[..] })
             .args(["--benchmark-duration", "1", "--output-tokens-mean", "2"])
             .arg("--artifact-dir")
             .arg(&dir)
@@ -1021,14 +1023,21 @@ fn plans_estimate_their_memory_within_a_fifth() {
         .unwrap();
         (said, doc["client_health"]["peak_rss_mb"].as_f64().unwrap())
     };
-    for (entries, isl) in [("100000", "10"), ("30000", "550")] {
-        let (_, base) = run("1", isl);
-        let (said, peak) = run(entries, isl);
+    // Prompts, and sessions (a turn's text is held once, its body made as it is sent).
+    let cases = [
+        ("100000", "10", "1"),
+        ("30000", "550", "1"),
+        ("100", "300", "1024"),
+    ];
+    for (entries, isl, turns) in cases {
+        let (_, base) = run("1", isl, "1");
+        let (said, peak) = run(entries, isl, turns);
         let took = peak - base;
-        eprintln!("{entries} prompts of {isl} tokens: said {said:.0} MB, took {took:.0} MB");
+        let what = format!("{entries} × {turns} turns of {isl} tokens");
+        eprintln!("{what}: said {said:.0} MB, took {took:.0} MB");
         assert!(
             (said - took).abs() <= 0.2 * took,
-            "{entries} × {isl}: said {said:.0} MB, took {took:.0} MB"
+            "{what}: said {said:.0} MB, took {took:.0} MB"
         );
     }
 }
