@@ -391,8 +391,60 @@ mod tests {
                 let out = scrub(&enc);
                 let kept: usize = out.split(REDACTED).map(str::len).max().unwrap_or(0);
                 assert!(kept <= 7, "{prefix:?}: {enc} -> {out}");
+                // Alone, the key's encoding is cut from its first character.
+                assert!(
+                    !prefix.is_empty() || out.starts_with(REDACTED),
+                    "{enc} -> {out}"
+                );
             }
         }
+    }
+
+    #[test]
+    fn each_occurrence_is_cut_and_the_text_between_kept() {
+        install(["Tq4-secret-occurs-twice"]);
+        assert_eq!(
+            scrub("a Tq4-secret-occurs-twice b Tq4-secret-occurs-twice c"),
+            "a <redacted> b <redacted> c"
+        );
+    }
+
+    #[test]
+    fn the_shortest_secret_taken_is_four_characters_and_each_short_one_counts() {
+        install(["w7#q", "Yv2", "p9!kx"]);
+        assert_eq!(
+            scrub("[w7#q] [Yv2] [p9!kx]"),
+            "[<redacted>] [Yv2] [<redacted>]"
+        );
+    }
+
+    #[test]
+    fn a_word_that_shares_a_secrets_filter_bit_is_not_cut() {
+        let secret = "Filter-Bit-Secret-Zz";
+        install([secret]);
+        // A word of 8 bytes, not in the secret, that falls in the filter slot of one that is.
+        let gram = u64::from_le_bytes(secret.as_bytes()[..8].try_into().unwrap());
+        let twin = (0u64..)
+            .map(|i| {
+                let mut b = *b"aaaaaaaa";
+                for (k, byte) in b.iter_mut().enumerate() {
+                    *byte = b'a' + ((i >> (4 * k)) & 15) as u8;
+                }
+                u64::from_le_bytes(b)
+            })
+            .find(|w| *w != gram && slot(*w) == slot(gram))
+            .unwrap();
+        let word = String::from_utf8(twin.to_le_bytes().to_vec()).unwrap();
+        assert_eq!(scrub(&format!("<{word}>")), format!("<{word}>"));
+    }
+
+    #[test]
+    fn a_cut_that_falls_inside_a_character_takes_the_whole_character() {
+        install(["€mnopqrs", "tuvwxyz€"]);
+        // The match starts inside Ь (its second byte is €'s last), and ends inside ₭ (its
+        // first two bytes are €'s).
+        assert_eq!(scrub("Ьmnopqrs!"), "<redacted>!");
+        assert_eq!(scrub("tuvwxyz₭!"), "<redacted>!");
     }
 
     #[test]
