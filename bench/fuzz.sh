@@ -11,7 +11,7 @@
 # of consecutive event documents (a shape learned from the first, matched against the second).
 # Targets run two at a time (JOBS=2); MAX_TIME=SECONDS stops each target sooner (the line then
 # says how many inputs it ran). SANITIZER=none builds without AddressSanitizer (the parsers are
-# safe Rust: about ten times the inputs a second; the default is address). The corpus each one
+# safe Rust: openai runs about 2,700 inputs a second here against 1,200; the default is address). The corpus each one
 # grows stays under target/fuzz-corpus.
 set -euo pipefail
 cd "$(dirname "$0")/.."
