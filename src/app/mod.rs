@@ -209,8 +209,8 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
                          until then"
                     ),
                     Ok((_, false)) => crate::redact::say!(
-                        "ringperf: {name} came after the load had finished: every artifact \
-                         holds the whole run"
+                        "ringperf: {name} came after the load had finished: the artifacts hold \
+                         every request (the warnings say what was cut short)"
                     ),
                     Err(e) => crate::redact::say!("ringperf: interrupted by {name}: {e}"),
                 }

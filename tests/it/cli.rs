@@ -282,7 +282,12 @@ fn ctrl_c_while_a_large_files_prompts_are_counted_cuts_the_counting_short() {
     );
     // Stopped by Ctrl-C: 130, as a shell reports it, with what was measured written.
     assert_eq!(out.status.code(), Some(130), "{rest:?}");
-    assert!(waited < Duration::from_secs(5), "took {waited:?}: {rest:?}");
+    // The warning below proves the cut (most requests uncounted); the bound only catches a
+    // stop that waits for the whole count, with room for 8 tests sharing 2 cores (5.7 s seen).
+    assert!(
+        waited < Duration::from_secs(20),
+        "took {waited:?}: {rest:?}"
+    );
     let warning = rest
         .iter()
         .find(|l| l.contains("the counting of the prompts sent was stopped (Ctrl-C)"))
