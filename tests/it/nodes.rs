@@ -154,8 +154,11 @@ fn two_nodes_sweeping_keep_one_timetable_and_merge_point_by_point() {
             .unwrap() as f64
             / 1e9
     };
+    // The timetable puts them 7 s apart; back to back they would be about 2 s apart. A
+    // point's stamp is taken once it is prepared, which a loaded 2-core CI host delayed by
+    // 0.8 s once: the bound leaves room for that and still tells the two apart.
     let gap = start(&dirs[0], "concurrency_4") - start(&dirs[0], "concurrency_2");
-    assert!((gap - 7.0).abs() < 0.5, "points {gap} s apart");
+    assert!((gap - 7.0).abs() < 1.5, "points {gap} s apart");
     assert!((start(&dirs[1], "concurrency_4") - start(&dirs[0], "concurrency_4")).abs() < 0.1);
     let out = root.join("merged");
     let mut c = ringperf();
