@@ -402,9 +402,11 @@ fn every_request_carries_its_http_phases_and_the_json_summarises_them() {
         let sum = ms("http_req_sending") + ms("http_req_waiting") + ms("http_req_receiving");
         assert!((sum - ms("http_req_duration")).abs() < 1e-3, "{h}");
         // Its tokens are due 20 ms, then 9 × 5 ms, after the request arrived: a late first
-        // token shortens the receiving, not the whole.
+        // token shortens the receiving, not the whole. Never early; late by what a loaded
+        // host holds the simulator's timers (75.2 ms seen in CI-like runs), and short of the
+        // 85 ms that counting the waiting twice would give.
         let answer = ms("http_req_waiting") + ms("http_req_receiving");
-        assert!((64.5..75.0).contains(&answer), "{h}");
+        assert!((64.5..84.0).contains(&answer), "{h}");
     }
     let doc = json(&dir.join("profile_export_ringperf.json"));
     assert_eq!(doc["http_req_waiting"]["count"], 40);
