@@ -125,8 +125,9 @@ impl Secrets {
 fn forms(secret: &str) -> Vec<String> {
     use base64::Engine;
     let mut out = vec![secret.to_string()];
-    let json = serde_json::to_string(secret).unwrap_or_default();
-    out.push(json[1..json.len().saturating_sub(1).max(1)].to_string());
+    // A string always encodes, between its two quotes.
+    let json = serde_json::to_string(secret).expect("a string encodes");
+    out.push(json[1..json.len() - 1].to_string());
     let mut pct = String::new();
     for b in secret.bytes() {
         if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
@@ -248,12 +249,10 @@ pub fn print(text: &str) {
 
 /// Writes `bytes` to the console (stdout or stderr) and flushes it. A write never stops or
 /// kills a run: a reader gone (a closed terminal, `| head`) is a hang-up
-/// ([`crate::sys::hang_up`]); any other failure drops what could not be written.
+/// ([`crate::sys::write_failed`]); any other failure drops what could not be written.
 pub fn console(out: &mut dyn std::io::Write, bytes: &[u8]) {
     if let Err(e) = out.write_all(bytes).and_then(|()| out.flush()) {
-        if crate::sys::is_hang_up(&e) {
-            crate::sys::hang_up();
-        }
+        crate::sys::write_failed(&e);
     }
 }
 

@@ -166,6 +166,22 @@ static SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(
 const STOPPING: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
 extern "C" fn on_interrupt(signal: libc::c_int) {
+    let first = stop_for(
+        signal,
+        b"\nringperf: interrupted before anything was measured\n",
+    );
+    if !first {
+        end_now(
+            signal,
+            b"\nringperf: a second signal: stopped at once; the file being written is removed\n",
+        );
+    }
+}
+
+/// Records `signal` as what stopped the run (unless one already did: returns whether this was
+/// the first) and raises the [`interrupt_flag`]; before the run measures, ends the process at
+/// once, saying `before`. Async-signal-safe.
+fn stop_for(signal: libc::c_int, before: &[u8]) -> bool {
     let first = SIGNAL
         .compare_exchange(
             0,
@@ -175,20 +191,12 @@ extern "C" fn on_interrupt(signal: libc::c_int) {
         )
         .is_ok();
     if !GRACEFUL.load(std::sync::atomic::Ordering::Relaxed) {
-        end_now(
-            signal,
-            b"\nringperf: interrupted before anything was measured\n",
-        );
-    }
-    if !first {
-        end_now(
-            signal,
-            b"\nringperf: a second signal: stopped at once; the file being written is removed\n",
-        );
+        end_now(signal, before);
     }
     if let Some(s) = INTERRUPT.get() {
         s.store(true, std::sync::atomic::Ordering::Relaxed);
     }
+    first
 }
 
 /// Ends the process now with `128 + signal`, leaving no [`Doomed`] path behind.
@@ -211,21 +219,13 @@ fn end_now(signal: libc::c_int, msg: &[u8]) -> ! {
     }
 }
 
-/// The terminal or the reader of stdout or stderr went away (a closed SSH session, `| head`):
-/// the run stops as on SIGHUP, writes what it measured, and exits 129. Before the run
-/// measures, the process ends at once, as SIGHUP ends it.
-pub fn hang_up() {
-    let _ = SIGNAL.compare_exchange(
-        0,
-        libc::SIGHUP,
-        std::sync::atomic::Ordering::Relaxed,
-        std::sync::atomic::Ordering::Relaxed,
-    );
-    if !GRACEFUL.load(std::sync::atomic::Ordering::Relaxed) {
-        end_now(libc::SIGHUP, b"");
-    }
-    if let Some(s) = INTERRUPT.get() {
-        s.store(true, std::sync::atomic::Ordering::Relaxed);
+/// A console write failed. When its reader went away (a closed terminal: EIO; a closed pipe,
+/// `| head`: EPIPE), that is a hang-up: the run stops as on SIGHUP, writes what it measured,
+/// and exits 129; before the run measures, the process ends at once, as SIGHUP ends it. Any
+/// other failure only loses what could not be written.
+pub fn write_failed(e: &io::Error) {
+    if e.kind() == io::ErrorKind::BrokenPipe || e.raw_os_error() == Some(libc::EIO) {
+        stop_for(libc::SIGHUP, b"");
     }
 }
 
@@ -236,12 +236,6 @@ pub fn peak_rss_bytes() -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
-}
-
-/// Whether a failed write to the console means its reader is gone: a closed terminal (EIO) or
-/// a closed pipe (EPIPE).
-pub fn is_hang_up(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::BrokenPipe || e.raw_os_error() == Some(libc::EIO)
 }
 
 /// Paths that a process ended at once (a second signal, a signal before the run) removes:

@@ -258,9 +258,7 @@ impl Dashboard {
             match Screen::take() {
                 Ok(s) => self.screen = Some(s),
                 Err(e) => {
-                    if crate::sys::is_hang_up(&e) {
-                        crate::sys::hang_up();
-                    }
+                    crate::sys::write_failed(&e);
                     return;
                 }
             }
@@ -350,11 +348,8 @@ impl Dashboard {
         self.cost.frames += 1;
         match drawn {
             Ok(_) => self.screen = Some(screen),
-            // A terminal that went away is a hang-up: the run stops and writes what it
-            // measured, as on SIGHUP.
-            Err(e) if crate::sys::is_hang_up(&e) => crate::sys::hang_up(),
-            // Another failure ends the view, not the run.
-            Err(_) => {}
+            // The view ends; a terminal that went away also stops the run, as SIGHUP does.
+            Err(e) => crate::sys::write_failed(&e),
         }
     }
 
