@@ -229,7 +229,6 @@ impl Sessions {
             Some(n) if n > 0 => maker.prompt(n as usize, &mut contexts)?,
             _ => String::new(),
         };
-        let mut out = Vec::with_capacity(spec.entries);
         let mut drafts = Vec::with_capacity(spec.entries);
         for _ in 0..spec.entries.max(1) {
             let system = match system.1 {
@@ -284,11 +283,13 @@ impl Sessions {
             })
         })?
         .into_iter();
-        for (list, system) in drafts {
-            let turns = turns.by_ref().take(list.len()).collect();
-            out.push(Session { turns, system });
-        }
-        Ok(out)
+        Ok(drafts
+            .into_iter()
+            .map(|(list, system)| Session {
+                turns: turns.by_ref().take(list.len()).collect(),
+                system,
+            })
+            .collect())
     }
 }
 
