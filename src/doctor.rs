@@ -41,6 +41,23 @@ pub(crate) struct Planned {
     pub(crate) streams: u64,
     /// The simulator runs in this process (it holds the other end of each connection).
     pub(crate) in_process_sim: bool,
+    /// Connections from every process of this host (a split run's workers share its ports).
+    pub(crate) host_streams: u64,
+    /// Distinct (source address, server address) pairs they spread over: each pair has the
+    /// whole ephemeral range.
+    pub(crate) paths: u64,
+}
+
+impl Planned {
+    /// `streams` connections from one process to one server address.
+    pub(crate) fn one_process(streams: u64, in_process_sim: bool) -> Planned {
+        Planned {
+            streams,
+            in_process_sim,
+            host_streams: streams,
+            paths: 1,
+        }
+    }
 }
 
 /// Open files: one per connection (two with the in-process simulator), and some to spare.
@@ -74,7 +91,8 @@ pub(crate) fn open_files(p: Planned, limit: u64) -> Check {
     }
 }
 
-/// Local ports: each connection to the server holds one from the ephemeral range.
+/// Local ports: each connection holds one from the ephemeral range, per pair of source and
+/// server addresses.
 pub(crate) fn ephemeral_ports(p: Planned, range: Option<(u64, u64)>) -> Check {
     let Some((lo, hi)) = range else {
         return check(
@@ -84,32 +102,39 @@ pub(crate) fn ephemeral_ports(p: Planned, range: Option<(u64, u64)>) -> Check {
         );
     };
     let n = hi.saturating_sub(lo) + 1;
+    let per_path = p.host_streams.div_ceil(p.paths.max(1));
+    let over = if p.paths > 1 {
+        format!(
+            "{} connections over {} pairs of source and server addresses, {per_path} each",
+            p.host_streams, p.paths
+        )
+    } else {
+        format!("{} connections to one server address", p.host_streams)
+    };
     let fix =
         format!("widen it: sysctl -w net.ipv4.ip_local_port_range=\"1024 65535\" (now {lo}-{hi})");
-    if p.streams > 64_512 {
+    if per_path > 64_512 {
         check(
             "ephemeral ports",
             Level::Fail,
             format!(
-                "{} connections to one server address need more local ports than there are \
-                 (at most 64,512): spread them over more client hosts or addresses",
-                p.streams
+                "{over} need more local ports than there are (at most 64,512 per pair): give \
+                 more source addresses (--local-address) or servers, or more client hosts"
             ),
         )
-    } else if p.streams > n {
+    } else if per_path > n {
         check(
             "ephemeral ports",
             Level::Fail,
-            format!("{n} local ports for {} connections: {fix}", p.streams),
+            format!("{n} local ports for {over}: {fix}, or give more source addresses (--local-address)"),
         )
-    } else if p.streams * 2 > n {
+    } else if per_path * 2 > n {
         check(
             "ephemeral ports",
             Level::Warn,
             format!(
-                "{n} local ports for {} connections leave little room for reconnects \
-                 (closed ports wait in TIME_WAIT): {fix}",
-                p.streams
+                "{n} local ports for {over} leave little room for reconnects (closed ports \
+                 wait in TIME_WAIT): {fix}"
             ),
         )
     } else {
@@ -119,6 +144,26 @@ pub(crate) fn ephemeral_ports(p: Planned, range: Option<(u64, u64)>) -> Check {
             format!("{n} local ports ({lo}-{hi})"),
         )
     }
+}
+
+/// Source addresses for `host_streams` connections to `servers` distinct loopback server
+/// addresses when the ephemeral `range` cannot hold them from one: 127.0.0.1, 127.0.0.2, …
+/// (every address of 127.0.0.0/8 reaches a loopback server), enough for each pair of source
+/// and server to use at most half the range. Empty when one source is enough.
+pub(crate) fn loopback_sources(
+    host_streams: u64,
+    servers: u64,
+    range: u64,
+) -> Vec<std::net::IpAddr> {
+    let per_server = host_streams.div_ceil(servers.max(1));
+    let room = (range / 2).max(1);
+    let k = per_server.div_ceil(room).min(250);
+    if k <= 1 {
+        return Vec::new();
+    }
+    (1..=k as u8)
+        .map(|i| std::net::IpAddr::from([127, 0, 0, i]))
+        .collect()
 }
 
 /// io_uring: the design's driver; epoll works where it is refused.
@@ -295,6 +340,8 @@ mod tests {
     const P: Planned = Planned {
         streams: 1000,
         in_process_sim: true,
+        host_streams: 1000,
+        paths: 1,
     };
 
     #[test]
@@ -330,5 +377,42 @@ mod tests {
         assert_eq!(busy_cpus(&[cpu(0, 0.1, vec![])]).level, Level::Pass);
         let text = render(&[f, busy]);
         assert!(text.starts_with("FAIL  ephemeral ports"), "{text}");
+    }
+
+    #[test]
+    fn ports_are_counted_per_pair_of_source_and_server() {
+        let range = Some((32768, 60999));
+        // 100,000 connections from this host's processes: too many for one pair, enough
+        // over 12 (6 servers, 2 sources), 8,334 each.
+        let p = |host_streams, paths| Planned {
+            host_streams,
+            paths,
+            ..P
+        };
+        let one = ephemeral_ports(p(100_000, 1), range);
+        assert_eq!(one.level, Level::Fail);
+        assert!(one.detail.contains("--local-address"), "{}", one.detail);
+        assert_eq!(ephemeral_ports(p(100_000, 12), range).level, Level::Pass);
+        // 16,667 per pair: more than half the range.
+        let six = ephemeral_ports(p(100_000, 6), range);
+        assert_eq!(six.level, Level::Warn);
+        assert!(six.detail.contains("6 pairs"), "{}", six.detail);
+        assert_eq!(ephemeral_ports(p(100_000, 3), range).level, Level::Fail);
+    }
+
+    #[test]
+    fn loopback_connections_spread_over_enough_sources() {
+        let range = 28_232;
+        assert!(loopback_sources(14_116, 1, range).is_empty());
+        let two = loopback_sources(14_117, 1, range);
+        assert_eq!(
+            two,
+            ["127.0.0.1", "127.0.0.2"].map(|a| a.parse::<std::net::IpAddr>().unwrap())
+        );
+        // Per server: 100,000 over six servers is 16,667 each, two sources.
+        assert_eq!(loopback_sources(100_000, 6, range).len(), 2);
+        assert_eq!(loopback_sources(100_000, 1, range).len(), 8);
+        // At most 250 sources, whatever the load.
+        assert_eq!(loopback_sources(u64::MAX / 2, 1, range).len(), 250);
     }
 }

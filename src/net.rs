@@ -69,6 +69,9 @@ async fn connect_from(
 ) -> std::io::Result<TcpStream> {
     use socket2::{Domain, Socket, Type};
     let socket = Socket::new(Domain::for_address(to), Type::STREAM.nonblocking(), None)?;
+    // The port is chosen at connect, per server address, not reserved at bind: a source
+    // address then holds the whole ephemeral range for each server.
+    crate::sys::bind_address_no_port(std::os::fd::AsRawFd::as_raw_fd(&socket));
     socket.bind(&std::net::SocketAddr::new(from, 0).into())?;
     match socket.connect(&to.into()) {
         Ok(()) => {}

@@ -669,6 +669,16 @@ impl LiveBuckets {
         sum
     }
 
+    /// The upper bound of bucket `i` (its values are below it).
+    pub fn upper(i: usize) -> f64 {
+        2f64.powf((i as f64 + 1.0) / LIVE_PER_OCTAVE)
+    }
+
+    /// The middle of bucket `i`, as [`LiveBuckets::quantile`] reports it.
+    pub fn middle(i: usize) -> f64 {
+        2f64.powf((i as f64 + 0.5) / LIVE_PER_OCTAVE)
+    }
+
     /// The `p`-th percentile (0–100) of summed snapshots: the middle of the bucket it falls
     /// in; `None` when empty.
     pub fn quantile(counts: &[u64], p: f64) -> Option<f64> {
@@ -682,7 +692,7 @@ impl LiveBuckets {
             seen += c;
             seen >= rank
         })?;
-        Some(2f64.powf((i as f64 + 0.5) / LIVE_PER_OCTAVE))
+        Some(LiveBuckets::middle(i))
     }
 }
 

@@ -484,6 +484,41 @@ pub fn open_pty(cols: u16, rows: u16) -> io::Result<(std::fs::File, std::os::fd:
     })
 }
 
+/// Sets `IP_BIND_ADDRESS_NO_PORT` on socket `fd` (Linux 4.2+; ignored where refused): a
+/// bind to a source address leaves the port to connect.
+pub fn bind_address_no_port(fd: RawFd) {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt on a descriptor the caller owns, with a c_int option value.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+/// Has the process `cmd` starts receive SIGTERM when the thread that starts it ends (its
+/// parent died), so that no child outlives its parent.
+pub fn die_with_parent(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl() is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+}
+
+/// Sends SIGINT to process `pid` (a child not yet waited for, so the pid is still its).
+pub fn interrupt_process(pid: u32) {
+    // SAFETY: kill() has no memory effects.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
+}
+
 /// Stops the run as Ctrl-C does: raises SIGINT in this process.
 pub fn interrupt() {
     // SAFETY: raise() sends a signal to this thread; its handler is async-signal-safe.

@@ -15,11 +15,13 @@ use crate::cli::{Cli, Command, ProfileArgs};
 use crate::plan::sweep::SweepSpec;
 use crate::plan::Spec;
 
+mod live;
 mod prepare;
 mod profile;
 mod sim;
 mod sweep;
 mod tools;
+mod workers;
 
 pub use profile::{profile, ProfileResult};
 pub use sweep::{search_text, sweep, SweepResult};
@@ -150,6 +152,8 @@ struct Flags {
     peer: crate::cli::port::Peer,
     /// `--sim`'s flags.
     sim: Option<String>,
+    /// Where to serve the live figures (`--live-metrics`).
+    live_metrics: Option<std::net::SocketAddr>,
 }
 
 impl Flags {
@@ -168,6 +172,7 @@ impl Flags {
             slo_attainment: args.sweep.slo_attainment,
             peer: args.peer.clone(),
             sim: args.sim.clone(),
+            live_metrics: args.output.live_metrics,
         })
     }
 
@@ -189,16 +194,22 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
         Command::Profile(args) => {
             install_secrets(&args.target);
             let flags = Flags::of(&args)?;
+            let worker = workers::Worker::of_env()?;
             // Whether any gate was crossed, and whether the load was cut short.
-            let ran = if flags.several() {
+            let ran = if let Some(split) = workers::split_of(&flags)? {
+                workers::profile(flags, split, &stop).map(|r| (r.gates_crossed, r.cancelled))
+            } else if flags.several() {
                 sweep::run(flags, stop, true)
                     .map(|r| (r.gates_crossed, r.rows.iter().any(|p| p.cancelled)))
             } else {
-                profile::run(flags, stop, true).map(|r| {
+                profile::run(flags, stop, worker.is_none()).map(|r| {
                     let crossed = r.gates.iter().any(|g| g.failure.is_some());
                     (crossed, r.report.cancelled)
                 })
             };
+            if worker.is_some() {
+                workers::Worker::done();
+            }
             // A stopped run says so in its exit code (128 + the signal, as a shell does),
             // whatever it measured: a script or a CI job can tell it from a finished one.
             if let Some(sig) = crate::sys::interrupted_by() {

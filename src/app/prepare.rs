@@ -89,7 +89,7 @@ fn preparing(w: &crate::plan::WorkloadSpec) -> String {
 /// Asks the server which models it serves (waiting up to `ready_ns` for it to come up) and
 /// takes the first when `-m` named none. Returns the list (empty when it is unknown) and how
 /// long the server took to come up (ns; 0 when it was up).
-fn choose_model(
+pub(super) fn choose_model(
     spec: &mut crate::plan::TargetSpec,
     preflight: bool,
     ready_ns: u64,
@@ -184,7 +184,7 @@ fn choose_model(
 }
 
 /// Results that cannot be written are found out before the run, not after it.
-fn check_artifact_dir(dir: &std::path::Path) -> Result<MadeDir, Fatal> {
+pub(super) fn check_artifact_dir(dir: &std::path::Path) -> Result<MadeDir, Fatal> {
     let made: Vec<std::path::PathBuf> = dir
         .ancestors()
         .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
@@ -214,7 +214,7 @@ fn check_artifact_dir(dir: &std::path::Path) -> Result<MadeDir, Fatal> {
 /// or stopped before its first request), so that a refusal leaves nothing behind.
 /// The folders made for the run, deepest first; a process ended at once (a second Ctrl-C)
 /// removes them too while still empty.
-struct MadeDir {
+pub(super) struct MadeDir {
     dirs: Vec<std::path::PathBuf>,
     _doomed: Vec<crate::sys::Doomed>,
 }
@@ -234,10 +234,14 @@ impl Drop for MadeDir {
 /// The host's blockers for this run, found before anything is sent: open files (every
 /// connection is one, two with the in-process simulator, which holds the other end) and local
 /// ports (each connection holds one).
-fn check_host(plan: &Plan, in_process_sim: bool) -> Result<(), Fatal> {
+fn check_host(plan: &Plan, in_process_sim: bool, host_streams: u64) -> Result<(), Fatal> {
+    let t = &plan.target;
+    let servers = distinct_servers(t);
     let p = crate::doctor::Planned {
         streams: plan.load.streams,
         in_process_sim,
+        host_streams,
+        paths: servers * (t.local_addresses.len() as u64).max(1),
     };
     for c in [
         crate::doctor::open_files(p, crate::sys::raise_nofile_limit()),
@@ -248,6 +252,47 @@ fn check_host(plan: &Plan, in_process_sim: bool) -> Result<(), Fatal> {
         }
     }
     Ok(())
+}
+
+/// The server addresses a plan's connections go to, counted once each.
+fn distinct_servers(t: &crate::plan::Target) -> u64 {
+    let mut addrs: Vec<_> = std::iter::once(&t.endpoint)
+        .chain(&t.others)
+        .map(|e| e.addr)
+        .collect();
+    addrs.sort();
+    addrs.dedup();
+    addrs.len() as u64
+}
+
+/// Connections from every process of this host: a worker's siblings share its ports.
+fn host_streams(plan: &Plan, worker: &Option<super::workers::Worker>) -> u64 {
+    plan.load.streams * worker.as_ref().map_or(1, |w| w.count)
+}
+
+/// Against loopback servers, with no --local-address, spreads connections over as many
+/// sources of 127.0.0.0/8 as the ephemeral range needs.
+fn spread_sources(plan: &mut Plan, host_streams: u64) {
+    let t = &plan.target;
+    let loopback = std::iter::once(&t.endpoint)
+        .chain(&t.others)
+        .all(|e| matches!(e.addr.ip(), std::net::IpAddr::V4(ip) if ip.is_loopback()));
+    let Some((lo, hi)) = crate::doctor::port_range() else {
+        return;
+    };
+    if !loopback || !t.local_addresses.is_empty() {
+        return;
+    }
+    let sources = crate::doctor::loopback_sources(host_streams, distinct_servers(t), hi - lo + 1);
+    if !sources.is_empty() {
+        crate::redact::say!(
+            "ringperf: up to {host_streams} connections to loopback: opened from {} source addresses \
+             (127.0.0.1 to {}), as the ephemeral ports need",
+            sources.len(),
+            sources[sources.len() - 1]
+        );
+        plan.target.local_addresses = sources;
+    }
 }
 
 /// What runs against the server before the measured run: the probe request (with
@@ -326,6 +371,10 @@ pub(super) struct Prepared {
     pub(super) slo_attainment: f64,
     /// What a peer's command line asked to be written too.
     pub(super) peer: crate::cli::port::Peer,
+    /// This process's part of a split run, when it is a worker.
+    pub(super) worker: Option<super::workers::Worker>,
+    /// The live figures' page (`--live-metrics`, and every worker's).
+    pub(super) live: Option<super::live::Exporter>,
     /// The artifact folder, if this run made it.
     _made: MadeDir,
 }
@@ -346,7 +395,44 @@ pub(super) fn prepare(flags: Flags) -> Result<Prepared, Fatal> {
         slo_attainment,
         peer,
         sim,
+        live_metrics,
     } = flags;
+    let worker = super::workers::Worker::of_env()?;
+    if let Some(w) = &worker {
+        spec.load.nodes = crate::plan::nodes::Nodes {
+            index: w.index,
+            count: w.count,
+        };
+        spec.output.artifact_dir = Some(w.dir.clone());
+        if spec.target.model.is_empty() {
+            spec.target.model = w.model.clone();
+        }
+    }
+    // A worker serves its live figures for its parent: where asked (port + its index), or on
+    // a free loopback port.
+    let live_at = match (&worker, live_metrics) {
+        (Some(w), Some(a)) if a.port() != 0 => Some(std::net::SocketAddr::new(
+            a.ip(),
+            u16::try_from(u64::from(a.port()) + w.index).map_err(|_| {
+                Fatal::Refused(format!(
+                    "--live-metrics {a}: worker {} has no port",
+                    w.index
+                ))
+            })?,
+        )),
+        (Some(_), Some(a)) => Some(a),
+        (Some(_), None) => Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+        (None, a) => a,
+    };
+    let live = match live_at {
+        Some(a) => {
+            let e = super::live::Exporter::start(a, worker.as_ref().map(|w| (w.index, w.count)))
+                .map_err(|e| Fatal::io(format!("--live-metrics {a}"), e))?;
+            crate::redact::say!("ringperf: live figures at http://{}/metrics", e.addr);
+            Some(e)
+        }
+        None => None,
+    };
     if sweep.is_sweep {
         // Each point sends its own count: every prompt is prepared.
         spec.workload.sends_at_most = Some(u64::MAX);
@@ -418,6 +504,8 @@ pub(super) fn prepare(flags: Flags) -> Result<Prepared, Fatal> {
         sweep.points[0].apply(&mut spec);
     }
     let mut plan = Plan::build(spec)?;
+    let on_host = host_streams(&plan, &worker);
+    spread_sources(&mut plan, on_host);
     if let Some((caps, step)) = &sweep.staircase {
         plan.load.staircase(caps.clone(), *step)?;
     }
@@ -451,11 +539,17 @@ pub(super) fn prepare(flags: Flags) -> Result<Prepared, Fatal> {
         traces_wait_ns,
         slo_attainment,
         peer,
+        worker,
+        live,
         _made: made,
     };
     // Every point is planned and checked before the first is run.
     for p in prepared.points()? {
-        check_host(&p.1, prepared.sim.is_some())?;
+        check_host(
+            &p.1,
+            prepared.sim.is_some(),
+            host_streams(&p.1, &prepared.worker),
+        )?;
     }
     let warnings = before_the_run(&prepared.plan, preflight, &listed)?;
     Ok(Prepared {

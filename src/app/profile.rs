@@ -145,11 +145,15 @@ pub(super) fn measure(
     let plan = Arc::new(plan);
     let spare = placement.spare_cpu(&crate::cpus::usable_cpus());
     let telemetry = crate::telemetry::Telemetry::start(&p.telemetry, &plan, spare);
-    let waited = plan
-        .spec
-        .load
-        .start_at_unix_ns
-        .map_or(0, |at| wait_until(at, &stop));
+    // A worker starts when its parent says, once every worker is ready.
+    let start_at = match &p.worker {
+        Some(_) => match super::workers::Worker::ready(p.live.as_ref().map(|l| l.addr)) {
+            Some(at) => Some(at),
+            None => return Err(Fatal::Interrupted),
+        },
+        None => plan.spec.load.start_at_unix_ns,
+    };
+    let waited = start_at.map_or(0, |at| wait_until(at, &stop));
     if stop.load(Ordering::Relaxed) {
         return Err(Fatal::Interrupted);
     }
@@ -163,13 +167,18 @@ pub(super) fn measure(
         Some((started, from)) if print => p.ui.borrow_mut().startup(started + waited, from),
         _ => false,
     };
-    let out = crate::engine::run(
-        plan.clone(),
-        placement,
-        stop.clone(),
-        probe,
-        &mut *p.ui.borrow_mut(),
-    )?;
+    let out = {
+        let mut ui = p.ui.borrow_mut();
+        let mut tee;
+        let view: &mut dyn crate::engine::View = match &p.live {
+            Some(l) => {
+                tee = l.tee(&mut *ui);
+                &mut tee
+            }
+            None => &mut *ui,
+        };
+        crate::engine::run(plan.clone(), placement, stop.clone(), probe, view)?
+    };
     let end = unix_time_secs();
     let mut report = report::build(out, &report::Settings::of(&plan));
     report.about = Some(report::about::About::of(&plan, &report));

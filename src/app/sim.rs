@@ -17,8 +17,25 @@ pub(super) fn serve(args: &SimArgs, stop: Arc<AtomicBool>) -> Result<(), Fatal> 
         .bind
         .parse()
         .map_err(|_| Fatal::Refused(format!("sim --bind {:?}: expected IP:PORT", cfg.bind)))?;
-    let mut handles = Vec::with_capacity(usize::from(args.replicas));
-    for i in 0..args.replicas {
+    // One process per replica unless told otherwise, each with its own open-files limit; a
+    // process started so serves its part (`mine`) of the replicas.
+    let processes = u64::from(args.processes.unwrap_or(args.replicas));
+    if processes == 0 || processes > u64::from(args.replicas) {
+        return Err(Fatal::Refused(format!(
+            "sim --processes must be from 1 to --replicas ({})",
+            args.replicas
+        )));
+    }
+    let part = super::workers::sim_part();
+    if processes > 1 && part.is_none() {
+        return super::workers::sim(processes, &stop);
+    }
+    let (index, count) = part.unwrap_or((0, 1));
+    let share = |i| crate::plan::nodes::share(u64::from(args.replicas), count as usize, i) as u16;
+    let first_replica: u16 = (0..index as usize).map(share).sum();
+    let mine = first_replica..first_replica + share(index as usize);
+    let mut handles = Vec::with_capacity(mine.len());
+    for i in mine {
         // Port 0: a free port for each; else the ports after the first.
         let port = match first.port() {
             0 => 0,
@@ -47,6 +64,10 @@ pub(super) fn serve(args: &SimArgs, stop: Arc<AtomicBool>) -> Result<(), Fatal> 
         );
         // The chosen port on stdout alone, for scripts that start the simulator on port 0.
         crate::redact::print(&format!("{}\n", handle.addr.port()));
+    }
+    if part.is_some() {
+        // Every port is out: the parent prints this part's now.
+        crate::redact::print("ready\n");
     }
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(std::time::Duration::from_millis(50));

@@ -9,10 +9,7 @@ use crate::report;
 
 /// `ringperf doctor`: the host's checks for a planned run; a blocker is an error.
 pub(super) fn doctor(a: &DoctorArgs) -> Result<(), Fatal> {
-    let checks = crate::doctor::run(crate::doctor::Planned {
-        streams: a.concurrency,
-        in_process_sim: a.sim,
-    });
+    let checks = crate::doctor::run(crate::doctor::Planned::one_process(a.concurrency, a.sim));
     crate::redact::print(&crate::doctor::render(&checks));
     let blockers = checks
         .iter()

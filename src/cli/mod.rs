@@ -1148,6 +1148,11 @@ pub struct OutputArgs {
     /// -request_rate<R> with a rate).
     #[arg(long, visible_aliases = ["artifact-directory", "output-artifact-dir", "output-dir"])]
     pub artifact_dir: Option<PathBuf>,
+    /// Serve the run's live figures as Prometheus text at http://ADDR/metrics (IP:PORT; port
+    /// 0 picks a free one, and the line saying where gives it); with several processes,
+    /// process i serves on PORT + i.
+    #[arg(long, value_name = "ADDR")]
+    pub live_metrics: Option<std::net::SocketAddr>,
     /// No live progress line on stderr (it is off anyway when stderr is not a terminal).
     #[arg(long)]
     pub no_progress: bool,
@@ -1233,6 +1238,10 @@ pub struct EngineArgs {
     /// (`SO_TIMESTAMPNS`; on by default for plain http).
     #[arg(long)]
     pub no_kernel_timestamps: bool,
+    /// Run the load in this many processes of this host, merged into one report (default:
+    /// as many as the open-files limit needs, one connection being one file).
+    #[arg(long)]
+    pub processes: Option<u64>,
 }
 
 /// GPU telemetry flags.
@@ -1293,6 +1302,10 @@ pub struct SimArgs {
     /// 0: free ports); each port is printed. Benchmark them with --url repeated.
     #[arg(long, default_value_t = 1)]
     pub replicas: u16,
+    /// Serve the replicas from this many processes, each with its own open-files limit
+    /// (default: one per replica).
+    #[arg(long)]
+    pub processes: Option<u16>,
     /// Model name served; requests for another model get vLLM's 404 error.
     #[arg(short = 'm', long = "model", default_value = crate::sim::DEFAULT_MODEL)]
     pub model: String,
@@ -1674,6 +1687,7 @@ impl ProfileArgs {
                 driver: e.driver,
                 ring_entries: e.ring_entries,
                 kernel_timestamps: !e.no_kernel_timestamps,
+                processes: e.processes,
             },
         };
         if endpoint_type == Some("huggingface_generate") {

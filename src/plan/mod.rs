@@ -99,6 +99,9 @@ pub struct EngineSpec {
     pub ring_entries: u32,
     /// Stamp events with the kernel's receive time (plain http).
     pub kernel_timestamps: bool,
+    /// Processes to run the load in (default: as the open-files limit needs).
+    #[serde(default)]
+    pub processes: Option<u64>,
 }
 
 /// Everything the user asked for a run, in plain types.
@@ -310,6 +313,7 @@ pub(crate) mod tests {
                 driver: crate::runtime::Driver::Auto,
                 ring_entries: 256,
                 kernel_timestamps: true,
+                processes: None,
             },
         }
     }

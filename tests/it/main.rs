@@ -38,6 +38,7 @@ mod sweeps;
 mod telemetry;
 mod tls;
 mod traces;
+mod workers;
 mod workloads;
 
 /// Every test's first statement takes a guard, so that a new test cannot run beside one that
