@@ -285,7 +285,25 @@ fn node_json(n: &NodeRun, first_start: u64) -> Value {
         "client_limited": h.get("limited"),
         "verdict": h.get("verdict"),
         "shards": h.get("shards").map_or(0, |s| s.as_array().map_or(0, Vec::len)),
+        "peak_rss_mb": h.get("peak_rss_mb"),
+        "held_in_flight": h.pointer("/held_in_flight/mean"),
+        "client_added_delay_p99_us": h.pointer("/client_added_delay/p99"),
+        "cpu_us_per_event": h
+            .get("shards")
+            .and_then(Value::as_array)
+            .and_then(|s| s.iter().filter_map(|s| s["cpu_us_per_event"].as_f64()).reduce(f64::max)),
         "gpu_totals": n.profile.pointer("/gpu_telemetry/totals"),
+    })
+}
+
+/// The client's memory over every node: peak RSS added, and per stream held.
+fn client_memory(nodes: &[Value]) -> Value {
+    let sum = |k: &str| nodes.iter().filter_map(|n| n[k].as_f64()).sum::<f64>();
+    let (rss, held) = (sum("peak_rss_mb"), sum("held_in_flight"));
+    json!({
+        "peak_rss_mb_sum": rss,
+        "streams_held": held,
+        "kb_per_stream": (held > 0.0).then(|| rss * 1e3 / held),
     })
 }
 
@@ -380,6 +398,7 @@ fn merge_run(dirs: &[PathBuf], out: &Path, title: &str) -> Result<Merged, Error>
         "distorted": report.health.distorted,
         "limited": report.health.limited,
         "warnings": report.warnings,
+        "memory": client_memory(&node_list),
         "nodes": node_list,
     });
     if let Some(gpu) = merged_gpu(&nodes, report.output_tokens, report.completed) {

@@ -415,6 +415,156 @@ mod tests {
         assert_eq!(adj.percentiles.last().unwrap().1, None);
     }
 
+    /// Counts with every counter set, each to a value of its own (`base` apart).
+    fn every_counter(base: u64) -> Counts {
+        Counts {
+            completed: base + 1,
+            failed: base + 2,
+            request_cancelled: base + 3,
+            warmup: base + 4,
+            ramp_up: base + 5,
+            output_tokens: base + 6,
+            input_tokens: base + 7,
+            images: base + 8,
+            osl_from_usage: base + 9,
+            osl_from_tokenizer: base + 10,
+            errors: vec![error(500, "http", base + 11)],
+            requested_rate: None,
+            sent: span(base + 12, base + 100, base + 200),
+            intended: span(base + 13, base + 90, base + 210),
+            goodput: None,
+            cancelled: false,
+        }
+    }
+
+    #[test]
+    fn every_counter_adds_up() {
+        let mut a = every_counter(0);
+        a.requested_rate = Some(4.0);
+        let mut b = every_counter(1000);
+        b.errors.push(error(0, "connect_failed", 7));
+        b.cancelled = true;
+        a.add(b);
+        let sums = [
+            a.completed,
+            a.failed,
+            a.request_cancelled,
+            a.warmup,
+            a.ramp_up,
+            a.output_tokens,
+            a.input_tokens,
+            a.images,
+            a.osl_from_usage,
+            a.osl_from_tokenizer,
+        ];
+        assert_eq!(
+            sums,
+            [1002, 1004, 1006, 1008, 1010, 1012, 1014, 1016, 1018, 1020]
+        );
+        // Errors of one kind add up; kinds stay apart, in order of code.
+        let errors: Vec<_> = a.errors.iter().map(|e| (e.code, e.count)).collect();
+        assert_eq!(errors, [(0, 7), (500, 1022)]);
+        assert_eq!(a.requested_rate, Some(4.0));
+        assert_eq!(a.sent, span(1024, 100, 1200));
+        assert_eq!(a.intended, span(1026, 90, 1210));
+        assert!(a.cancelled);
+        // Either side's rate and stop, whichever has one.
+        let mut c = every_counter(0);
+        let mut d = every_counter(0);
+        d.requested_rate = Some(2.5);
+        c.add(d);
+        assert_eq!((c.requested_rate, c.cancelled), (Some(2.5), false));
+    }
+
+    #[test]
+    fn counts_read_every_counter_of_a_report_and_its_sends() {
+        let s = 1_000_000_000;
+        let mut r = tally(&[500_000], s, 3 * s, 0, Vec::new())
+            .into_report(Beside::only(quiet(), Vec::new()));
+        let want = every_counter(0);
+        (r.completed, r.failed, r.request_cancelled) = (1, 2, 3);
+        (r.warmup, r.ramp_up, r.output_tokens, r.input_tokens) = (4, 5, 6, 7);
+        (r.images, r.osl_from_usage, r.osl_from_tokenizer) = (8, 9, 10);
+        r.errors = want.errors.clone();
+        r.requested_rate = Some(3.0);
+        r.cancelled = true;
+        let rec = |id, phase, start_ns, intended| {
+            let mut x = Record::new(id, 0, phase, 0, None);
+            (x.start_ns, x.intended_ns) = (start_ns, intended);
+            x
+        };
+        use crate::record::Phase;
+        r.records = vec![
+            rec(0, Phase::Warmup, 10, Some(5)),
+            rec(1, Phase::Profiling, 2 * s, Some(2 * s - 7)),
+            rec(2, Phase::Profiling, 3 * s, None),
+            // Never sent: no start.
+            rec(3, Phase::Profiling, 0, Some(4 * s)),
+        ];
+        // The clock places monotonic times on the wall clock.
+        let c = Counts::of(&r, |t| t + 100);
+        let got = [
+            c.completed,
+            c.failed,
+            c.request_cancelled,
+            c.warmup,
+            c.ramp_up,
+            c.output_tokens,
+            c.input_tokens,
+            c.images,
+            c.osl_from_usage,
+            c.osl_from_tokenizer,
+        ];
+        assert_eq!(got, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+        assert_eq!(c.errors.len(), 1);
+        assert_eq!((c.requested_rate, c.cancelled), (Some(3.0), true));
+        assert_eq!(c.sent, span(2, 2 * s + 100, 3 * s + 100));
+        assert_eq!(c.intended, span(1, 2 * s + 93, 2 * s + 93));
+        assert!(c.goodput.is_some());
+    }
+
+    #[test]
+    fn a_merge_keeps_every_distribution_and_shared_read() {
+        let s = 1_000_000_000;
+        let with = |v: u64| {
+            let mut t = tally(&[v], s, 2 * s, 0, Vec::new());
+            t.client_delay.record(v);
+            t.record_lag.record(v);
+            t.prefill_wait.record(v);
+            t.shared.wait.record(v);
+            (t.shared.events, t.shared.of_events, t.shared.first_tokens) = (1, 2, 3);
+            let mut d = Dist::default();
+            d.record(v);
+            t.http_trace = vec![(crate::record::HTTP_PHASES[1], d)];
+            t
+        };
+        let mut a = with(1_000);
+        a.merge(with(3_000));
+        for d in [
+            &a.client_delay,
+            &a.record_lag,
+            &a.prefill_wait,
+            &a.shared.wait,
+        ] {
+            assert_eq!((d.count(), d.percentile(100.0)), (2, 3_000));
+        }
+        assert_eq!(
+            (a.shared.events, a.shared.of_events, a.shared.first_tokens),
+            (2, 4, 6)
+        );
+        assert_eq!(a.http_trace.len(), 1);
+        assert_eq!(a.http_trace[0].1.count(), 2);
+        // A phase only the other side had joins, in the phases' order.
+        let mut b = with(2_000);
+        let mut d = Dist::default();
+        d.record(5);
+        b.http_trace.insert(0, (crate::record::HTTP_PHASES[0], d));
+        a.merge(b);
+        let names: Vec<_> = a.http_trace.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, &crate::record::HTTP_PHASES[..2]);
+        assert_eq!(a.http_trace[1].1.count(), 3);
+    }
+
     #[test]
     fn a_node_whose_every_request_failed_still_widens_the_window() {
         let s = 1_000_000_000;

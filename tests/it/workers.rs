@@ -62,6 +62,21 @@ fn a_split_run_is_one_report_of_every_worker_request() {
     assert_eq!(doc["error_request_count"]["avg"], 0.0);
     assert_eq!(doc["merge"]["node_count"], 3);
     assert_eq!(doc["merge"]["nodes_merged"], 3);
+    // The client's memory over the workers: each one's peak, and per stream held.
+    let memory = &doc["client_health"]["memory"];
+    let rss: f64 = (0..3)
+        .map(|i| {
+            doc["client_health"]["nodes"][i]["peak_rss_mb"]
+                .as_f64()
+                .unwrap()
+        })
+        .sum();
+    assert!(rss > 3.0, "{memory}");
+    assert_eq!(memory["peak_rss_mb_sum"].as_f64().unwrap(), rss);
+    let held = memory["streams_held"].as_f64().unwrap();
+    assert!(held > 4.0 && held <= 6.0, "{memory}");
+    let kb = memory["kb_per_stream"].as_f64().unwrap();
+    assert!((kb - rss * 1e3 / held).abs() < 1e-6, "{memory}");
     // Each worker wrote a run of its own, and its log.
     for i in 0..3 {
         let w = dir.join(format!("workers/worker-{i:03}"));
