@@ -233,6 +233,10 @@ pub struct Body {
     pub include_usage: bool,
     /// Also send `min_tokens` equal to `max_tokens`.
     pub min_tokens_too: bool,
+    /// Chat asks for its output length with `max_tokens`, not `max_completion_tokens`
+    /// (AIPerf's `--use-legacy-max-tokens`).
+    #[serde(default)]
+    pub legacy_max_tokens: bool,
     /// Extra body fields (`--extra-inputs`).
     pub extra: Map<String, Value>,
     /// A template's text (`Kind::Template`).
@@ -322,7 +326,13 @@ impl Body {
                     );
                 }
                 if let Some(n) = osl {
-                    m.insert("max_tokens".into(), Value::from(n));
+                    // Chat's field for it is max_completion_tokens, as AIPerf and vLLM send.
+                    let key = if self.kind == Kind::Chat && !self.legacy_max_tokens {
+                        "max_completion_tokens"
+                    } else {
+                        "max_tokens"
+                    };
+                    m.insert(key.into(), Value::from(n));
                     if self.min_tokens_too {
                         m.insert("min_tokens".into(), Value::from(n));
                     }
@@ -381,6 +391,7 @@ mod tests {
             streaming,
             include_usage: true,
             min_tokens_too: true,
+            legacy_max_tokens: false,
             extra: [("ignore_eos".to_string(), Value::Bool(true))]
                 .into_iter()
                 .collect(),
@@ -398,10 +409,28 @@ mod tests {
         let chat = json(&body(Kind::Chat, true), &hi);
         assert_eq!(chat["messages"][0]["content"], "hi");
         assert_eq!(chat["stream_options"]["include_usage"], true);
+        // Chat asks with max_completion_tokens (AIPerf's and vLLM's field), or with
+        // max_tokens where the server knows only that one.
         assert_eq!(
-            (chat["max_tokens"].clone(), chat["min_tokens"].clone()),
+            (
+                chat["max_completion_tokens"].clone(),
+                chat["min_tokens"].clone()
+            ),
             (7.into(), 7.into())
         );
+        assert!(chat.get("max_tokens").is_none());
+        let legacy = Body {
+            legacy_max_tokens: true,
+            ..body(Kind::Chat, true)
+        };
+        let old = json(&legacy, &hi);
+        assert_eq!(
+            (old["max_tokens"].clone(), old.get("max_completion_tokens")),
+            (7.into(), None)
+        );
+        // Completions have one field only.
+        let text = json(&body(Kind::Completions, true), &hi);
+        assert_eq!(text["max_tokens"], 7);
         assert_eq!(chat["ignore_eos"], true);
         let c = json(&body(Kind::Completions, false), &hi);
         assert_eq!(c["prompt"], "hi");

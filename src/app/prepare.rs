@@ -319,7 +319,8 @@ fn before_the_run(
             }
         })?;
         crate::redact::say!(
-            "ringperf: preflight: {} answered the first request in {:.1} ms (not measured)",
+            "ringperf: preflight: one probe request before the run, not measured (--no-preflight \
+             sends none): {} answered it in {:.1} ms",
             plan.target.endpoint.url(),
             p.first_ns as f64 / 1e6
         );

@@ -716,6 +716,10 @@ pub struct WorkloadArgs {
     /// Also set `min_tokens` to the requested length, so outputs are exactly that long.
     #[arg(long)]
     pub output_tokens_mean_deterministic: bool,
+    /// Ask chat for its output length with `max_tokens` instead of `max_completion_tokens`
+    /// (for servers that know only the older field).
+    #[arg(long)]
+    pub use_legacy_max_tokens: bool,
     /// Extra request body field, `key:value` with a JSON value (`ignore_eos:true`), or a JSON
     /// object of fields (`'{"top_k": 5}'`); repeatable.
     #[arg(long)]
@@ -1643,6 +1647,7 @@ impl ProfileArgs {
                 osl_stddev: w.output_tokens_stddev.unwrap_or(0),
                 range_ratio: w.random_range_ratio,
                 osl_deterministic: w.output_tokens_mean_deterministic,
+                legacy_max_tokens: w.use_legacy_max_tokens,
                 extra_inputs: crate::workload::parse_extra_inputs(&w.extra_inputs)?,
                 random_seed: w.random_seed,
                 num_dataset_entries: w.num_dataset_entries.unwrap_or(100),

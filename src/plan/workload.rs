@@ -44,6 +44,9 @@ pub struct WorkloadSpec {
     pub range_ratio: Option<(f64, f64)>,
     /// Also send `min_tokens` equal to `max_tokens`.
     pub osl_deterministic: bool,
+    /// Chat asks for its output length with `max_tokens` (default: `max_completion_tokens`).
+    #[serde(default)]
+    pub legacy_max_tokens: bool,
     /// Extra request body fields.
     pub extra_inputs: Map<String, Value>,
     /// Seed for prompts and lengths (and open-loop arrivals).
@@ -451,6 +454,7 @@ impl Workload {
                 streaming: target.streaming,
                 include_usage: !s.no_usage,
                 min_tokens_too: s.osl_deterministic,
+                legacy_max_tokens: s.legacy_max_tokens,
                 extra: s.extra_inputs.clone(),
                 template: target.template.clone(),
             },
@@ -625,6 +629,7 @@ pub(in crate::plan) mod tests {
             media: Default::default(),
             rankings: None,
             osl_deterministic: false,
+            legacy_max_tokens: false,
             extra_inputs: Map::new(),
             random_seed: 3,
             num_dataset_entries: 5,

@@ -50,10 +50,10 @@ fn custom_jsonl_text_messages_and_max_tokens() {
     let b = bodies(&p);
     assert_eq!(b.len(), 2);
     assert_eq!(b[0]["messages"][0]["content"], "Hello there");
-    assert_eq!(b[0]["max_tokens"], 7);
+    assert_eq!(b[0]["max_completion_tokens"], 7);
     assert_eq!(b[1]["messages"][0]["role"], "system");
     assert_eq!(
-        b[1]["max_tokens"], 30,
+        b[1]["max_completion_tokens"], 30,
         "the flag fills in what the line does not say"
     );
     let tok = ringperf::internals::workload::Tokenizer::embedded().unwrap();
@@ -166,7 +166,7 @@ fn sharegpt_first_human_turn_and_reply_length() {
         .unwrap()
         .count("A poem of fourteen lines.")
         .unwrap();
-    assert_eq!(b[0]["max_tokens"], reply_tokens as u64);
+    assert_eq!(b[0]["max_completion_tokens"], reply_tokens as u64);
     let f = write(
         "sg-none.json",
         r#"[{"conversations": [{"from": "gpt", "value": "x"}]}]"#,
@@ -424,7 +424,7 @@ fn jsonl_lines_carry_their_images_and_audio_as_chat_parts() {
         serde_json::json!({"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}})
     );
     assert_eq!(content(3)[1]["input_audio"]["data"], b64(&wav));
-    assert_eq!(bodies[3]["max_tokens"], 7);
+    assert_eq!(bodies[3]["max_completion_tokens"], 7);
     // ISL counts the text parts alone.
     let tok = &p.workload.tokenizer;
     for (i, text) in ["Describe the picture.", "Compare them."]

@@ -416,7 +416,11 @@ fn vllms_hub_datasets_read_the_hubs_parquet_once_then_offline() {
         bodies[1]["messages"][0]["content"],
         "x = 1\n\nRename x to count Just output the code, do not include any explanation."
     );
-    assert!(bodies.iter().all(|b| b["max_tokens"] == 200), "{bodies:?}");
+    // vLLM's chat backend asks with max_completion_tokens.
+    assert!(
+        bodies.iter().all(|b| b["max_completion_tokens"] == 200),
+        "{bodies:?}"
+    );
     let repo = cache.join("datasets--likaixin--InstructCoder");
     assert!(repo.join("refs/refs/convert/parquet").is_file());
     assert!(repo.join("blobs/coder-etag").is_file());

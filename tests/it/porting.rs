@@ -535,9 +535,10 @@ fn aiperf_documented_lines_send_aiperfs_load() {
          --streaming --url {bare} --concurrency 100 --request-rate 200 --request-rate-mode poisson \
          --random-seed 42 --request-count 30 --synthetic-input-tokens-mean 500 --output-tokens-mean 200"
     );
+    let ran = run(&line, "port-ai-rate-cap");
     check(
         &line,
-        &run(&line, "port-ai-rate-cap"),
+        &ran,
         Want {
             count: 30,
             concurrency: Some(100),
@@ -545,6 +546,19 @@ fn aiperf_documented_lines_send_aiperfs_load() {
             streaming: true,
             path: chat,
         },
+    );
+    // AIPerf asks chat with max_completion_tokens, unless --use-legacy-max-tokens.
+    let b = bodies(&ran);
+    assert_eq!(b[0]["max_completion_tokens"], 200, "{}", b[0]);
+    assert!(b[0].get("max_tokens").is_none(), "{}", b[0]);
+    let legacy = parse(&format!("{line} --use-legacy-max-tokens")).unwrap();
+    assert!(
+        legacy
+            .spec_and_notes()
+            .unwrap()
+            .0
+            .workload
+            .legacy_max_tokens
     );
 
     // The same: constant arrivals (300 cut to 20).
@@ -779,7 +793,12 @@ fn vllm_documented_lines_send_vllms_load() {
         "{} ns",
         start_spread(&ran)
     );
-    assert_eq!(bodies(&ran)[0]["temperature"], 0.0, "vLLM decodes greedily");
+    // Current vLLM sends no temperature unless given one: the server's default applies.
+    assert!(
+        bodies(&ran)[0].get("temperature").is_none(),
+        "{}",
+        bodies(&ran)[0]
+    );
 
     // Results visualization: a timeline and the result file (100 cut to 10; --result-dir added).
     let line = format!(
@@ -1267,6 +1286,17 @@ fn a_profile_line_chooses_its_dialect_from_its_flags() {
     let (spec, notes) = p.spec_and_notes().unwrap();
     assert_eq!(spec.target.kind, ringperf::internals::api::Kind::Template);
     assert!(notes.iter().any(|n| n.contains("Triton")), "{notes:?}");
+    // Chat asks for its length as each tool does: GenAI-Perf and GuideLLM with max_tokens,
+    // AIPerf with max_completion_tokens.
+    let legacy = |line: &str| {
+        let p = parse(line).unwrap();
+        p.spec_and_notes().unwrap().0.workload.legacy_max_tokens
+    };
+    assert!(legacy(
+        "genai-perf profile -m m --endpoint-type chat --service-kind openai"
+    ));
+    assert!(!legacy("aiperf profile -m m --endpoint-type chat"));
+    assert!(legacy("guidellm benchmark --target http://h:8000 --data prompt_tokens=8,output_tokens=4 --rate-type synchronous --max-requests 5"));
     // GuideLLM's flags under `profile` are read as GuideLLM's.
     let p = parse("ringperf profile --target http://h:8000 --max-requests 5 --data prompt_tokens=8,output_tokens=4 --profile synchronous").unwrap();
     assert_eq!(p.peer.dialect, ringperf::cli::port::Dialect::Guidellm);

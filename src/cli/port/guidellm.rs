@@ -677,6 +677,8 @@ impl Guide {
             n.set("-H", h);
         }
         n.set("--random-seed", self.seed);
+        // GuideLLM's chat bodies ask with max_tokens, as ringperf did before.
+        n.on("--use-legacy-max-tokens");
         // The data.
         for (k, v) in data_settings(&mut self)? {
             n.set(&k, v);

@@ -617,6 +617,11 @@ impl PortArgs {
             },
             ..Ported::default()
         };
+        // GenAI-Perf asks chat for its output length with max_tokens; AIPerf with
+        // max_completion_tokens unless --use-legacy-max-tokens.
+        if out.dialect == Dialect::GenaiPerf {
+            spec.workload.legacy_max_tokens = true;
+        }
         let mut note = |flag: &str, why: &str| out.notes.push(format!("{flag}: {why}"));
 
         // Triton: GenAI-Perf's default service kind when no OpenAI endpoint type is given.

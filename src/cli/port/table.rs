@@ -68,7 +68,6 @@ pub(super) const PROFILE: &[Rare] = &[
     r(&["--server-profiler"], Flag, Note("no effect: ringperf does not start the server's profiler; POST /start_profile and /stop_profile around the run yourself")),
     r(&["--server-profiler-timeout-seconds", "--server-profiler-start-path", "--server-profiler-stop-path"], One, Note("no effect: ringperf does not start the server's profiler")),
     r(&["--transport", "--transport-type"], One, Only(&["http"], "ringperf speaks HTTP/1.1 (https with TLS)", "ringperf speaks HTTP/1.1 only")),
-    r(&["--use-legacy-max-tokens"], Flag, Note("ringperf sends max_tokens already")),
     r(&["--use-server-token-count"], Flag, Note("ringperf takes output tokens from the server's usage whenever the server reports it (and asks for it with stream_options.include_usage)")),
     r(&["--connection-reuse-strategy"], One, Only(&["pooled"], "ringperf keeps every connection alive across requests", "ringperf keeps connections alive and reuses them (pooled): a new connection per request or per session is not built in")),
     r(&["--download-video-content"], Flag, Note("no effect: video generation endpoints are not spoken")),

@@ -3,7 +3,7 @@
 //! What vLLM sends when a line leaves a flag out, and so what ringperf sends: 1,000 prompts
 //! (`--num-prompts`) from its random dataset (1,024 input and 128 output tokens, `ignore_eos`
 //! on), all at once (`--request-rate inf`, no `--max-concurrency`), to `/v1/completions` on
-//! `127.0.0.1:8000`, streamed, at temperature 0, seed 0, after one probe request that waits up
+//! `127.0.0.1:8000`, streamed, with no temperature (the server's default), seed 0, after one probe request that waits up
 //! to 600 s for the server. Long flags may be shortened as argparse allows (`--num-prompt`).
 
 use std::path::PathBuf;
@@ -205,7 +205,7 @@ pub struct Serve {
     /// Sampling: min-p.
     #[arg(long)]
     pub min_p: Option<f64>,
-    /// Sampling: temperature (default 0, greedy).
+    /// Sampling: temperature (default: none sent, the server's own).
     #[arg(long)]
     pub temperature: Option<f64>,
     /// Sampling: frequency penalty.
@@ -738,9 +738,19 @@ impl Serve {
         // The request bodies.
         let mut extra = serde_json::Map::new();
         if !pooling {
-            // vLLM decodes greedily unless told otherwise.
-            extra.insert("temperature".into(), self.temperature.unwrap_or(0.0).into());
+            // vLLM sends a temperature only when given one (it used to send 0): the server's
+            // default applies, and vLLM says so.
+            if self.temperature.is_none() {
+                n.note(
+                    "--temperature",
+                    "no temperature is sent, as vLLM sends none without --temperature: the \
+                     server's default applies (--temperature 0 for greedy decoding, vLLM's \
+                     default before)"
+                        .to_string(),
+                );
+            }
             for (k, v) in [
+                ("temperature", self.temperature.map(serde_json::Value::from)),
                 ("top_p", self.top_p.map(serde_json::Value::from)),
                 ("top_k", self.top_k.map(serde_json::Value::from)),
                 ("min_p", self.min_p.map(serde_json::Value::from)),
@@ -1225,7 +1235,12 @@ mod tests {
             assert!(line.contains(want), "{want} missing from {line}");
         }
         let (spec, _) = p.spec_and_notes().unwrap();
-        assert_eq!(spec.workload.extra_inputs["temperature"], 0.0);
+        assert!(spec.workload.extra_inputs.get("temperature").is_none());
+        assert!(p
+            .peer
+            .notes
+            .iter()
+            .any(|n| n.contains("no temperature is sent")));
         assert_eq!(spec.workload.extra_inputs["ignore_eos"], true);
         assert!(p.peer.notes.iter().any(|n| n.contains("at once")));
     }

@@ -80,7 +80,7 @@ fn timed_run(concurrency: usize, requests: usize, ttft: &str) {
     assert!(csv.contains("\n\nMetric,Value\n"), "{csv}");
     let inputs: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("inputs.json")).unwrap()).unwrap();
-    assert_eq!(inputs["data"][0]["payload"][0]["max_tokens"], 20);
+    assert_eq!(inputs["data"][0]["payload"][0]["max_completion_tokens"], 20);
     assert_eq!(inputs["data"][0]["payload"][0]["min_tokens"], 20);
 }
 
