@@ -255,13 +255,20 @@ pub(super) fn split_of(flags: &Flags) -> Result<Option<Split>, Fatal> {
             "--processes must be from 1 to {MAX_PROCESSES}"
         )));
     }
-    if std::env::var_os(WORKER_ENV).is_some() {
+    // A worker runs its part; the in-process simulator holds both ends of each connection,
+    // and the host check says what that needs.
+    if std::env::var_os(WORKER_ENV).is_some() || (flags.sim.is_some() && pinned.is_none()) {
         return Ok(None);
     }
     let (checked, _) = crate::plan::Plan::check(&flags.spec)?;
     let l = &checked.load;
+    // A trace's streams are known once it is read: its cap, if any, says how many at most.
     let streams = if checked.workload.fixed_schedule {
-        l.concurrency.unwrap_or(u64::MAX)
+        match (l.concurrency, pinned) {
+            (Some(c), _) => c,
+            (None, Some(_)) => 1,
+            (None, None) => return Ok(None),
+        }
     } else {
         crate::plan::Load::build(l, checked.workload.random_seed, None)?.streams
     };
@@ -269,6 +276,14 @@ pub(super) fn split_of(flags: &Flags) -> Result<Option<Split>, Fatal> {
     let Some(processes) = processes_for(streams, limit, pinned) else {
         return Ok(None);
     };
+    if processes > MAX_PROCESSES {
+        return Err(Fatal::Refused(format!(
+            "{streams} connections need about {} open files, {processes} processes of {limit} \
+             each, more than the {MAX_PROCESSES} one command starts: raise the open-files \
+             limit, ask for fewer in flight, or split the load over hosts (--node-count)",
+            streams.saturating_add(RESERVED_FILES)
+        )));
+    }
     let why = |what: &str| {
         Err(Fatal::Refused(format!(
             "{what}: one process runs it, and this load needs {processes} (about {} open \
