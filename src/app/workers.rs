@@ -452,6 +452,24 @@ pub(super) fn profile(
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default();
+    // The workers' live pages, read once all had written, against the merged report: two
+    // counts of the same requests by different paths.
+    let counted: f64 = [
+        "request_count",
+        "error_request_count",
+        "request_cancelled_count",
+    ]
+    .iter()
+    .filter_map(|k| doc[k]["avg"].as_f64())
+    .sum();
+    let live = &view.last;
+    if live.read == children.len() && live.finished != counted {
+        crate::redact::say!(
+            "ringperf: warning: the workers' live figures counted {} finished requests, the \
+             merged report {counted}",
+            live.finished
+        );
+    }
     if !m.incomplete.is_empty() {
         return Err(Fatal::Refused(format!(
             "{} of {n} workers left no run: {}",
