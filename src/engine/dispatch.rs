@@ -464,7 +464,6 @@ impl Servers {
     fn pick(&mut self, id: u64, session: Option<u64>) -> usize {
         let n = self.load.len();
         let i = match self.strategy {
-            _ if n == 1 => 0,
             UrlStrategy::RoundRobin => (session.unwrap_or(id) % n as u64) as usize,
             UrlStrategy::LeastInFlight => (0..n).min_by_key(|i| self.load[*i]).unwrap_or(0),
         };
@@ -583,6 +582,8 @@ mod tests {
     fn a_closed_loop_keeps_its_cap_and_each_send_is_due_when_a_place_freed() {
         let mut d = Dispatcher::<()>::default();
         d.begin_phase(limits(2), false);
+        // No prefill cap asked: requests take no prefill place.
+        assert!(!d.prefill_capped());
         // The cap fills: nothing is due while it does.
         assert!(d.may_send(0));
         assert_eq!(closed(&mut d), (None, 1));
@@ -1074,6 +1075,10 @@ mod tests {
         // A cancellation due after the deadline never comes: the deadline's timeout does.
         let late = Cut::new(0, 100 * MS, Some(200 * MS));
         let (o, _) = late.judge(read, 100 * MS, true, false).unwrap();
+        assert_eq!(o, Outcome::RequestTimeout);
+        // Both due at once: the deadline's timeout, as when the cancellation is later.
+        let tie = Cut::new(0, 100 * MS, Some(100 * MS));
+        let (o, _) = tie.judge(read, 100 * MS, true, false).unwrap();
         assert_eq!(o, Outcome::RequestTimeout);
     }
 
