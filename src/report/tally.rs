@@ -532,7 +532,7 @@ mod tests {
             t.record_lag.record(v);
             t.prefill_wait.record(v);
             t.shared.wait.record(v);
-            (t.shared.events, t.shared.of_events, t.shared.first_tokens) = (1, 2, 3);
+            (t.shared.events, t.shared.of_events, t.shared.first_tokens) = (1, 3, 5);
             let mut d = Dist::default();
             d.record(v);
             t.http_trace = vec![(crate::record::HTTP_PHASES[1], d)];
@@ -550,7 +550,7 @@ mod tests {
         }
         assert_eq!(
             (a.shared.events, a.shared.of_events, a.shared.first_tokens),
-            (2, 4, 6)
+            (2, 6, 10)
         );
         assert_eq!(a.http_trace.len(), 1);
         assert_eq!(a.http_trace[0].1.count(), 2);
@@ -563,6 +563,28 @@ mod tests {
         let names: Vec<_> = a.http_trace.iter().map(|(n, _)| *n).collect();
         assert_eq!(names, &crate::record::HTTP_PHASES[..2]);
         assert_eq!(a.http_trace[1].1.count(), 3);
+    }
+
+    #[test]
+    fn a_tally_that_sent_nothing_takes_the_window_of_what_it_merges() {
+        let s = 1_000_000_000;
+        let mut empty = tally(&[], 0, 0, 0, Vec::new());
+        empty.merge(tally(&[500_000], 10 * s, 12 * s, 0, Vec::new()));
+        assert_eq!((empty.tx_ns, empty.ty_ns), (10 * s, 12 * s));
+    }
+
+    #[test]
+    fn failed_requests_lead_the_warnings_and_only_then() {
+        let s = 1_000_000_000;
+        let failing = tally(&[500_000], s, 2 * s, 1, vec![error(500, "http", 1)])
+            .into_report(Beside::only(quiet(), Vec::new()));
+        assert_eq!(
+            failing.warnings.first().map(|w| w.code),
+            Some(crate::warning::Code::RequestsFailed)
+        );
+        let fine = tally(&[500_000], s, 2 * s, 0, Vec::new())
+            .into_report(Beside::only(quiet(), Vec::new()));
+        assert!(fine.warnings.is_empty(), "{:?}", fine.warnings);
     }
 
     #[test]
