@@ -128,10 +128,13 @@ fn check(browser: &Path, page: &Path) -> (Value, Vec<String>) {
             "--virtual-time-budget=5000",
             &format!("--proxy-server=http://127.0.0.1:{}", proxy.port),
             // Loopback too goes through the proxy, but not the browser's own calls home to
-            // google.com (search preconnects, accounts), which no flag turns off: they fail
-            // to resolve, and a page's load from there is still in its resource entries.
-            "--proxy-bypass-list=<-loopback>;*.google.com;google.com",
-            "--host-resolver-rules=MAP *.google.com ~NOTFOUND, MAP google.com ~NOTFOUND",
+            // google.com (search preconnects, accounts) and googleapis.com (its component
+            // updater, which Chromium 156 ran once in a CI run despite
+            // --disable-component-update), which no flag reliably turns off: they fail to
+            // resolve, and a page's load from there is still in its resource entries.
+            "--proxy-bypass-list=<-loopback>;*.google.com;google.com;*.googleapis.com;*.gvt1.com",
+            "--host-resolver-rules=MAP *.google.com ~NOTFOUND, MAP google.com ~NOTFOUND, \
+             MAP *.googleapis.com ~NOTFOUND, MAP *.gvt1.com ~NOTFOUND",
             "--dump-dom",
         ])
         .arg(format!("file://{}", copy.canonicalize().unwrap().display()))
