@@ -53,7 +53,8 @@ impl Worker {
 
     /// Says on stdout that the run is ready to start, with the address of its live figures,
     /// and waits for its parent's start time (Unix ns) on stdin. `None`: the parent is gone
-    /// or said stop.
+    /// or said stop. From then on a `stop` line on stdin stops the run as Ctrl-C does, and
+    /// so does the end of stdin (the parent is gone, or has read the last figures).
     pub(super) fn ready(live: Option<std::net::SocketAddr>) -> Option<u64> {
         let mut out = std::io::stdout().lock();
         let said = match live {
@@ -63,21 +64,39 @@ impl Worker {
         said.and_then(|()| out.flush()).ok()?;
         let mut line = String::new();
         std::io::stdin().lock().read_line(&mut line).ok()?;
-        line.trim().parse().ok()
+        let at = line.trim().parse().ok()?;
+        // A line, not a signal: a signal sent to every process of the command (pkill -f)
+        // and passed on by the parent too would come twice, and a second ends at once.
+        let stop = crate::sys::interrupt_flag();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            while matches!(std::io::stdin().lock().read_line(&mut line), Ok(n) if n > 0) {
+                if line.trim() == "stop" {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                line.clear();
+            }
+            stop.store(true, Ordering::Relaxed);
+            PARENT_DONE.store(true, Ordering::Release);
+        });
+        Some(at)
     }
-}
 
-impl Worker {
     /// Says on stdout that the run is written, and waits until the parent has read the last
     /// live figures (it closes stdin).
     pub(super) fn done() {
         let mut out = std::io::stdout().lock();
         if writeln!(out, "done").and_then(|()| out.flush()).is_ok() {
-            let mut rest = String::new();
-            let _ = std::io::stdin().lock().read_line(&mut rest);
+            drop(out);
+            while !PARENT_DONE.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
     }
 }
+
+/// The parent closed a worker's stdin: it has read the last figures, or it is gone.
+static PARENT_DONE: AtomicBool = AtomicBool::new(false);
 
 /// This process's part of the simulator's replicas: (index, count), when it is one.
 pub(super) fn sim_part() -> Option<(u64, u64)> {
@@ -123,6 +142,15 @@ fn lines(children: &mut [Child]) -> mpsc::Receiver<(usize, Option<String>)> {
     rx
 }
 
+/// Tells every worker still running to stop, on its stdin: each finishes as on Ctrl-C.
+fn tell_stop(children: &mut [Child]) {
+    for c in children.iter_mut() {
+        if let Some(stdin) = c.stdin.as_mut() {
+            let _ = writeln!(stdin, "stop").and_then(|()| stdin.flush());
+        }
+    }
+}
+
 /// Sends SIGINT to every child still running: each finishes as on Ctrl-C.
 fn interrupt(children: &mut [Child]) {
     for c in children.iter_mut() {
@@ -137,6 +165,7 @@ fn interrupt(children: &mut [Child]) {
 fn wait_all(
     children: &mut [Child],
     stop: &AtomicBool,
+    pass_stop: fn(&mut [Child]),
     mut tick: impl FnMut(&mut [Child], &[Option<i32>]),
 ) -> Vec<i32> {
     let mut passed = false;
@@ -154,7 +183,7 @@ fn wait_all(
             return codes.into_iter().map(|c| c.unwrap_or(0)).collect();
         }
         if stop.load(Ordering::Relaxed) && !passed {
-            interrupt(children);
+            pass_stop(children);
             passed = true;
         }
         tick(children, &codes);
@@ -204,13 +233,13 @@ pub(super) fn sim(processes: u64, stop: &AtomicBool) -> Result<(), Fatal> {
     }
     if let Some(i) = failed {
         interrupt(&mut children);
-        wait_all(&mut children, &AtomicBool::new(false), |_, _| {});
+        wait_all(&mut children, &AtomicBool::new(false), interrupt, |_, _| {});
         return Err(Fatal::Refused(format!(
             "sim: simulator process {i} of {processes} ended before it served (its error is \
              above)"
         )));
     }
-    let codes = wait_all(&mut children, stop, |_, _| {});
+    let codes = wait_all(&mut children, stop, interrupt, |_, _| {});
     let stopped = stop.load(Ordering::Relaxed);
     match codes
         .iter()
@@ -374,6 +403,7 @@ pub(super) fn profile(
         match started {
             Ok(c) => children.push(c),
             Err(e) => {
+                tell_stop(&mut children);
                 interrupt(&mut children);
                 return Err(Fatal::io(format!("starting worker {index}"), e));
             }
@@ -398,8 +428,11 @@ pub(super) fn profile(
         }
     }
     if failed.is_some() || stop.load(Ordering::Relaxed) {
+        // A worker still preparing ends at once on a signal; one waiting for its start reads
+        // the stop.
+        tell_stop(&mut children);
         interrupt(&mut children);
-        wait_all(&mut children, &AtomicBool::new(false), |_, _| {});
+        wait_all(&mut children, &AtomicBool::new(false), tell_stop, |_, _| {});
         return Err(match failed {
             Some(i) => worker_failed(&logs, i),
             None => Fatal::Interrupted,
@@ -417,7 +450,7 @@ pub(super) fn profile(
     // its stdin closes: once every worker has written or ended, the sum is read a last time.
     let mut done = vec![false; children.len()];
     let mut closed = false;
-    let codes = wait_all(&mut children, stop, |children, codes| {
+    let codes = wait_all(&mut children, stop, tell_stop, |children, codes| {
         while let Ok((i, line)) = rx.try_recv() {
             if line.as_deref() == Some("done") {
                 done[i] = true;

@@ -210,6 +210,76 @@ fn a_worker_serves_its_live_figures_and_they_match_its_report() {
     drop(sim);
 }
 
+/// Pids of `pid`'s children.
+fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_signal_to_a_split_run_keeps_what_every_worker_measured() {
+    let _shared = support::shared();
+    let sim = support::sim("--ttft 20ms --itl 5ms --default-max-tokens 8");
+    let url = format!("http://{}", sim.addr);
+    // To the parent alone (a terminal's Ctrl-C), and to every process of the command at once
+    // (pkill -f): the workers hear it twice, and must still write their runs.
+    for to_all in [false, true] {
+        let dir = support::artifact_dir("split-signal");
+        let child = support::ringperf()
+            .args(["profile", "--url", &url, "--streaming", "--processes", "2"])
+            .args([
+                "--concurrency",
+                "4",
+                "--benchmark-duration",
+                "60",
+                "--no-progress",
+            ])
+            .args(["--artifact-dir", dir.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Ready when each worker's live page counts a finished request.
+        let finished = |i: u32| {
+            let log = std::fs::read_to_string(dir.join(format!("workers/worker-{i:03}.log")));
+            let addr = log.ok().and_then(|l| {
+                let at = l.find("live figures at http://")? + "live figures at http://".len();
+                Some(l[at..].split('/').next()?.to_string())
+            });
+            addr.is_some_and(|a| {
+                sample(&get(&a, "/metrics").1, "ringperf_requests_finished_total") > 0.0
+            })
+        };
+        let began = std::time::Instant::now();
+        while !(finished(0) && finished(1)) {
+            assert!(began.elapsed().as_secs() < 60, "the workers never started");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let workers = children_of(child.id());
+        assert_eq!(workers.len(), 2, "{workers:?}");
+        support::signal(&child, "INT");
+        if to_all {
+            for w in workers {
+                assert!(std::process::Command::new("kill")
+                    .args(["-INT", &w.to_string()])
+                    .status()
+                    .unwrap()
+                    .success());
+            }
+        }
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(130), "{err}");
+        let doc = json(&dir.join("profile_export_ringperf.json"));
+        assert_eq!(doc["was_cancelled"], true, "{to_all}");
+        assert_eq!(doc["merge"]["nodes_merged"], 2, "{to_all}: {err}");
+        assert!(doc["request_count"]["avg"].as_f64().unwrap() > 0.0);
+    }
+}
+
 #[test]
 fn sim_replicas_run_in_processes_of_their_own_and_stop_together() {
     let _shared = support::shared();
