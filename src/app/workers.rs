@@ -68,6 +68,7 @@ impl Worker {
         // A line, not a signal: a signal sent to every process of the command (pkill -f)
         // and passed on by the parent too would come twice, and a second ends at once.
         let stop = crate::sys::interrupt_flag();
+        STARTED.store(true, Ordering::Release);
         std::thread::spawn(move || {
             let mut line = String::new();
             while matches!(std::io::stdin().lock().read_line(&mut line), Ok(n) if n > 0) {
@@ -83,8 +84,12 @@ impl Worker {
     }
 
     /// Says on stdout that the run is written, and waits until the parent has read the last
-    /// live figures (it closes stdin).
+    /// live figures (it closes stdin). A worker that never started (its run failed, or the
+    /// parent stopped it first) ends at once: its parent reads the end of its output.
     pub(super) fn done() {
+        if !STARTED.load(Ordering::Acquire) {
+            return;
+        }
         let mut out = std::io::stdout().lock();
         if writeln!(out, "done").and_then(|()| out.flush()).is_ok() {
             drop(out);
@@ -95,6 +100,8 @@ impl Worker {
     }
 }
 
+/// The parent gave this worker its start, and stdin is read for its stop.
+static STARTED: AtomicBool = AtomicBool::new(false);
 /// The parent closed a worker's stdin: it has read the last figures, or it is gone.
 static PARENT_DONE: AtomicBool = AtomicBool::new(false);
 

@@ -134,6 +134,44 @@ fn what_runs_in_one_process_is_refused_more() {
         assert!(err.contains(says), "{flags}: {err}");
         assert_eq!(err.lines().count(), 1, "{flags}: {err}");
     }
+    // A worker that fails before the run (its server is down) ends the command at once, with
+    // the worker's own error.
+    let mut child = support::ringperf()
+        .args([
+            "profile",
+            "-m",
+            "m",
+            "-u",
+            "http://127.0.0.1:9",
+            "--processes",
+            "2",
+        ])
+        .args(["--concurrency", "4", "--artifact-dir"])
+        .arg(support::artifact_dir("split-down"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Bounded: a worker that waited for a parent that waits for it would hang here.
+    let began = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if began.elapsed().as_secs() > 60 {
+            let _ = child.kill();
+            panic!("a split run whose workers failed did not end");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("error:"))
+        .unwrap_or_default();
+    assert!(
+        line.contains("ended before the run began") && line.contains("is not answering"),
+        "{err}"
+    );
 }
 
 #[test]
