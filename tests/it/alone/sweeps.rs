@@ -500,13 +500,13 @@ fn compare_puts_the_sweep_with_the_larger_batch_on_the_pareto_front() {
     let (small, large) = (root.join("batch4"), root.join("batch16"));
     let stop = || Arc::new(AtomicBool::new(false));
     run_sweep(
-        "--ttft 5ms --itl 2ms --max-batch 4 --itl-growth 0",
+        "--ttft 5ms --itl 5ms --max-batch 4 --itl-growth 0",
         flags,
         &small,
         stop(),
     );
     run_sweep(
-        "--ttft 5ms --itl 2ms --max-batch 16 --itl-growth 0",
+        "--ttft 5ms --itl 5ms --max-batch 16 --itl-growth 0",
         flags,
         &large,
         stop(),
