@@ -152,7 +152,14 @@ fn the_prefill_cap_holds_from_every_requests_stamps_and_its_wait_is_the_clients(
     );
     let ttft_p99 = doc["time_to_first_token"]["p99"].as_f64().unwrap();
     assert!((19.0..40.0).contains(&ttft_p99), "TTFT p99 {ttft_p99} ms");
-    assert_eq!(doc["client_distorted"], false, "{}", res.console);
+    // Nor is it counted as delay the client added: that stays far below the waits (p90 over
+    // 10 ms). Not the verdict itself, which a loaded 2-core host can tip over its 1 ms
+    // line (p99 1.39 ms in one CI run).
+    let added_us = doc["client_health"]["simulator_self_check"]["client_added_delay_per_request"]
+        ["p99"]
+        .as_f64()
+        .unwrap();
+    assert!(added_us < 5_000.0, "{}", res.console);
 }
 
 #[test]
