@@ -114,11 +114,6 @@ fn answer(mut conn: TcpStream, board: &Mutex<Board>) -> std::io::Result<()> {
     )
 }
 
-/// Upper bound of [`LiveBuckets`] bucket `i`, in seconds (its values are µs).
-fn bucket_le_s(i: usize) -> f64 {
-    LiveBuckets::upper(i) / 1e6
-}
-
 /// The Prometheus text of `progress`' counters (summed over the shards).
 pub(super) fn page(progress: &[Arc<Progress>], worker: Option<(u64, u64)>) -> String {
     use std::fmt::Write as _;
@@ -131,42 +126,43 @@ pub(super) fn page(progress: &[Arc<Progress>], worker: Option<(u64, u64)>) -> St
         let _ = writeln!(s, "ringperf_worker{{index=\"{i}\",count=\"{n}\"}} 1");
     }
     let started = progress.iter().any(|p| p.first_sent_ns.load(Relaxed) > 0);
-    let mut one = |name: &str, kind: &str, help: &str, v: u64| {
+    for (name, kind, help, v) in [
+        (
+            "ringperf_running",
+            "gauge",
+            "1 once the first request was sent.",
+            u64::from(started),
+        ),
+        (
+            "ringperf_requests_finished_total",
+            "counter",
+            "Measured requests finished, whatever their outcome.",
+            sum(|p| p.done.load(Relaxed)),
+        ),
+        (
+            "ringperf_requests_failed_total",
+            "counter",
+            "Measured requests that failed.",
+            sum(|p| p.errors.load(Relaxed)),
+        ),
+        (
+            "ringperf_requests_in_flight",
+            "gauge",
+            "Requests in flight now.",
+            sum(|p| p.in_flight.load(Relaxed)),
+        ),
+        (
+            "ringperf_output_tokens_total",
+            "counter",
+            "Output tokens of measured requests that succeeded.",
+            sum(|p| p.output_tokens.load(Relaxed)),
+        ),
+    ] {
         let _ = write!(
             s,
             "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}\n"
         );
-    };
-    one(
-        "ringperf_running",
-        "gauge",
-        "1 once the first request was sent.",
-        u64::from(started),
-    );
-    one(
-        "ringperf_requests_finished_total",
-        "counter",
-        "Measured requests finished, whatever their outcome.",
-        sum(|p| p.done.load(Relaxed)),
-    );
-    one(
-        "ringperf_requests_failed_total",
-        "counter",
-        "Measured requests that failed.",
-        sum(|p| p.errors.load(Relaxed)),
-    );
-    one(
-        "ringperf_requests_in_flight",
-        "gauge",
-        "Requests in flight now.",
-        sum(|p| p.in_flight.load(Relaxed)),
-    );
-    one(
-        "ringperf_output_tokens_total",
-        "counter",
-        "Output tokens of measured requests that succeeded.",
-        sum(|p| p.output_tokens.load(Relaxed)),
-    );
+    }
     s.push_str("# HELP ringperf_outcomes_total Measured requests by outcome other than ok.\n");
     s.push_str("# TYPE ringperf_outcomes_total counter\n");
     for (k, kind) in crate::record::LIVE_KINDS.iter().enumerate() {
@@ -195,7 +191,9 @@ pub(super) fn page(progress: &[Arc<Progress>], worker: Option<(u64, u64)>) -> St
         for (i, c) in counts.iter().enumerate() {
             total += c;
             sum_s += *c as f64 * LiveBuckets::middle(i) / 1e6;
-            let _ = writeln!(s, "{name}_bucket{{le=\"{:e}\"}} {total}", bucket_le_s(i));
+            // The buckets count µs; Prometheus's bounds are seconds.
+            let le = LiveBuckets::upper(i) / 1e6;
+            let _ = writeln!(s, "{name}_bucket{{le=\"{le:e}\"}} {total}");
         }
         let _ = writeln!(s, "{name}_bucket{{le=\"+Inf\"}} {total}");
         let _ = writeln!(s, "{name}_sum {sum_s}");
@@ -206,20 +204,13 @@ pub(super) fn page(progress: &[Arc<Progress>], worker: Option<(u64, u64)>) -> St
 
 /// Fetches `http://addr/metrics`, quickly or not at all.
 pub(super) fn scrape(addr: SocketAddr) -> Option<crate::prom::Exposition> {
-    let mut c = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
-    c.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(
-        c,
-        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut all = Vec::new();
-    c.take(4 << 20).read_to_end(&mut all).ok()?;
-    let at = all.windows(4).position(|w| w == b"\r\n\r\n")?;
-    if !all.starts_with(b"HTTP/1.1 200") {
+    let to = crate::blocking::To { addr, tls: None };
+    let request = crate::blocking::request("GET", "/metrics", &addr.to_string(), &[], "text/plain");
+    let page = crate::blocking::fetch(&to, &request, Duration::from_secs(2), 4 << 20).ok()?;
+    if page.status != 200 {
         return None;
     }
-    crate::prom::parse(std::str::from_utf8(&all[at + 4..]).ok()?).ok()
+    crate::prom::parse(std::str::from_utf8(&page.body).ok()?).ok()
 }
 
 /// The workers' pages added up: what the parent of a split run shows.

@@ -154,6 +154,8 @@ struct Flags {
     sim: Option<String>,
     /// Where to serve the live figures (`--live-metrics`).
     live_metrics: Option<std::net::SocketAddr>,
+    /// This process's part of a split run, when its parent started it as a worker.
+    worker: Option<workers::Worker>,
 }
 
 impl Flags {
@@ -173,6 +175,7 @@ impl Flags {
             peer: args.peer.clone(),
             sim: args.sim.clone(),
             live_metrics: args.output.live_metrics,
+            worker: workers::Worker::of_env()?,
         })
     }
 
@@ -194,7 +197,7 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
         Command::Profile(args) => {
             install_secrets(&args.target);
             let flags = Flags::of(&args)?;
-            let worker = workers::Worker::of_env()?;
+            let worker = flags.worker.is_some();
             // Whether any gate was crossed, and whether the load was cut short.
             let ran = if let Some(split) = workers::split_of(&flags)? {
                 workers::profile(flags, split, &stop).map(|r| (r.gates_crossed, r.cancelled))
@@ -202,12 +205,12 @@ pub fn run(cli: Cli, stop: Arc<AtomicBool>) -> Result<i32, Fatal> {
                 sweep::run(flags, stop, true)
                     .map(|r| (r.gates_crossed, r.rows.iter().any(|p| p.cancelled)))
             } else {
-                profile::run(flags, stop, worker.is_none()).map(|r| {
+                profile::run(flags, stop, !worker).map(|r| {
                     let crossed = r.gates.iter().any(|g| g.failure.is_some());
                     (crossed, r.report.cancelled)
                 })
             };
-            if worker.is_some() {
+            if worker {
                 workers::Worker::done();
             }
             // A stopped run says so in its exit code (128 + the signal, as a shell does),

@@ -256,10 +256,7 @@ fn check_host(plan: &Plan, in_process_sim: bool, host_streams: u64) -> Result<()
 
 /// The server addresses a plan's connections go to, counted once each.
 fn distinct_servers(t: &crate::plan::Target) -> u64 {
-    let mut addrs: Vec<_> = std::iter::once(&t.endpoint)
-        .chain(&t.others)
-        .map(|e| e.addr)
-        .collect();
+    let mut addrs: Vec<_> = (0..t.servers()).map(|i| t.server(i).addr).collect();
     addrs.sort();
     addrs.dedup();
     addrs.len() as u64
@@ -274,15 +271,14 @@ fn host_streams(plan: &Plan, worker: &Option<super::workers::Worker>) -> u64 {
 /// sources of 127.0.0.0/8 as the ephemeral range needs.
 fn spread_sources(plan: &mut Plan, host_streams: u64) {
     let t = &plan.target;
-    let loopback = std::iter::once(&t.endpoint)
-        .chain(&t.others)
-        .all(|e| matches!(e.addr.ip(), std::net::IpAddr::V4(ip) if ip.is_loopback()));
-    let Some((lo, hi)) = crate::doctor::port_range() else {
-        return;
-    };
+    let loopback = (0..t.servers())
+        .all(|i| matches!(t.server(i).addr.ip(), std::net::IpAddr::V4(ip) if ip.is_loopback()));
     if !loopback || !t.local_addresses.is_empty() {
         return;
     }
+    let Some((lo, hi)) = crate::doctor::port_range() else {
+        return;
+    };
     let sources = crate::doctor::loopback_sources(host_streams, distinct_servers(t), hi - lo + 1);
     if !sources.is_empty() {
         crate::redact::say!(
@@ -397,8 +393,8 @@ pub(super) fn prepare(flags: Flags) -> Result<Prepared, Fatal> {
         peer,
         sim,
         live_metrics,
+        worker,
     } = flags;
-    let worker = super::workers::Worker::of_env()?;
     if let Some(w) = &worker {
         spec.load.nodes = crate::plan::nodes::Nodes {
             index: w.index,

@@ -3,8 +3,9 @@
 //! its load into worker processes, one node of the node split each (`--node-count`), and
 //! merges their results into one report; `sim --replicas` serves its replicas from processes
 //! of their own. A child is this same binary with the same command line and one variable in
-//! its environment naming its part; it runs in a process group of its own, so that one
-//! Ctrl-C reaches it once, through its parent, and a parent that dies takes it along.
+//! its environment naming its part; it runs in a process group of its own, so that a
+//! terminal's Ctrl-C reaches the parent alone, which tells a worker to stop on its stdin (a
+//! simulator part with SIGINT), and a parent that dies takes it along.
 
 use std::io::{BufRead, Write};
 use std::os::unix::process::CommandExt;
@@ -68,8 +69,7 @@ impl Worker {
         // A line, not a signal: a signal sent to every process of the command (pkill -f)
         // and passed on by the parent too would come twice, and a second ends at once.
         let stop = crate::sys::interrupt_flag();
-        STARTED.store(true, Ordering::Release);
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             let mut line = String::new();
             while matches!(std::io::stdin().lock().read_line(&mut line), Ok(n) if n > 0) {
                 if line.trim() == "stop" {
@@ -78,8 +78,10 @@ impl Worker {
                 line.clear();
             }
             stop.store(true, Ordering::Relaxed);
-            PARENT_DONE.store(true, Ordering::Release);
         });
+        if let Ok(mut r) = STDIN_READER.lock() {
+            *r = Some(reader);
+        }
         Some(at)
     }
 
@@ -87,23 +89,21 @@ impl Worker {
     /// live figures (it closes stdin). A worker that never started (its run failed, or the
     /// parent stopped it first) ends at once: its parent reads the end of its output.
     pub(super) fn done() {
-        if !STARTED.load(Ordering::Acquire) {
+        let Some(reader) = STDIN_READER.lock().ok().and_then(|mut r| r.take()) else {
             return;
-        }
+        };
         let mut out = std::io::stdout().lock();
         if writeln!(out, "done").and_then(|()| out.flush()).is_ok() {
             drop(out);
-            while !PARENT_DONE.load(Ordering::Acquire) {
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            // It ends at the end of stdin.
+            let _ = reader.join();
         }
     }
 }
 
-/// The parent gave this worker its start, and stdin is read for its stop.
-static STARTED: AtomicBool = AtomicBool::new(false);
-/// The parent closed a worker's stdin: it has read the last figures, or it is gone.
-static PARENT_DONE: AtomicBool = AtomicBool::new(false);
+/// The thread that reads a started worker's stdin for its stop, until the parent closes it.
+static STDIN_READER: std::sync::Mutex<Option<std::thread::JoinHandle<()>>> =
+    std::sync::Mutex::new(None);
 
 /// This process's part of the simulator's replicas: (index, count), when it is one.
 pub(super) fn sim_part() -> Option<(u64, u64)> {
@@ -194,6 +194,8 @@ fn wait_all(
             passed = true;
         }
         tick(children, &codes);
+        // No call waits for the first of several children, or for a signal's flag: both are
+        // looked at every 20 ms.
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -261,7 +263,7 @@ pub(super) fn sim(processes: u64, stop: &AtomicBool) -> Result<(), Fatal> {
 }
 
 /// How a `profile` load is split over processes.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(super) struct Split {
     /// Worker processes.
     pub(super) processes: u64,
@@ -269,6 +271,8 @@ pub(super) struct Split {
     pub(super) streams: u64,
     /// Open files one process may hold.
     pub(super) limit: u64,
+    /// The load's name in the run's folder, as one process names it (`concurrency8`, …).
+    pub(super) mode: String,
 }
 
 /// Worker processes for `streams` connections when a process may open `limit` files, or
@@ -293,20 +297,26 @@ pub(super) fn split_of(flags: &Flags) -> Result<Option<Split>, Fatal> {
     }
     // A worker runs its part; the in-process simulator holds both ends of each connection,
     // and the host check says what that needs.
-    if std::env::var_os(WORKER_ENV).is_some() || (flags.sim.is_some() && pinned.is_none()) {
+    if flags.worker.is_some() || (flags.sim.is_some() && pinned.is_none()) {
         return Ok(None);
     }
     let (checked, _) = crate::plan::Plan::check(&flags.spec)?;
     let l = &checked.load;
     // A trace's streams are known once it is read: its cap, if any, says how many at most.
-    let streams = if checked.workload.fixed_schedule {
-        match (l.concurrency, pinned) {
+    let (streams, mode) = if checked.workload.fixed_schedule {
+        let streams = match (l.concurrency, pinned) {
             (Some(c), _) => c,
             (None, Some(_)) => 1,
             (None, None) => return Ok(None),
-        }
+        };
+        let mode = match l.request_rate {
+            Some(r) => format!("request_rate{r}"),
+            None => "trace".into(),
+        };
+        (streams, mode)
     } else {
-        crate::plan::Load::build(l, checked.workload.random_seed, None)?.streams
+        let load = crate::plan::Load::build(l, checked.workload.random_seed, None)?;
+        (load.streams, load.mode())
     };
     let limit = crate::sys::raise_nofile_limit();
     let Some(processes) = processes_for(streams, limit, pinned) else {
@@ -350,12 +360,18 @@ pub(super) fn split_of(flags: &Flags) -> Result<Option<Split>, Fatal> {
         processes,
         streams,
         limit,
+        mode,
     }))
 }
 
 /// The folder of worker `i`'s run inside the run's folder.
 pub(super) fn worker_dir(root: &Path, i: u64) -> PathBuf {
     root.join("workers").join(format!("worker-{i:03}"))
+}
+
+/// Worker `i`'s log, beside its folder.
+fn worker_log(root: &Path, i: u64) -> PathBuf {
+    worker_dir(root, i).with_extension("log")
 }
 
 /// What the parent of a split run reports.
@@ -386,7 +402,7 @@ pub(super) fn profile(
         let ready = flags.spec.target.ready_check_timeout_ns;
         super::prepare::choose_model(&mut flags.spec.target, false, ready)?;
     }
-    let root = run_folder(&flags)?;
+    let root = run_folder(&flags, &split.mode)?;
     let _made = super::prepare::check_artifact_dir(&root)?;
     let logs = root.join("workers");
     std::fs::create_dir_all(&logs)
@@ -399,7 +415,7 @@ pub(super) fn profile(
             dir: worker_dir(&root, index),
             model: flags.spec.target.model.clone(),
         };
-        let log = logs.join(format!("worker-{index:03}.log"));
+        let log = worker_log(&root, index);
         let started = std::fs::File::create(&log).and_then(|f| {
             spawn(
                 (WORKER_ENV, serde_json::to_string(&w).expect("plain")),
@@ -441,7 +457,7 @@ pub(super) fn profile(
         interrupt(&mut children);
         wait_all(&mut children, &AtomicBool::new(false), tell_stop, |_, _| {});
         return Err(match failed {
-            Some(i) => worker_failed(&logs, i),
+            Some(i) => worker_failed(&root, i as u64),
             None => Fatal::Interrupted,
         });
     }
@@ -483,7 +499,7 @@ pub(super) fn profile(
         if *c != 0 && *c < 128 && *c != super::GATES_CROSSED {
             crate::redact::say!(
                 "ringperf: worker {i} ended with exit code {c}: see {}",
-                logs.join(format!("worker-{i:03}.log")).display()
+                worker_log(&root, i as u64).display()
             );
         }
     }
@@ -524,8 +540,8 @@ pub(super) fn profile(
 }
 
 /// Worker `i` ended before it was ready: the last lines of its log say why.
-fn worker_failed(logs: &Path, i: usize) -> Fatal {
-    let log = logs.join(format!("worker-{i:03}.log"));
+fn worker_failed(root: &Path, i: u64) -> Fatal {
+    let log = worker_log(root, i);
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     let why = text
         .lines()
@@ -537,18 +553,10 @@ fn worker_failed(logs: &Path, i: usize) -> Fatal {
 }
 
 /// The run's folder, as one process would name it.
-fn run_folder(flags: &Flags) -> Result<PathBuf, Fatal> {
+fn run_folder(flags: &Flags, mode: &str) -> Result<PathBuf, Fatal> {
     let s = &flags.spec;
     let target = crate::plan::Target::build(&s.target)?;
-    let mode = match (s.load.request_rate, s.workload.fixed_schedule) {
-        (Some(r), _) => format!("request_rate{r}"),
-        (None, true) => "trace".into(),
-        (None, false) => format!("concurrency{}", s.load.concurrency.unwrap_or(0)),
-    };
-    Ok(
-        crate::plan::Output::build(&s.output, &target.model, target.kind.name(), &mode)
-            .artifact_dir,
-    )
+    Ok(crate::plan::Output::build(&s.output, &target.model, target.kind.name(), mode).artifact_dir)
 }
 
 #[cfg(test)]
